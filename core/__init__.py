@@ -1,0 +1,35 @@
+"""retrieval_core: ranking and retrieval metrics computed on the tensors' own device.
+
+Example:
+    >>> import torch, retrieval_core
+    >>> preds = torch.tensor([[0.9, 0.2, 0.5], [0.1, 0.8, 0.3]])
+    >>> target = torch.tensor([[1, 0, 0], [0, 0, 1]])
+    >>> r = retrieval_core.evaluate_scores(preds, target, ["ndcg@3", "hit_rate@1"])
+    >>> sorted(r)
+    ['hit_rate@1', 'ndcg@3']
+"""
+from .aggregate import MetricResults, aggregate, reduce_values
+from .build import group_flat, rank_dense
+from .evaluate import QueryValues, evaluate_scores, ranking_values, score_values
+from .ranking import Ranking
+from .registry import ALIASES, REGISTRY, MetricKey, known_metrics, metric_key, parse_metrics
+
+__all__ = [
+    "ALIASES",
+    "REGISTRY",
+    "MetricKey",
+    "MetricResults",
+    "QueryValues",
+    "Ranking",
+    "aggregate",
+    "evaluate_scores",
+    "group_flat",
+    "known_metrics",
+    "metric_key",
+    "parse_metrics",
+    "rank_dense",
+    "ranking_values",
+    "reduce_values",
+    "score_values",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,224 @@
+"""Builders of :class:`Ranking` from scores.
+
+* :func:`rank_dense` ranks a block of dense rows ``preds[B, N], target[B, N]``.
+* :func:`group_flat` groups the flat form ``(indexes, preds, target)`` by query,
+  and :func:`iter_flat_blocks` cuts it into padded dense blocks of similar-sized
+  queries, so the flat path shares the dense builder and its scratch memory stays
+  bounded (never a ``[Q, max group size]`` matrix).
+
+Tie order ("stable"): higher score first, then lower candidate index (column, or
+position of appearance in the flat form), the same on every device and block size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .ranking import Ranking
+
+__all__ = ["rank_dense", "group_flat", "iter_flat_blocks", "row_blocks", "Groups", "BLOCK_ELEMENTS"]
+
+# Scratch of one block, in matrix elements. Blocks keep temporaries small enough
+# to be re-used by the allocator: on a 2-core CPU a pass over 1M elements is ~7x
+# faster per element than over a fresh 10M-element temporary.
+BLOCK_ELEMENTS = 1 << 20
+
+
+def row_blocks(n_rows: int, n_cols: int, block_elements: int = BLOCK_ELEMENTS) -> Iterator[slice]:
+    """Slices of rows so that each block holds about ``block_elements`` entries."""
+    step = max(1, block_elements // max(n_cols, 1))
+    for start in range(0, n_rows, step):
+        yield slice(start, min(start + step, n_rows))
+
+
+def _score_view(preds: Tensor, mask: Optional[Tensor]) -> Tensor:
+    """Scores in a dtype with -inf; masked-out candidates get -inf (inputs are finite)."""
+    if preds.dtype in (torch.float16, torch.bfloat16):
+        scores = preds.float()
+    elif not preds.is_floating_point():
+        scores = preds.to(torch.float64)
+    else:
+        scores = preds
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores
+
+
+def _stable_top(scores: Tensor, d: int) -> Tuple[Tensor, Tensor]:
+    """The first ``d`` candidates of each row by (score desc, column asc)."""
+    n = scores.shape[1]
+    if d >= n:
+        return torch.sort(scores, dim=1, descending=True, stable=True)
+    vals, idx = scores.topk(d + 1, dim=1)
+    # A row whose d-th and (d+1)-th scores are equal has a tie across the cut:
+    # topk may have picked any of the tied columns. Those rows (rare with
+    # continuous scores) get an exact stable sort.
+    crossing = (vals[:, d - 1] == vals[:, d]) & torch.isfinite(vals[:, d - 1])
+    vals, idx = vals[:, :d], idx[:, :d]
+    if d > 1 and bool((vals[:, 1:] == vals[:, :-1]).any()):
+        # Inside the top d, equal scores go by column.
+        idx, perm = idx.sort(dim=1)
+        vals, perm2 = vals.gather(1, perm).sort(dim=1, descending=True, stable=True)
+        idx = idx.gather(1, perm2)
+    if bool(crossing.any()):
+        rows = crossing.nonzero().squeeze(1)
+        v, i = torch.sort(scores[rows], dim=1, descending=True, stable=True)
+        vals[rows], idx[rows] = v[:, :d], i[:, :d]
+    return vals, idx
+
+
+def _count_relevant(target: Tensor) -> Tensor:
+    # target is validated non-negative, so sign() is 1 exactly where gain > 0
+    return (target if target.dtype == torch.bool else target.sign()).sum(1).to(torch.int64)
+
+
+def rank_dense(
+    preds: Tensor,
+    target: Tensor,
+    depth: int,
+    *,
+    mask: Optional[Tensor] = None,
+    at_r: bool = False,
+    need_ideal: bool = False,
+    with_ties: bool = False,
+) -> Ranking:
+    """Rank a block of dense rows to ``depth`` (or deeper: each row's R with ``at_r``).
+
+    ``mask[B, N]`` marks real candidates (False = padding). The Ranking is complete
+    when the depth reaches the number of columns.
+
+    Example:
+        >>> import torch
+        >>> r = rank_dense(torch.tensor([[0.1, 0.9, 0.5]]), torch.tensor([[1, 0, 1]]), 2)
+        >>> r.relevance.tolist(), r.n_relevant.tolist()
+        ([[0.0, 1.0]], [2])
+    """
+    n = preds.shape[1]
+    if mask is not None:
+        target = target.masked_fill(~mask, 0)
+    n_relevant = _count_relevant(target)
+    d = depth
+    if at_r and n_relevant.numel():
+        d = max(d, int(n_relevant.max()))
+    d = max(1, min(d, n))
+    scores = _score_view(preds, mask)
+    vals, idx = _stable_top(scores, d)
+    relevance = target.gather(1, idx).to(torch.float64)
+    if mask is None:
+        valid = torch.ones_like(idx, dtype=torch.bool)
+        n_candidates = torch.full_like(n_relevant, n)
+    else:
+        valid = vals > float("-inf")
+        relevance = relevance * valid
+        n_candidates = mask.sum(1)
+    ideal = None
+    if need_ideal:
+        if target.dtype == torch.bool:
+            ranks = torch.arange(d, device=target.device)
+            ideal = (ranks < n_relevant.unsqueeze(1)).to(torch.float64)
+        else:
+            ideal = target.topk(d, dim=1).values.to(torch.float64)
+    tie_count = tie_gain = None
+    if with_ties:
+        last = vals[:, -1:]
+        tied_all = scores == last
+        tied_in = (vals == last) & valid
+        tie_count = tied_all.sum(1) - tied_in.sum(1)
+        tie_gain = (target * tied_all).sum(1).to(torch.float64) - (relevance * tied_in).sum(1)
+    return Ranking(
+        relevance=relevance,
+        valid=valid,
+        n_relevant=n_relevant,
+        n_candidates=n_candidates,
+        ideal=ideal,
+        complete=d >= n,
+        scores=vals,
+        tie_count=tie_count,
+        tie_gain=tie_gain,
+    )
+
+
+@dataclass
+class Groups:
+    """Queries of a flat input, grouped: query ``q`` holds entries
+    ``starts[q] : starts[q] + sizes[q]`` of the grouped arrays, in order of appearance."""
+
+    starts: Tensor
+    sizes: Tensor
+    ids: Tensor
+
+    @property
+    def n_queries(self) -> int:
+        return self.ids.numel()
+
+
+def _segments(indexes: Tensor) -> Groups:
+    n = indexes.numel()
+    change = (indexes[1:] != indexes[:-1]).nonzero().squeeze(1) + 1
+    starts = torch.cat([change.new_zeros(1), change])
+    sizes = torch.diff(starts, append=starts.new_full((1,), n))
+    return Groups(starts, sizes, indexes[starts])
+
+
+def _stable_argsort(indexes: Tensor) -> Tensor:
+    low = indexes.min()
+    if int(indexes.max() - low) < 2**31 - 1:  # a 32-bit sort is ~1.6x faster on CPU
+        indexes = (indexes - low).to(torch.int32)
+    return torch.sort(indexes, stable=True).indices
+
+
+def group_flat(indexes: Tensor, *arrays: Tensor) -> Tuple[Groups, Tuple[Tensor, ...]]:
+    """Group flat entries by query id, keeping each query's entries in order of appearance.
+
+    Returns the groups and ``arrays`` in grouped order. No sort and no copy when
+    equal ids already stand together (sorted or not); otherwise one stable sort.
+
+    Example:
+        >>> g, (p,) = group_flat(torch.tensor([7, 7, 3, 3, 3]), torch.arange(5.0))
+        >>> g.ids.tolist(), g.sizes.tolist(), p.tolist()
+        ([7, 3], [2, 3], [0.0, 1.0, 2.0, 3.0, 4.0])
+    """
+    groups = _segments(indexes)
+    ids = groups.ids
+    if ids.numel() == 1 or bool((ids[1:] > ids[:-1]).all()) or ids.unique().numel() == ids.numel():
+        return groups, arrays
+    perm = _stable_argsort(indexes)
+    return _segments(indexes[perm]), tuple(a[perm] for a in arrays)
+
+
+def iter_flat_blocks(
+    groups: Groups, preds: Tensor, target: Tensor, block_elements: int = BLOCK_ELEMENTS
+) -> Iterator[Tuple[Tensor, Tensor, Tensor, Optional[Tensor]]]:
+    """Yield ``(query positions, preds[b, s], target[b, s], mask[b, s] or None)`` blocks
+    of grouped flat arrays.
+
+    Queries of equal size are a plain view. Otherwise queries are bucketed by size
+    (within a factor of two, so padding at most doubles a block) and each bucket
+    is cut into blocks of about ``block_elements`` entries.
+    """
+    device = preds.device
+    sizes = groups.sizes
+    if int(sizes.min()) == int(sizes.max()):
+        s = int(sizes[0])
+        p, t = preds.view(-1, s), target.view(-1, s)
+        for rows in row_blocks(groups.n_queries, s, block_elements):
+            yield torch.arange(rows.start, rows.stop, device=device), p[rows], t[rows], None
+        return
+    bucket = torch.log2(sizes.to(torch.float64)).floor().to(torch.int64)
+    order = torch.argsort(bucket, stable=True)
+    bounds = torch.searchsorted(bucket[order], torch.unique(bucket), right=True).tolist()
+    start = 0
+    for stop in bounds:
+        members = order[start:stop]
+        width = int(sizes[members].max())
+        uniform = int(sizes[members].min()) == width
+        offsets = torch.arange(width, device=device)
+        for rows in row_blocks(members.numel(), width, block_elements):
+            q = members[rows]
+            mask = offsets.unsqueeze(0) < sizes[q].unsqueeze(1)
+            pos = torch.where(mask, groups.starts[q].unsqueeze(1) + offsets, 0)
+            yield q, preds[pos], target[pos], None if uniform else mask
+        start = stop

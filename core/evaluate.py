@@ -1,0 +1,157 @@
+"""Score-mode evaluation: scores and gains in, ``{key: value}`` out.
+
+:func:`score_values` is the update-side step that adapters share (checks of
+structure, Ranking, kernels); :func:`evaluate_scores` adds the value checks and
+the aggregation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .aggregate import MetricResults, aggregate
+from .build import BLOCK_ELEMENTS, group_flat, iter_flat_blocks, rank_dense, row_blocks
+from .ranking import Ranking
+from .registry import MetricKey, depth_needed, parse_metrics
+from .validate import check_categories, check_scores, check_ties, check_values
+
+__all__ = ["evaluate_scores", "score_values", "ranking_values", "QueryValues"]
+
+
+@dataclass
+class QueryValues:
+    """Per-query metric values ``[Q, M]`` (NaN = metric undefined for the query), with
+    the query ids of the flat form (sorted; None for dense rows, which keep their order)."""
+
+    values: Tensor
+    keys: Tuple[str, ...]
+    query_ids: Optional[Tensor] = None
+
+
+def ranking_values(ranking: Ranking, keys: Sequence[MetricKey]) -> Tensor:
+    """Run the kernels of ``keys`` on one Ranking: ``[Q, M]`` float64, NaN where undefined."""
+    values = torch.stack([m(ranking) for m in keys], dim=1)
+    undefined = torch.stack([m.spec.empty(ranking) for m in keys], dim=1)
+    return values.masked_fill(undefined, float("nan"))
+
+
+def _block_values(preds, target, mask, keys, depth, at_r, whole) -> Tensor:
+    need_ideal = any(m.spec.needs_ideal for m in keys)
+    ranking = rank_dense(
+        preds, target, preds.shape[1] if whole else depth, mask=mask, at_r=at_r, need_ideal=need_ideal
+    )
+    return ranking_values(ranking, keys)
+
+
+def score_values(
+    preds: Tensor,
+    target: Tensor,
+    metrics: Union[Sequence[str], Iterable[MetricKey]],
+    *,
+    indexes: Optional[Tensor] = None,
+    mask: Optional[Tensor] = None,
+    ties: str = "stable",
+    block_elements: int = BLOCK_ELEMENTS,
+) -> QueryValues:
+    """Per-query values of ``metrics`` for dense ``[Q, N]`` or flat (``indexes``) scores.
+
+    Checks structure (shapes, dtypes, devices, keys), not values.
+    """
+    check_ties(ties)
+    keys = tuple(metrics) if metrics and isinstance(next(iter(metrics)), MetricKey) else parse_metrics(metrics)
+    check_scores(preds, target, indexes=indexes, mask=mask)
+    depth, at_r, whole = depth_needed(keys)
+    names = tuple(m.key for m in keys)
+    if indexes is None:
+        blocks = [
+            _block_values(preds[rows], target[rows], None if mask is None else mask[rows], keys, depth, at_r, whole)
+            for rows in row_blocks(preds.shape[0], preds.shape[1], block_elements)
+        ]
+        return QueryValues(torch.cat(blocks), names)
+    groups, (preds, target) = group_flat(indexes, preds, target)
+    values = torch.empty(groups.n_queries, len(keys), dtype=torch.float64, device=preds.device)
+    for rows, p, t, m in iter_flat_blocks(groups, preds, target, block_elements):
+        values[rows] = _block_values(p, t, m, keys, depth, at_r, whole)
+    order = torch.argsort(groups.ids)
+    return QueryValues(values[order], names, groups.ids[order])
+
+
+def _query_categories(categories, indexes: Optional[Tensor], query_ids: Optional[Tensor], n: int):
+    """Categories per query: as given for dense rows; for the flat form, one per entry,
+    taken from each query's entries (which must agree)."""
+    if indexes is None:
+        check_categories(categories, n, "query (row)")
+        return categories
+    check_categories(categories, indexes.numel(), "prediction (the flat form takes one per entry)")
+    labels = None
+    if not isinstance(categories, Tensor):
+        labels, categories = _encode(categories)
+    categories = categories.to(indexes.device)
+    position = torch.searchsorted(query_ids, indexes)
+    lo = torch.full((n,), torch.iinfo(torch.int64).max, device=indexes.device).scatter_reduce(
+        0, position, categories.to(torch.int64), "amin"
+    )
+    hi = torch.full((n,), torch.iinfo(torch.int64).min, device=indexes.device).scatter_reduce(
+        0, position, categories.to(torch.int64), "amax"
+    )
+    if bool((lo != hi).any()):
+        raise ValueError("categories must be the same for every entry of a query (equal indexes)")
+    return lo if labels is None else [labels[i] for i in lo.tolist()]
+
+
+def _encode(labels: Sequence):
+    names = sorted({str(c) for c in labels}) if labels else []
+    where = {n: i for i, n in enumerate(names)}
+    return names, torch.tensor([where[str(c)] for c in labels], dtype=torch.int64)
+
+
+def evaluate_scores(
+    preds: Tensor,
+    target: Tensor,
+    metrics: Sequence[str],
+    *,
+    indexes: Optional[Tensor] = None,
+    mask: Optional[Tensor] = None,
+    ties: str = "stable",
+    empty: str = "skip",
+    reduce: str = "mean",
+    categories=None,
+) -> MetricResults:
+    """Evaluate ranking metrics from scores.
+
+    Args:
+        preds: ``[Q, N]`` scores (higher = ranked first), or ``[n]`` with ``indexes``.
+        target: gains of the same shape: bool, or integer/float >= 0 (graded).
+        metrics: keys such as ``["ndcg@10", "map@r", "mrr"]`` (see :func:`known_metrics`).
+        indexes: ``[n]`` query id of each entry (the flat form of torchmetrics).
+        mask: ``[Q, N]`` bool, False for padding candidates (dense form only).
+        ties: ``"stable"``: equal scores ranked by lower column / earlier entry.
+        empty: queries where a metric is undefined (no relevant candidate):
+            ``"skip"``, ``"zero"``, ``"one"`` or ``"error"``.
+        reduce: ``"mean"``, ``"median"``, ``"min"``, ``"max"`` or ``"none"``
+            (per-query values; NaN marks a skipped query; queries in row order,
+            or in increasing query id for the flat form).
+        categories: one label per query (dense) or per entry (flat); adds
+            ``"{key}/{label}"`` results.
+
+    Returns:
+        :class:`MetricResults`, a ``dict[str, Tensor]`` on the input's device,
+        with ``n_queries`` and per-key ``n_empty`` counts.
+
+    Example:
+        >>> import torch
+        >>> preds = torch.tensor([[0.9, 0.2, 0.5], [0.1, 0.8, 0.3]])
+        >>> target = torch.tensor([[1, 0, 0], [0, 0, 1]])
+        >>> r = evaluate_scores(preds, target, ["mrr@3", "precision@1"])
+        >>> round(r["mrr@3"].item(), 4), r["precision@1"].item()
+        (0.75, 0.5)
+    """
+    check_scores(preds, target, indexes=indexes, mask=mask)
+    check_values(preds, target)
+    qv = score_values(preds, target, metrics, indexes=indexes, mask=mask, ties=ties)
+    if categories is not None:
+        categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])
+    return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories)

@@ -1,0 +1,113 @@
+"""The Ranking: for each query, the first ``depth`` retrieved candidates in rank order.
+
+Every input mode (dense scores, grouped flat scores, embeddings) is turned into
+this one structure; the metric kernels read nothing else.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+__all__ = ["Ranking"]
+
+
+@dataclass(eq=False)
+class Ranking:
+    """Top-``depth`` candidates of ``Q`` queries, all tensors on one device.
+
+    Attributes:
+        relevance: ``[Q, d]`` float64 gain of the candidate at each rank
+            (0 = not relevant, and 0 past the end of a short list).
+        valid: ``[Q, d]`` bool, False past the end of a short candidate list.
+        n_relevant: ``[Q]`` int64, R: candidates with gain > 0 in the whole list.
+        n_candidates: ``[Q]`` int64, candidates in the whole list.
+        ideal: ``[Q, d]`` float64, the query's ``d`` largest gains in decreasing
+            order (for nDCG's ideal DCG); None when no requested metric needs it.
+        complete: True when ``d`` reaches every candidate of every query, so
+            whole-list metrics (map, mrr, auroc) are exact.
+        scores: optional ``[Q, d]`` scores in rank order.
+        tie_count: optional ``[Q]``: candidates past rank ``d`` whose score equals
+            the score at rank ``d`` (ready for tie-aware modes).
+        tie_gain: optional ``[Q]``: the summed gain of those candidates.
+
+    Example:
+        >>> import torch
+        >>> r = Ranking.from_relevance(torch.tensor([[0.0, 2.0, 0.0]]))
+        >>> r.cum_hits.tolist()
+        [[0.0, 1.0, 1.0]]
+    """
+
+    relevance: Tensor
+    valid: Tensor
+    n_relevant: Tensor
+    n_candidates: Tensor
+    ideal: Optional[Tensor] = None
+    complete: bool = False
+    scores: Optional[Tensor] = None
+    tie_count: Optional[Tensor] = None
+    tie_gain: Optional[Tensor] = None
+
+    @classmethod
+    def from_relevance(cls, relevance: Tensor, valid: Optional[Tensor] = None) -> "Ranking":
+        """A complete Ranking from gains already in rank order (tests, toys)."""
+        relevance = relevance.to(torch.float64)
+        if valid is None:
+            valid = torch.ones_like(relevance, dtype=torch.bool)
+        relevance = relevance * valid
+        return cls(
+            relevance=relevance,
+            valid=valid,
+            n_relevant=(relevance > 0).sum(1),
+            n_candidates=valid.sum(1),
+            ideal=relevance.sort(dim=1, descending=True).values,
+            complete=True,
+        )
+
+    @property
+    def depth(self) -> int:
+        return self.relevance.shape[1]
+
+    @property
+    def n_queries(self) -> int:
+        return self.relevance.shape[0]
+
+    # Derived per-rank quantities, computed once and shared by every kernel.
+    @cached_property
+    def hit(self) -> Tensor:
+        """``[Q, d]`` 1.0 where the candidate at the rank is relevant (gain > 0)."""
+        return (self.relevance > 0).to(torch.float64)
+
+    @cached_property
+    def positions(self) -> Tensor:
+        """``[d]`` ranks 1..d as float64."""
+        return torch.arange(1, self.depth + 1, dtype=torch.float64, device=self.relevance.device)
+
+    @cached_property
+    def discount(self) -> Tensor:
+        """``[d]`` DCG discount 1 / log2(rank + 1)."""
+        return 1.0 / torch.log2(self.positions + 1.0)
+
+    @cached_property
+    def cum_hits(self) -> Tensor:
+        """``[Q, d]`` hits@i for i = 1..d."""
+        return self.hit.cumsum(1)
+
+    @cached_property
+    def cum_gain(self) -> Tensor:
+        """``[Q, d]`` summed gain of the first i candidates."""
+        return self.relevance.cumsum(1)
+
+    @cached_property
+    def cum_precision_hits(self) -> Tensor:
+        """``[Q, d]`` sum over j <= i of P@j * rel_j (average precision numerator)."""
+        return (self.hit * self.cum_hits / self.positions).cumsum(1)
+
+    @cached_property
+    def first_hit(self) -> Tensor:
+        """``[Q]`` int64 rank (1-based) of the first relevant candidate, 0 if none."""
+        any_hit = self.hit.any(1)
+        return torch.where(any_hit, self.hit.argmax(1) + 1, torch.zeros_like(self.n_relevant))

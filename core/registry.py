@@ -1,0 +1,183 @@
+"""One registry of metric keys: ``name@k``, ``name@r``, ``name`` (whole list).
+
+Keys are parsed once (cached) into :class:`MetricKey` objects that carry the
+kernel, its cutoff and what the Ranking must provide for it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Dict, Iterable, Optional, Tuple, Union
+
+from torch import Tensor
+
+from . import kernels as K
+from .ranking import Ranking
+
+__all__ = ["MetricSpec", "MetricKey", "REGISTRY", "ALIASES", "parse_metrics", "metric_key", "known_metrics"]
+
+# Cutoff forms a key may take.
+AT_K, AT_R, WHOLE = "k", "r", "whole"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A metric name: its kernel, the cutoff forms it accepts, and its empty-query rule.
+
+    ``plain`` is what the bare name means (``WHOLE``: the whole list, ``AT_R``:
+    cut at R, None: a cutoff is required).
+    """
+
+    name: str
+    kernel: K.Kernel
+    cutoffs: frozenset
+    plain: Optional[str] = None
+    needs_ideal: bool = False
+    empty: Callable[[Ranking], Tensor] = K.no_relevant
+
+
+def _spec(name, kernel, cutoffs, plain=None, needs_ideal=False, empty=K.no_relevant):
+    forms = frozenset(cutoffs) | ({plain} if plain else frozenset())
+    return MetricSpec(name, kernel, forms, plain, needs_ideal, empty)
+
+
+REGISTRY: Dict[str, MetricSpec] = {
+    s.name: s
+    for s in [
+        _spec("hit_rate", K.hit_rate, {AT_K}),
+        _spec("precision", K.precision, {AT_K, AT_R}),
+        _spec("precision_adaptive", K.precision_adaptive, {AT_K}),
+        _spec("precision_capped", K.precision_capped, {AT_K}),
+        _spec("recall", K.recall, {AT_K, AT_R}),
+        _spec("f1", K.f1, {AT_K, AT_R}),
+        _spec("map", K.average_precision, {AT_K, AT_R}, plain=WHOLE),
+        _spec("map_hits", K.average_precision_hits, {AT_K}),
+        _spec("r_precision", K.precision, set(), plain=AT_R),
+        _spec("mrr", K.reciprocal_rank, {AT_K}, plain=WHOLE),
+        _spec("ndcg", K.ndcg, {AT_K, AT_R}, plain=WHOLE, needs_ideal=True),
+        _spec("ndcg_exp", K.ndcg_exp, {AT_K, AT_R}, plain=WHOLE, needs_ideal=True),
+        _spec("dcg", K.dcg, {AT_K}, plain=WHOLE),
+        _spec("dcg_exp", K.dcg_exp, {AT_K}, plain=WHOLE),
+        _spec("fall_out", K.fall_out, {AT_K}, empty=K.no_irrelevant),
+        _spec("acg", K.acg, {AT_K}),
+        _spec("wap", K.wap, {AT_K}),
+        _spec("auroc", K.auroc, set(), plain=WHOLE, empty=K.no_relevant_or_irrelevant),
+    ]
+}
+ALIASES: Dict[str, str] = {"cmc": "hit_rate"}
+
+
+@dataclass(frozen=True)
+class MetricKey:
+    """A parsed key. ``cutoff`` is a positive int, ``"r"`` or None (whole list)."""
+
+    key: str
+    spec: MetricSpec
+    cutoff: Union[int, str, None]
+
+    def __call__(self, ranking: Ranking) -> Tensor:
+        k = ranking.n_relevant if self.cutoff == AT_R else self.cutoff
+        return self.spec.kernel(ranking, k)
+
+
+def known_metrics() -> str:
+    """Human-readable list of the accepted keys, for error messages."""
+    parts = []
+    for name in sorted(list(REGISTRY) + list(ALIASES)):
+        spec = REGISTRY[ALIASES.get(name, name)]
+        forms = []
+        if spec.plain:
+            forms.append(name)
+        if AT_K in spec.cutoffs:
+            forms.append(f"{name}@k")
+        if AT_R in spec.cutoffs and spec.plain != AT_R:
+            forms.append(f"{name}@r")
+        parts.extend(forms)
+    return ", ".join(parts)
+
+
+def _parse_one(key: str) -> MetricKey:
+    if not isinstance(key, str):
+        raise TypeError(f"metric keys must be strings like 'ndcg@10'; got {key!r} of type {type(key).__name__}")
+    name, sep, arg = key.partition("@")
+    canonical = ALIASES.get(name, name)
+    spec = REGISTRY.get(canonical)
+    if spec is None:
+        raise ValueError(f"unknown metric {name!r} in key {key!r}; known keys: {known_metrics()}")
+    if not sep:
+        if spec.plain is None:
+            raise ValueError(f"metric {name!r} needs a cutoff, e.g. '{name}@10'; got {key!r}")
+        return MetricKey(key, spec, AT_R if spec.plain == AT_R else None)
+    if arg == "r":
+        if AT_R not in spec.cutoffs:
+            raise ValueError(f"metric {name!r} takes no '@r' cutoff; got {key!r}; known keys: {known_metrics()}")
+        return MetricKey(key, spec, AT_R)
+    if AT_K not in spec.cutoffs:
+        raise ValueError(f"metric {name!r} takes no '@k' cutoff; got {key!r}; known keys: {known_metrics()}")
+    if not arg.lstrip("-").isdigit():
+        raise ValueError(f"k must be a positive integer or 'r' in {key!r}; got {arg!r}")
+    k = int(arg)
+    if k <= 0:
+        raise ValueError(f"k must be a positive integer in {key!r}; got {k}")
+    return MetricKey(key, spec, k)
+
+
+@lru_cache(maxsize=256)
+def _parse_tuple(keys: Tuple[str, ...]) -> Tuple[MetricKey, ...]:
+    parsed = tuple(_parse_one(k) for k in keys)
+    seen = set()
+    for p in parsed:
+        if p.key in seen:
+            raise ValueError(f"metric key {p.key!r} is given twice")
+        seen.add(p.key)
+    return parsed
+
+
+def parse_metrics(metrics: Union[str, Iterable[str]]) -> Tuple[MetricKey, ...]:
+    """Parse metric keys once: ``parse_metrics(["ndcg@10", "map@r", "mrr"])``.
+
+    Example:
+        >>> [m.cutoff for m in parse_metrics(["ndcg@10", "map@r", "mrr"])]
+        [10, 'r', None]
+    """
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    try:
+        keys = tuple(metrics)
+    except TypeError:
+        raise TypeError(f"metrics must be a list of keys like ['ndcg@10']; got {type(metrics).__name__}") from None
+    if not keys:
+        raise ValueError("metrics must name at least one key, e.g. ['ndcg@10']")
+    for k in keys:
+        if not isinstance(k, str):
+            raise TypeError(f"metric keys must be strings like 'ndcg@10'; got {k!r} of type {type(k).__name__}")
+    return _parse_tuple(keys)
+
+
+def metric_key(name: str, k: Union[int, str, None] = None) -> str:
+    """Build a key from a name and a cutoff, checking k: ``metric_key("ndcg", 10) == "ndcg@10"``.
+
+    ``k`` must be a positive int (not bool), ``"r"``, or None (bare name).
+    """
+    if k is None:
+        key = name
+    elif k == "r":
+        key = f"{name}@r"
+    elif isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be a positive int; got {k!r} of type {type(k).__name__}")
+    elif k <= 0:
+        raise ValueError(f"k must be a positive int; got {k}")
+    else:
+        key = f"{name}@{k}"
+    parse_metrics([key])
+    return key
+
+
+def depth_needed(keys: Iterable[MetricKey]) -> Tuple[int, bool, bool]:
+    """(largest integer k, any key cut at R, any whole-list key)."""
+    ks = [m.cutoff for m in keys]
+    return (
+        max([c for c in ks if isinstance(c, int)], default=0),
+        any(c == AT_R for c in ks),
+        any(c is None for c in ks),
+    )
