@@ -179,7 +179,7 @@ def group_flat(indexes: Tensor, *arrays: Tensor) -> Tuple[Groups, Tuple[Tensor, 
     if n == 1 or bool((indexes[1:] >= indexes[:-1]).all()):
         return _segments(indexes), arrays
     # Contiguous but unsorted groups: worth checking only when runs are few.
-    if int((indexes[1:] != indexes[:-1]).sum()) < n // 8:
+    if int((indexes[1:] != indexes[:-1]).sum()) <= n // 2:
         groups = _segments(indexes)
         if groups.ids.unique().numel() == groups.n_queries:
             return groups, arrays
