@@ -9,7 +9,7 @@ Example:
     ['hit_rate@1', 'ndcg@3']
 """
 from .aggregate import MetricResults, aggregate, reduce_values
-from .build import group_flat, rank_dense
+from .build import group_flat, rank_dense, rank_flat
 from .evaluate import QueryValues, evaluate_scores, ranking_values, score_values
 from .ranking import Ranking
 from .registry import ALIASES, REGISTRY, MetricKey, known_metrics, metric_key, parse_metrics
@@ -28,6 +28,7 @@ __all__ = [
     "metric_key",
     "parse_metrics",
     "rank_dense",
+    "rank_flat",
     "ranking_values",
     "reduce_values",
     "score_values",

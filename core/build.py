@@ -19,7 +19,7 @@ from torch import Tensor
 
 from .ranking import Ranking
 
-__all__ = ["rank_dense", "group_flat", "iter_flat_blocks", "row_blocks", "Groups", "BLOCK_ELEMENTS"]
+__all__ = ["rank_dense", "rank_flat", "group_flat", "iter_flat_blocks", "row_blocks", "Groups", "BLOCK_ELEMENTS"]
 
 # Scratch of one block, in matrix elements. Blocks keep temporaries small enough
 # to be re-used by the allocator: on a 2-core CPU a pass over 1M elements is ~7x
@@ -225,3 +225,33 @@ def iter_flat_blocks(
             pos = torch.where(mask, groups.starts[q].unsqueeze(1) + offsets, 0)
             yield q, preds[pos], target[pos], None if uniform else mask
         start = stop
+
+
+def rank_flat(
+    indexes: Tensor,
+    preds: Tensor,
+    target: Tensor,
+    depth: int,
+    *,
+    need_ideal: bool = False,
+    block_elements: int = BLOCK_ELEMENTS,
+) -> Tuple[Tensor, Ranking]:
+    """Rank the flat form ``(indexes, preds, target)`` to ``depth``: ``(query ids, Ranking)``
+    with queries in increasing id. Memory O(n + Q * depth).
+
+    Example:
+        >>> ids, r = rank_flat(torch.tensor([5, 2, 5, 2]), torch.tensor([0.1, 0.2, 0.9, 0.3]),
+        ...                    torch.tensor([1, 0, 0, 1]), 1)
+        >>> ids.tolist(), r.relevance.tolist()
+        ([2, 5], [[1.0], [0.0]])
+    """
+    groups, (preds, target) = group_flat(indexes, preds, target)
+    parts, rows = [], []
+    for q, p, t, m in iter_flat_blocks(groups, preds, target, block_elements):
+        parts.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal))
+        rows.append(q)
+    ranking = Ranking.cat(parts)
+    position = torch.empty_like(groups.ids)
+    position[torch.cat(rows)] = torch.arange(groups.n_queries, device=indexes.device)
+    order = torch.argsort(groups.ids)
+    return groups.ids[order], ranking.select(position[order])

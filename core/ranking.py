@@ -67,6 +67,47 @@ class Ranking:
             complete=True,
         )
 
+    @classmethod
+    def cat(cls, parts: "list[Ranking]") -> "Ranking":
+        """Stack the queries of several Rankings, padding shallower ones (valid=False)."""
+        d = max(p.depth for p in parts)
+
+        def pad(t: Optional[Tensor], value) -> Optional[Tensor]:
+            return None if t is None else torch.nn.functional.pad(t, (0, d - t.shape[1]), value=value)
+
+        def cat_opt(ts):
+            return None if any(t is None for t in ts) else torch.cat(ts)
+
+        return cls(
+            relevance=torch.cat([pad(p.relevance, 0.0) for p in parts]),
+            valid=torch.cat([pad(p.valid, False) for p in parts]),
+            n_relevant=torch.cat([p.n_relevant for p in parts]),
+            n_candidates=torch.cat([p.n_candidates for p in parts]),
+            ideal=cat_opt([pad(p.ideal, 0.0) for p in parts]),
+            complete=all(p.complete for p in parts),
+            scores=cat_opt([pad(p.scores, float("-inf")) for p in parts]),
+            tie_count=cat_opt([p.tie_count for p in parts]),
+            tie_gain=cat_opt([p.tie_gain for p in parts]),
+        )
+
+    def select(self, rows: Tensor) -> "Ranking":
+        """The Ranking of a subset (or a reordering) of the queries."""
+
+        def take(t: Optional[Tensor]) -> Optional[Tensor]:
+            return None if t is None else t[rows]
+
+        return Ranking(
+            relevance=self.relevance[rows],
+            valid=self.valid[rows],
+            n_relevant=self.n_relevant[rows],
+            n_candidates=self.n_candidates[rows],
+            ideal=take(self.ideal),
+            complete=self.complete,
+            scores=take(self.scores),
+            tie_count=take(self.tie_count),
+            tie_gain=take(self.tie_gain),
+        )
+
     @property
     def depth(self) -> int:
         return self.relevance.shape[1]

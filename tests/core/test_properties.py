@@ -190,3 +190,24 @@ def test_group_flat_skips_the_sort_when_grouped():
         assert q is p  # no copy
     groups, (q,) = group_flat(torch.tensor([2, 1, 2, 1, 2, 1]), p)
     assert groups.ids.tolist() == [1, 2] and q.tolist() == [1.0, 3.0, 5.0, 0.0, 2.0, 4.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems(ties=True), st.integers(1, 6), st.integers(0, 2**31 - 1))
+def test_rank_flat_equals_masked_rank_dense(problem, depth, seed):
+    preds, target = problem
+    q, n = preds.shape
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, n + 1, (q,), generator=g)
+    mask = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
+    ids = torch.arange(q).unsqueeze(1).expand(q, n)[mask]
+    flat_ids, ranking = rc.rank_flat(ids, preds[mask], target[mask], depth, need_ideal=True, block_elements=16)
+    dense = rc.rank_dense(preds, target, depth, mask=mask, need_ideal=True)
+    assert flat_ids.tolist() == list(range(q))
+    d = min(ranking.depth, dense.depth)  # the deeper one holds only padding past d
+    assert not ranking.valid[:, d:].any() and not dense.valid[:, d:].any()
+    torch.testing.assert_close(ranking.relevance[:, :d], dense.relevance[:, :d])
+    torch.testing.assert_close(ranking.ideal[:, :d], dense.ideal[:, :d])
+    assert torch.equal(ranking.valid[:, :d], dense.valid[:, :d])
+    assert torch.equal(ranking.n_relevant, dense.n_relevant)
+    assert torch.equal(ranking.n_candidates, dense.n_candidates)
