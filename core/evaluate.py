@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from .aggregate import MetricResults, aggregate
-from .build import BLOCK_ELEMENTS, group_flat, iter_flat_blocks, rank_dense, row_blocks
+from .build import BLOCK_ELEMENTS, DEEP_BLOCK_DIVISOR, group_flat, iter_flat_blocks, rank_dense, row_blocks
 from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
 from .validate import check_categories, check_scores, check_ties, check_values
@@ -64,6 +64,8 @@ def score_values(
     keys = tuple(metrics) if metrics and isinstance(next(iter(metrics)), MetricKey) else parse_metrics(metrics)
     check_scores(preds, target, indexes=indexes, mask=mask)
     depth, at_r, whole = depth_needed(keys)
+    if at_r or whole:
+        block_elements = max(1, block_elements // DEEP_BLOCK_DIVISOR)
     names = tuple(m.key for m in keys)
     if indexes is None:
         blocks = [
