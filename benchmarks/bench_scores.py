@@ -365,6 +365,18 @@ def measure_memory(args) -> List[dict]:
 # --------------------------------------------------------------------------- profile
 
 
+def time_steps(steps: List[Tuple[str, Callable[[], object]]], repeat: int) -> List[Tuple[str, float]]:
+    """Median time of each named step; a step whose private API moved reports NaN."""
+    out = []
+    for name, fn in steps:
+        try:
+            med, _, _ = timed(fn, repeat)
+            out.append((name, med))
+        except Exception as exc:  # private API may move while core/ is edited
+            out.append((f"{name} (failed: {type(exc).__name__})", float("nan")))
+    return out
+
+
 def profile_dense(preds, target, repeat: int) -> List[Tuple[str, float]]:
     """Rough split of ours dense into its steps (private helpers; best effort)."""
     from retrieval_core import build, evaluate, validate
@@ -387,14 +399,7 @@ def profile_dense(preds, target, repeat: int) -> List[Tuple[str, float]]:
     steps.append(("  ranking_values (5 kernels on [Q, 10])", lambda: evaluate.ranking_values(ranking, keys)))
     qv = evaluate.score_values(preds, target, keys)
     steps.append(("aggregate (mean over queries)", lambda: retrieval_core.aggregate(qv.values, qv.keys)))
-    out = []
-    for name, fn in steps:
-        try:
-            med, _, _ = timed(fn, repeat)
-            out.append((name, med))
-        except Exception as exc:  # private API may move while core/ is edited
-            out.append((f"{name} (failed: {type(exc).__name__})", float("nan")))
-    return out
+    return time_steps(steps, repeat)
 
 
 def profile_shuffled(p, t, i, repeat: int) -> List[Tuple[str, float]]:
@@ -415,14 +420,7 @@ def profile_shuffled(p, t, i, repeat: int) -> List[Tuple[str, float]]:
         ("ranking + kernels of the grouped blocks", lambda: [build.rank_dense(a, b, K, need_ideal=True)
                                                             for _, a, b, _m in build.iter_flat_blocks(groups, gp, gt)]),
     ]
-    out = []
-    for name, fn in steps:
-        try:
-            med, _, _ = timed(fn, repeat)
-            out.append((name, med))
-        except Exception as exc:  # private API may move while core/ is edited
-            out.append((f"{name} (failed: {type(exc).__name__})", float("nan")))
-    return out
+    return time_steps(steps, repeat)
 
 
 # --------------------------------------------------------------------------- main

@@ -5,14 +5,14 @@ which the metric is undefined (an "empty" query, e.g. no relevant candidate).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from .validate import EMPTY, REDUCE, check_choice
 
-__all__ = ["MetricResults", "aggregate", "reduce_values"]
+__all__ = ["MetricResults", "aggregate", "encode_labels", "reduce_values"]
 
 
 class MetricResults(dict):
@@ -72,17 +72,25 @@ def reduce_values(values: Tensor, reduce: str) -> Tensor:
     return torch.where(count > 0, out, float("nan"))
 
 
+def encode_labels(labels: Union[Tensor, Sequence], device=None) -> Tuple[List[str], Tensor]:
+    """(sorted distinct label names, int64 code of each entry into them).
+
+    Example:
+        >>> encode_labels(["b", "a", "b"])
+        (['a', 'b'], tensor([1, 0, 1]))
+    """
+    if isinstance(labels, Tensor):
+        distinct, codes = torch.unique(labels, return_inverse=True)
+        return [str(x) for x in distinct.tolist()], codes.to(device or labels.device)
+    names = sorted({str(c) for c in labels})
+    where = {n: i for i, n in enumerate(names)}
+    return names, torch.tensor([where[str(c)] for c in labels], dtype=torch.int64, device=device)
+
+
 def _category_groups(categories: Union[Tensor, Sequence], device) -> List:
     """[(label, row index tensor)] in sorted label order."""
-    if isinstance(categories, Tensor):
-        labels, inverse = torch.unique(categories, return_inverse=True)
-        names = [str(x) for x in labels.tolist()]
-        inverse = inverse.to(device)
-    else:
-        names = sorted({str(c) for c in categories})
-        where = {n: i for i, n in enumerate(names)}
-        inverse = torch.tensor([where[str(c)] for c in categories], device=device)
-    return [(name, (inverse == i).nonzero().squeeze(1)) for i, name in enumerate(names)]
+    names, codes = encode_labels(categories, device)
+    return [(name, (codes == i).nonzero().squeeze(1)) for i, name in enumerate(names)]
 
 
 def aggregate(

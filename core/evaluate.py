@@ -12,7 +12,7 @@ from typing import Iterable, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from .aggregate import MetricResults, aggregate
+from .aggregate import MetricResults, aggregate, encode_labels
 from .build import BLOCK_ELEMENTS, DEEP_BLOCK_DIVISOR, group_flat, iter_flat_blocks, rank_dense, row_blocks
 from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
@@ -61,7 +61,7 @@ def score_values(
     Checks structure (shapes, dtypes, devices, keys), not values.
     """
     check_ties(ties)
-    keys = tuple(metrics) if metrics and isinstance(next(iter(metrics)), MetricKey) else parse_metrics(metrics)
+    keys = parse_metrics(metrics)
     check_scores(preds, target, indexes=indexes, mask=mask)
     depth, at_r, whole = depth_needed(keys)
     if at_r or whole:
@@ -90,7 +90,7 @@ def _query_categories(categories, indexes: Optional[Tensor], query_ids: Optional
     check_categories(categories, indexes.numel(), "prediction (the flat form takes one per entry)")
     labels = None
     if not isinstance(categories, Tensor):
-        labels, categories = _encode(categories)
+        labels, categories = encode_labels(categories, indexes.device)
     categories = categories.to(indexes.device)
     position = torch.searchsorted(query_ids, indexes)
     lo = torch.full((n,), torch.iinfo(torch.int64).max, device=indexes.device).scatter_reduce(
@@ -102,12 +102,6 @@ def _query_categories(categories, indexes: Optional[Tensor], query_ids: Optional
     if bool((lo != hi).any()):
         raise ValueError("categories must be the same for every entry of a query (equal indexes)")
     return lo if labels is None else [labels[i] for i in lo.tolist()]
-
-
-def _encode(labels: Sequence):
-    names = sorted({str(c) for c in labels}) if labels else []
-    where = {n: i for i, n in enumerate(names)}
-    return names, torch.tensor([where[str(c)] for c in labels], dtype=torch.int64)
 
 
 def evaluate_scores(

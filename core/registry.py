@@ -133,8 +133,10 @@ def _parse_tuple(keys: Tuple[str, ...]) -> Tuple[MetricKey, ...]:
     return parsed
 
 
-def parse_metrics(metrics: Union[str, Iterable[str]]) -> Tuple[MetricKey, ...]:
+def parse_metrics(metrics: Union[str, Iterable[Union[str, MetricKey]]]) -> Tuple[MetricKey, ...]:
     """Parse metric keys once: ``parse_metrics(["ndcg@10", "map@r", "mrr"])``.
+
+    Already parsed keys (a tuple of :class:`MetricKey`) pass through.
 
     Example:
         >>> [m.cutoff for m in parse_metrics(["ndcg@10", "map@r", "mrr"])]
@@ -148,6 +150,8 @@ def parse_metrics(metrics: Union[str, Iterable[str]]) -> Tuple[MetricKey, ...]:
         raise TypeError(f"metrics must be a list of keys like ['ndcg@10']; got {type(metrics).__name__}") from None
     if not keys:
         raise ValueError("metrics must name at least one key, e.g. ['ndcg@10']")
+    if all(isinstance(k, MetricKey) for k in keys):
+        return keys
     for k in keys:
         if not isinstance(k, str):
             raise TypeError(f"metric keys must be strings like 'ndcg@10'; got {k!r} of type {type(k).__name__}")

@@ -34,6 +34,12 @@ def problems(draw, max_q=8, max_n=12, ties=False):
     return preds, target
 
 
+def random_lengths(q, n, width, g):
+    """Per-query list lengths in 1..n and the [q, width] mask of real candidates."""
+    lengths = torch.randint(1, n + 1, (q,), generator=g)
+    return lengths, torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)
+
+
 def nan_equal(a, b, atol=1e-12):
     assert a.shape == b.shape
     both_nan = torch.isnan(a) & torch.isnan(b)
@@ -79,9 +85,8 @@ def test_padding_mask_equals_trimming(problem, pad, seed):
     preds, target = problem
     q, n = preds.shape
     g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, n + 1, (q,), generator=g)
     width = n + pad
-    mask = torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)
+    lengths, mask = random_lengths(q, n, width, g)
     padded_p = torch.rand(q, width, generator=g, dtype=torch.float64) * 10  # junk that would win
     padded_t = torch.randint(0, 4, (q, width), generator=g)
     padded_p[:, :n] = torch.where(mask[:, :n], preds, padded_p[:, :n])
@@ -142,8 +147,7 @@ def test_flat_form_equals_dense_for_any_grouping(problem, seed, shuffle):
     q, n = preds.shape
     g = torch.Generator().manual_seed(seed)
     ids = torch.randperm(1000, generator=g)[:q] - 500  # arbitrary, negative ids too
-    lengths = torch.randint(1, n + 1, (q,), generator=g)  # uneven group sizes
-    mask = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
+    _, mask = random_lengths(q, n, n, g)  # uneven group sizes
     flat_i, flat_p, flat_t = ids.unsqueeze(1).expand(q, n)[mask], preds[mask], target[mask]
     if shuffle:  # keep the order of appearance inside each query: a stable sort by a random key
         key = torch.rand(q, generator=g)[torch.arange(q).unsqueeze(1).expand(q, n)[mask]]
@@ -198,8 +202,7 @@ def test_rank_flat_equals_masked_rank_dense(problem, depth, seed):
     preds, target = problem
     q, n = preds.shape
     g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, n + 1, (q,), generator=g)
-    mask = torch.arange(n).unsqueeze(0) < lengths.unsqueeze(1)
+    _, mask = random_lengths(q, n, n, g)
     ids = torch.arange(q).unsqueeze(1).expand(q, n)[mask]
     flat_ids, ranking = rc.rank_flat(ids, preds[mask], target[mask], depth, need_ideal=True, block_elements=16)
     dense = rc.rank_dense(preds, target, depth, mask=mask, need_ideal=True)
