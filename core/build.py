@@ -19,7 +19,7 @@ from torch import Tensor
 
 from .ranking import Ranking
 
-__all__ = ["rank_dense", "rank_flat", "group_flat", "iter_flat_blocks", "row_blocks", "Groups", "BLOCK_ELEMENTS"]
+__all__ = ["rank_dense", "rank_flat", "group_flat", "iter_groups", "iter_flat_blocks", "row_blocks", "Groups", "BLOCK_ELEMENTS"]
 
 # Scratch of one block, in matrix elements. Blocks keep temporaries small enough
 # to be re-used by the allocator (on a 2-core CPU a pass over 2M elements is ~7x
@@ -74,7 +74,10 @@ def _stable_top(scores: Tensor, d: int) -> Tuple[Tensor, Tensor]:
 
 
 def _count_relevant(target: Tensor) -> Tensor:
-    # target is validated non-negative, so sign() is 1 exactly where gain > 0
+    """Candidates with gain > 0 per row (gains are validated non-negative)."""
+    if target.dtype in (torch.float32, torch.float64):
+        # the 0-"norm" counts non-zeros as a reduction, without a [B, N] temporary
+        return torch.linalg.vector_norm(target, ord=0, dim=1).to(torch.int64)
     return (target if target.dtype == torch.bool else target.sign()).sum(1).to(torch.int64)
 
 
@@ -167,32 +170,79 @@ def _segments(keys: Tensor, ids_of=None) -> Groups:
     return Groups(starts, sizes, keys[starts] if ids_of is None else ids_of(starts))
 
 
-def group_flat(indexes: Tensor, *arrays: Tensor) -> Tuple[Groups, Tuple[Tensor, ...]]:
+# Ungrouped flat input is regrouped in id-range buckets of about BUCKET_ENTRIES
+# entries (at most MAX_BUCKETS of them): the sort and the permuted copies then
+# need a fraction of the input's memory, for one cheap int8 scan per bucket.
+BUCKET_ENTRIES = 1 << 20
+MAX_BUCKETS = 127  # bucket numbers are int8
+
+
+def _is_grouped(indexes: Tensor) -> Optional[Groups]:
+    """The groups when equal ids already stand together (sorted or not), else None."""
+    n = indexes.numel()
+    if n == 1 or bool((indexes[1:] >= indexes[:-1]).all()):
+        return _segments(indexes)
+    # Contiguous but unsorted groups: worth checking only when runs are few.
+    if int((indexes[1:] != indexes[:-1]).sum()) <= n // 2:
+        groups = _segments(indexes)
+        if groups.ids.unique().numel() == groups.n_queries:
+            return groups
+    return None
+
+
+def iter_groups(
+    indexes: Tensor, *arrays: Tensor, max_buckets: int = MAX_BUCKETS
+) -> Iterator[Tuple[Groups, Tuple[Tensor, ...]]]:
     """Group flat entries by query id, keeping each query's entries in order of appearance.
 
-    Returns the groups and ``arrays`` in grouped order. No sort and no copy when
-    equal ids already stand together (sorted or not); otherwise one stable sort.
+    Yields ``(groups, arrays in grouped order)`` for disjoint ranges of ids that
+    together hold every query. Already grouped input is one part with no sort and
+    no copy; otherwise each id range is gathered and stably sorted on its own.
+    """
+    grouped = _is_grouped(indexes)
+    if grouped is not None:
+        yield grouped, arrays
+        return
+    n = indexes.numel()
+    low, high = (int(v) for v in torch.aminmax(indexes))
+    n_buckets = max(1, min(max_buckets, -(-n // BUCKET_ENTRIES), high - low + 1))
+    if high - low >= 2**62:  # keep the bucket arithmetic inside int64
+        n_buckets = 1
+    if n_buckets == 1:
+        yield _sorted_part(indexes, None, low, arrays)
+        return
+    width = -(-(high - low + 1) // n_buckets)
+    bucket = torch.empty(n, dtype=torch.int8, device=indexes.device)
+    for rows in row_blocks(n, 1, BUCKET_ENTRIES):  # in slices: no int64 temporary of size n
+        bucket[rows] = torch.div(indexes[rows] - low, width, rounding_mode="floor").to(torch.int8)
+    for b in range(n_buckets):
+        where = (bucket == b).nonzero().squeeze(1)  # in order of appearance
+        if where.numel():
+            yield _sorted_part(indexes, where, low + b * width, arrays)
+
+
+def _sorted_part(indexes: Tensor, where: Optional[Tensor], start: int, arrays: Tuple[Tensor, ...]):
+    """Groups and grouped copies of the entries ``where`` (all if None), ids >= ``start``."""
+    ids = indexes if where is None else indexes[where]
+    keys = ids - start
+    if int(keys.max()) < 2**31 - 1:  # a 32-bit sort is ~1.6x faster on CPU
+        keys = keys.to(torch.int32)
+    keys, perm = torch.sort(keys, stable=True)
+    groups = _segments(keys, ids_of=lambda starts: ids[perm[starts]])
+    take = perm if where is None else where[perm]
+    del ids, keys, perm, where
+    return groups, tuple(a.index_select(0, take) for a in arrays)  # faster than a[take]
+
+
+def group_flat(indexes: Tensor, *arrays: Tensor) -> Tuple[Groups, Tuple[Tensor, ...]]:
+    """Group all flat entries at once (one part of :func:`iter_groups`).
 
     Example:
         >>> g, (p,) = group_flat(torch.tensor([7, 7, 3, 3, 3]), torch.arange(5.0))
         >>> g.ids.tolist(), g.sizes.tolist(), p.tolist()
         ([7, 3], [2, 3], [0.0, 1.0, 2.0, 3.0, 4.0])
     """
-    n = indexes.numel()
-    if n == 1 or bool((indexes[1:] >= indexes[:-1]).all()):
-        return _segments(indexes), arrays
-    # Contiguous but unsorted groups: worth checking only when runs are few.
-    if int((indexes[1:] != indexes[:-1]).sum()) <= n // 2:
-        groups = _segments(indexes)
-        if groups.ids.unique().numel() == groups.n_queries:
-            return groups, arrays
-    low = indexes.min()
-    keys = indexes
-    if int(indexes.max() - low) < 2**31 - 1:  # a 32-bit sort is ~1.6x faster on CPU
-        keys = (indexes - low).to(torch.int32)
-    keys, perm = torch.sort(keys, stable=True)
-    groups = _segments(keys, ids_of=lambda starts: indexes[perm[starts]])
-    return groups, tuple(a.index_select(0, perm) for a in arrays)  # faster than a[perm]
+    return next(iter_groups(indexes, *arrays, max_buckets=1))
 
 
 def iter_flat_blocks(
@@ -248,13 +298,16 @@ def rank_flat(
         >>> ids.tolist(), r.relevance.tolist()
         ([2, 5], [[1.0], [0.0]])
     """
-    groups, (preds, target) = group_flat(indexes, preds, target)
-    parts, rows = [], []
-    for q, p, t, m in iter_flat_blocks(groups, preds, target, block_elements):
-        parts.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal))
-        rows.append(q)
-    ranking = Ranking.cat(parts)
-    position = torch.empty_like(groups.ids)
-    position[torch.cat(rows)] = torch.arange(groups.n_queries, device=indexes.device)
-    order = torch.argsort(groups.ids)
-    return groups.ids[order], ranking.select(position[order])
+    parts, ids = [], []
+    for groups, (p_, t_) in iter_groups(indexes, preds, target):
+        blocks, rows = [], []
+        for q, p, t, m in iter_flat_blocks(groups, p_, t_, block_elements):
+            blocks.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal))
+            rows.append(q)
+        position = torch.empty_like(groups.ids)
+        position[torch.cat(rows)] = torch.arange(groups.n_queries, device=indexes.device)
+        parts.append(Ranking.cat(blocks).select(position))
+        ids.append(groups.ids)
+    ids = torch.cat(ids)
+    order = torch.argsort(ids)
+    return ids[order], Ranking.cat(parts).select(order)

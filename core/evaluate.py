@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from .aggregate import MetricResults, aggregate, encode_labels
-from .build import BLOCK_ELEMENTS, DEEP_BLOCK_DIVISOR, group_flat, iter_flat_blocks, rank_dense, row_blocks
+from .build import BLOCK_ELEMENTS, DEEP_BLOCK_DIVISOR, iter_flat_blocks, iter_groups, rank_dense, row_blocks
 from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
 from .validate import check_categories, check_scores, check_ties, check_values
@@ -73,12 +73,16 @@ def score_values(
             for rows in row_blocks(preds.shape[0], preds.shape[1], block_elements)
         ]
         return QueryValues(torch.cat(blocks), names)
-    groups, (preds, target) = group_flat(indexes, preds, target)
-    values = torch.empty(groups.n_queries, len(keys), dtype=torch.float64, device=preds.device)
-    for rows, p, t, m in iter_flat_blocks(groups, preds, target, block_elements):
-        values[rows] = _block_values(p, t, m, keys, depth, at_r, whole)
-    order = torch.argsort(groups.ids)
-    return QueryValues(values[order], names, groups.ids[order])
+    parts, ids = [], []
+    for groups, (p_, t_) in iter_groups(indexes, preds, target):
+        values = torch.empty(groups.n_queries, len(keys), dtype=torch.float64, device=preds.device)
+        for rows, p, t, m in iter_flat_blocks(groups, p_, t_, block_elements):
+            values[rows] = _block_values(p, t, m, keys, depth, at_r, whole)
+        parts.append(values)
+        ids.append(groups.ids)
+    ids = torch.cat(ids)
+    order = torch.argsort(ids)
+    return QueryValues(torch.cat(parts)[order], names, ids[order])
 
 
 def _query_categories(categories, indexes: Optional[Tensor], query_ids: Optional[Tensor], n: int):

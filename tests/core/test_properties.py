@@ -1,12 +1,14 @@
 """Hypothesis properties: query order, perfect ranking, padding, dtypes, empty policies,
 flat vs dense, block size."""
 import math
+from unittest import mock
 
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import retrieval_core as rc
+from retrieval_core import build
 from retrieval_core.build import group_flat, iter_flat_blocks
 from retrieval_core.evaluate import score_values
 
@@ -154,11 +156,15 @@ def test_flat_form_equals_dense_for_any_grouping(problem, seed, shuffle):
         order = torch.sort(key, stable=True).indices
         flat_i, flat_p, flat_t = flat_i[order], flat_p[order], flat_t[order]
     dense = rc.evaluate_scores(preds, target, KEYS, mask=mask, reduce="none")
-    flat = score_values(flat_p, flat_t, KEYS, indexes=flat_i)
     sort = torch.argsort(ids)
-    assert flat.query_ids.tolist() == ids[sort].tolist()
-    for j, k in enumerate(KEYS):
-        nan_equal(flat.values[:, j], dense[k][sort])
+    for bucket_entries in (build.BUCKET_ENTRIES, 3):  # one id range, or many small ones
+        with mock.patch.object(build, "BUCKET_ENTRIES", bucket_entries):
+            flat = score_values(flat_p, flat_t, KEYS, indexes=flat_i)
+            _, ranking = rc.rank_flat(flat_i, flat_p, flat_t, 3)
+        assert flat.query_ids.tolist() == ids[sort].tolist()
+        for j, k in enumerate(KEYS):
+            nan_equal(flat.values[:, j], dense[k][sort])
+        assert torch.equal(ranking.n_relevant, (target * mask > 0).sum(1)[sort])
 
 
 @settings(max_examples=40, deadline=None)
