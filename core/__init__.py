@@ -10,6 +10,7 @@ Example:
 """
 from .aggregate import MetricResults, aggregate, reduce_values
 from .build import group_flat, rank_dense, rank_flat
+from .embeddings import evaluate_embeddings
 from .evaluate import QueryValues, evaluate_scores, ranking_values, score_values
 from .ranking import Ranking
 from .registry import ALIASES, REGISTRY, MetricKey, known_metrics, metric_key, parse_metrics
@@ -22,6 +23,7 @@ __all__ = [
     "QueryValues",
     "Ranking",
     "aggregate",
+    "evaluate_embeddings",
     "evaluate_scores",
     "group_flat",
     "known_metrics",

@@ -62,6 +62,11 @@ def score_values(
     """
     check_ties(ties)
     keys = parse_metrics(metrics)
+    set_level = [m.key for m in keys if not m.spec.per_query]
+    if set_level:
+        raise ValueError(
+            f"{', '.join(set_level)}: embedding-set metrics need embeddings; evaluate_embeddings computes them"
+        )
     check_scores(preds, target, indexes=indexes, mask=mask)
     depth, at_r, whole = depth_needed(keys)
     if at_r or whole:

@@ -5,6 +5,7 @@ kernel, its cutoff and what the Ranking must provide for it.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Dict, Iterable, Optional, Tuple, Union
@@ -16,8 +17,8 @@ from .ranking import Ranking
 
 __all__ = ["MetricSpec", "MetricKey", "REGISTRY", "ALIASES", "parse_metrics", "metric_key", "known_metrics"]
 
-# Cutoff forms a key may take.
-AT_K, AT_R, WHOLE = "k", "r", "whole"
+# Cutoff forms a key may take; AT_X is a float parameter (set-level metrics).
+AT_K, AT_R, WHOLE, AT_X = "k", "r", "whole", "x"
 
 
 @dataclass(frozen=True)
@@ -25,15 +26,20 @@ class MetricSpec:
     """A metric name: its kernel, the cutoff forms it accepts, and its empty-query rule.
 
     ``plain`` is what the bare name means (``WHOLE``: the whole list, ``AT_R``:
-    cut at R, None: a cutoff is required).
+    cut at R, None: a cutoff is required). Set-level metrics (``kernel`` None) are
+    computed once per evaluation of embeddings, not per query.
     """
 
     name: str
-    kernel: K.Kernel
+    kernel: Optional[K.Kernel]
     cutoffs: frozenset
     plain: Optional[str] = None
     needs_ideal: bool = False
     empty: Callable[[Ranking], Tensor] = K.no_relevant
+
+    @property
+    def per_query(self) -> bool:
+        return self.kernel is not None
 
 
 def _spec(name, kernel, cutoffs, plain=None, needs_ideal=False, empty=K.no_relevant):
@@ -62,6 +68,11 @@ REGISTRY: Dict[str, MetricSpec] = {
         _spec("acg", K.acg, {AT_K}),
         _spec("wap", K.wap, {AT_K}),
         _spec("auroc", K.auroc, set(), plain=WHOLE, empty=K.no_relevant_or_irrelevant),
+        # embedding-set metrics (shared/DESIGN.md), evaluated by evaluate_embeddings
+        _spec("fnmr", None, {AT_X}),
+        _spec("pcf", None, {AT_X}),
+        _spec("nmi", None, set(), plain=WHOLE),
+        _spec("ami", None, set(), plain=WHOLE),
     ]
 }
 ALIASES: Dict[str, str] = {"cmc": "hit_rate"}
@@ -69,11 +80,12 @@ ALIASES: Dict[str, str] = {"cmc": "hit_rate"}
 
 @dataclass(frozen=True)
 class MetricKey:
-    """A parsed key. ``cutoff`` is a positive int, ``"r"`` or None (whole list)."""
+    """A parsed key. ``cutoff`` is a positive int, ``"r"``, None (whole list), or the
+    float parameter of a set-level metric."""
 
     key: str
     spec: MetricSpec
-    cutoff: Union[int, str, None]
+    cutoff: Union[int, str, float, None]
 
     def __call__(self, ranking: Ranking) -> Tensor:
         k = ranking.n_relevant if self.cutoff == AT_R else self.cutoff
@@ -92,6 +104,8 @@ def known_metrics() -> str:
             forms.append(f"{name}@k")
         if AT_R in spec.cutoffs and spec.plain != AT_R:
             forms.append(f"{name}@r")
+        if AT_X in spec.cutoffs:
+            forms.append(f"{name}@x")
         parts.extend(forms)
     return ", ".join(parts)
 
@@ -112,6 +126,14 @@ def _parse_one(key: str) -> MetricKey:
         if AT_R not in spec.cutoffs:
             raise ValueError(f"metric {name!r} takes no '@r' cutoff; got {key!r}; known keys: {known_metrics()}")
         return MetricKey(key, spec, AT_R)
+    if AT_X in spec.cutoffs:
+        try:
+            x = float(arg)
+        except ValueError:
+            raise ValueError(f"{name} takes a number after '@', e.g. '{name}@0.1'; got {key!r}") from None
+        if not math.isfinite(x):
+            raise ValueError(f"{name} takes a finite number after '@'; got {key!r}")
+        return MetricKey(key, spec, x)
     if AT_K not in spec.cutoffs:
         raise ValueError(f"metric {name!r} takes no '@k' cutoff; got {key!r}; known keys: {known_metrics()}")
     if not arg.lstrip("-").isdigit():
@@ -177,9 +199,15 @@ def metric_key(name: str, k: Union[int, str, None] = None) -> str:
     return key
 
 
+def split_scopes(keys: Iterable[MetricKey]) -> Tuple[Tuple[MetricKey, ...], Tuple[MetricKey, ...]]:
+    """(per-query keys, set-level keys)."""
+    keys = tuple(keys)
+    return tuple(m for m in keys if m.spec.per_query), tuple(m for m in keys if not m.spec.per_query)
+
+
 def depth_needed(keys: Iterable[MetricKey]) -> Tuple[int, bool, bool]:
-    """(largest integer k, any key cut at R, any whole-list key)."""
-    ks = [m.cutoff for m in keys]
+    """(largest integer k, any key cut at R, any whole-list key) of per-query keys."""
+    ks = [m.cutoff for m in keys if m.spec.per_query]
     return (
         max([c for c in ks if isinstance(c, int)], default=0),
         any(c == AT_R for c in ks),

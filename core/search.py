@@ -1,0 +1,89 @@
+"""Exact k-NN building blocks for embedding mode: similarities, gains, exclusion.
+
+Every function works on one query chunk against the whole gallery (``[c, G]``),
+so the evaluator never holds a ``[Q, G]`` matrix. Distances become similarities
+(closer = larger); ties are left to the stable Ranking builder.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Union
+
+import torch
+from torch import Tensor
+
+DISTANCES = ("cosine", "dot", "euclidean", "squared_euclidean", "hamming")
+Distance = Union[str, Callable[[Tensor, Tensor], Tensor]]
+Relevance = Callable[[Tensor, Tensor], Tensor]
+
+
+def prepare(x: Tensor, distance: Distance) -> Tensor:
+    """Embeddings in the form the similarity of ``distance`` multiplies.
+
+    cosine: rows scaled to unit norm; hamming: binary codes as +-1 floats;
+    others: float32 (or float64 when given).
+
+    Example:
+        >>> prepare(torch.tensor([[0, 1, 1]]), "hamming").tolist()
+        [[-1.0, 1.0, 1.0]]
+    """
+    if callable(distance):
+        return x
+    x = x.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
+    if distance == "cosine":
+        return torch.nn.functional.normalize(x, dim=1)
+    if distance == "hamming":
+        return torch.where(x > 0, 1.0, -1.0).to(x.dtype)
+    return x
+
+
+def similarity(q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Tensor] = None) -> Tensor:
+    """``[c, G]`` similarity of prepared queries and gallery (larger = closer).
+
+    euclidean and squared_euclidean rank by ``2 q.g - |g|^2``, which orders the
+    gallery exactly as ``-|q - g|^2`` does for each query (``|q|^2`` is constant
+    per row); hamming gives ``D - 2 * hamming`` (integers, exact in float32).
+    """
+    if callable(distance):
+        return -distance(q, g)
+    s = q @ g.T
+    if distance in ("euclidean", "squared_euclidean"):
+        s = 2.0 * s - (g_sq_norm if g_sq_norm is not None else (g * g).sum(1))
+    return s
+
+
+def distances(q: Tensor, g: Tensor, distance: Distance) -> Tensor:
+    """``[c, G]`` distances of prepared embeddings, in the named distance's own units
+    (cosine: 1 - cos, dot: -dot, euclidean: L2, hamming: differing bits)."""
+    if callable(distance):
+        return distance(q, g)
+    if distance in ("euclidean", "squared_euclidean"):
+        d2 = ((q * q).sum(1, keepdim=True) - 2.0 * (q @ g.T) + (g * g).sum(1)).clamp(min=0)
+        return d2.sqrt() if distance == "euclidean" else d2
+    s = q @ g.T
+    if distance == "cosine":
+        return 1.0 - s
+    if distance == "hamming":
+        return (q.shape[1] - s) / 2.0
+    return -s
+
+
+def gains(query_labels: Tensor, gallery_labels: Tensor, relevance: Optional[Relevance] = None) -> Tensor:
+    """``[c, G]`` gains: equal label (1-D labels, bool), number of shared labels
+    (multi-hot ``[N, C]``), or ``relevance(query_labels, gallery_labels)``.
+
+    Example:
+        >>> gains(torch.tensor([1, 2]), torch.tensor([2, 1, 1])).tolist()
+        [[False, True, True], [True, False, False]]
+    """
+    if relevance is not None:
+        return relevance(query_labels, gallery_labels)
+    if query_labels.ndim == 1:
+        return query_labels.unsqueeze(1) == gallery_labels.unsqueeze(0)
+    return query_labels.to(torch.float32) @ gallery_labels.to(torch.float32).T
+
+
+def eligible(query_ids: Optional[Tensor], gallery_ids: Optional[Tensor]) -> Optional[Tensor]:
+    """``[c, G]`` True where the gallery item may be retrieved (its id differs from the query's)."""
+    if query_ids is None:
+        return None
+    return query_ids.unsqueeze(1) != gallery_ids.unsqueeze(0)
