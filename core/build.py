@@ -12,14 +12,14 @@ position of appearance in the flat form), the same on every device and block siz
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from .ranking import Ranking
 
-__all__ = ["rank_dense", "rank_flat", "group_flat", "iter_groups", "iter_flat_blocks", "row_blocks", "Groups", "BLOCK_ELEMENTS"]
+__all__ = ["rank_dense", "rank_binary", "rank_flat", "group_flat", "iter_groups", "iter_flat_blocks", "row_blocks", "Groups", "BLOCK_ELEMENTS"]
 
 # Scratch of one block, in matrix elements. Blocks keep temporaries small enough
 # to be re-used by the allocator (on a 2-core CPU a pass over 2M elements is ~7x
@@ -123,8 +123,7 @@ def rank_dense(
     ideal = None
     if need_ideal:
         if target.dtype == torch.bool:
-            ranks = torch.arange(d, device=target.device)
-            ideal = (ranks < n_relevant.unsqueeze(1)).to(torch.float64)
+            ideal = _binary_ideal(n_relevant, d)
         else:
             ideal = target.topk(d, dim=1).values.to(torch.float64)
     tie_count = tie_gain = None
@@ -144,6 +143,54 @@ def rank_dense(
         scores=vals,
         tie_count=tie_count,
         tie_gain=tie_gain,
+    )
+
+
+def _binary_ideal(n_relevant: Tensor, d: int) -> Tensor:
+    """The ideal gains of 0/1 relevance: R ones, then zeros."""
+    ranks = torch.arange(d, device=n_relevant.device)
+    return (ranks < n_relevant.unsqueeze(1)).to(torch.float64)
+
+
+def rank_binary(
+    scores: Tensor,
+    depth: int,
+    relevant_at: Callable[[Tensor], Tensor],
+    n_relevant: Tensor,
+    n_candidates: Tensor,
+    *,
+    at_r: bool = False,
+    need_ideal: bool = False,
+) -> Ranking:
+    """Rank rows with 0/1 relevance known without a ``[B, N]`` gain matrix.
+
+    ``scores`` holds -inf for excluded candidates; ``relevant_at(idx[B, d])`` gives
+    the relevance of the ranked candidates; R and the candidate counts come
+    precomputed (embedding mode counts them from labels).
+
+    Example:
+        >>> labels = torch.tensor([3, 5, 3])
+        >>> r = rank_binary(torch.tensor([[0.2, 0.9, float("-inf")]]), 2,
+        ...                 lambda idx: labels[idx] == 3, torch.tensor([1]), torch.tensor([2]))
+        >>> r.relevance.tolist(), r.valid.tolist()
+        ([[0.0, 1.0]], [[True, True]])
+    """
+    n = scores.shape[1]
+    d = depth
+    if at_r and n_relevant.numel():
+        d = max(d, int(n_relevant.max()))
+    d = max(1, min(d, n))
+    vals, idx = _stable_top(scores, d)
+    valid = vals > float("-inf")
+    relevance = (relevant_at(idx) & valid).to(torch.float64)
+    return Ranking(
+        relevance=relevance,
+        valid=valid,
+        n_relevant=n_relevant,
+        n_candidates=n_candidates,
+        ideal=_binary_ideal(n_relevant, d) if need_ideal else None,
+        complete=d >= n,
+        scores=vals,
     )
 
 

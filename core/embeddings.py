@@ -15,7 +15,7 @@ from torch import Tensor
 
 from . import search
 from .aggregate import MetricResults, aggregate, encode_labels, reduce_values
-from .build import rank_dense
+from .build import rank_binary, rank_dense
 from .evaluate import ranking_values
 from .registry import MetricKey, depth_needed, parse_metrics, split_scopes
 from .validate import EMPTY, REDUCE, check_categories, check_choice, check_same_device, check_tensor, check_ties
@@ -98,15 +98,29 @@ def embedding_values(
     g = q_all if gallery is query else search.prepare(gallery, distance)
     g_sq = (g * g).sum(1) if distance in ("euclidean", "squared_euclidean") else None
     rows = _chunk_rows(n_gallery, at_r or whole, memory_budget)
+    # 1-D labels: R and candidate counts from label counts, relevance read at the
+    # ranked positions only, exclusion written into the scores: no [c, G] gains.
+    binary = relevance is None and query_labels.ndim == 1
+    if binary:
+        n_relevant, n_candidates = search.label_counts(query_labels, gallery_labels, query_ids, gallery_ids)
+        exclusion = None if query_ids is None else search.Exclusion(query_ids, gallery_ids)
     values = torch.empty(query.shape[0], len(keys), dtype=torch.float64, device=query.device)
-    for chunk in _progress(range(0, query.shape[0], rows), progress, query.shape[0] // rows + 1):
+    for chunk in _progress(range(0, query.shape[0], rows), progress, -(-query.shape[0] // rows)):
         part = slice(chunk, chunk + rows)
         scores = search.similarity(q_all[part], g, distance, g_sq)
-        gain = search.gains(query_labels[part], gallery_labels, relevance)
-        mask = search.eligible(None if query_ids is None else query_ids[part], gallery_ids)
-        ranking = rank_dense(
-            scores, gain, n_gallery if whole else depth, mask=mask, at_r=at_r, need_ideal=need_ideal
-        )
+        depth_or_all = n_gallery if whole else depth
+        if binary:
+            if exclusion is not None:
+                scores.index_put_(exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))
+            labels = query_labels[part].unsqueeze(1)
+            ranking = rank_binary(
+                scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
+                n_candidates[part], at_r=at_r, need_ideal=need_ideal,
+            )
+        else:
+            gain = search.gains(query_labels[part], gallery_labels, relevance)
+            mask = search.eligible(None if query_ids is None else query_ids[part], gallery_ids)
+            ranking = rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal)
         values[part] = ranking_values(ranking, keys)
     return values
 

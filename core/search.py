@@ -6,7 +6,7 @@ so the evaluator never holds a ``[Q, G]`` matrix. Distances become similarities
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -87,3 +87,62 @@ def eligible(query_ids: Optional[Tensor], gallery_ids: Optional[Tensor]) -> Opti
     if query_ids is None:
         return None
     return query_ids.unsqueeze(1) != gallery_ids.unsqueeze(0)
+
+
+def _codes(*columns: Tensor) -> Tensor:
+    """One int64 code per row of equal-length key columns (equal rows, equal codes)."""
+    code = torch.zeros_like(columns[0], dtype=torch.int64)
+    for col in columns:
+        values, inverse = torch.unique(col, return_inverse=True)
+        code = code * values.numel() + inverse
+    return code
+
+
+def count_equal(query_keys: Tuple[Tensor, ...], gallery_keys: Tuple[Tensor, ...]) -> Tensor:
+    """``[Q]`` how many gallery rows equal each query row, keys given as columns.
+
+    Example:
+        >>> count_equal((torch.tensor([1, 2, 9]),), (torch.tensor([2, 1, 1]),)).tolist()
+        [2, 1, 0]
+    """
+    n_gallery = gallery_keys[0].shape[0]
+    codes = _codes(*(torch.cat([g.to(torch.int64), q.to(torch.int64)]) for q, g in zip(query_keys, gallery_keys)))
+    distinct, inverse = torch.unique(codes, return_inverse=True)
+    counts = torch.bincount(inverse[:n_gallery], minlength=distinct.numel())
+    return counts[inverse[n_gallery:]]
+
+
+def label_counts(
+    query_labels: Tensor, gallery_labels: Tensor, query_ids: Optional[Tensor], gallery_ids: Optional[Tensor]
+) -> "tuple[Tensor, Tensor]":
+    """(R, candidates) per query for 1-D labels, exactly, without a ``[Q, G]`` matrix:
+    gallery items sharing the label (and eligible), and eligible gallery items."""
+    n_relevant = count_equal((query_labels,), (gallery_labels,))
+    n_candidates = torch.full_like(n_relevant, gallery_labels.shape[0])
+    if query_ids is not None:
+        n_relevant = n_relevant - count_equal((query_ids, query_labels), (gallery_ids, gallery_labels))
+        n_candidates = n_candidates - count_equal((query_ids,), (gallery_ids,))
+    return n_relevant, n_candidates
+
+
+class Exclusion:
+    """The (row, column) pairs of a query chunk whose gallery id equals the query's id.
+
+    Example:
+        >>> ex = Exclusion(torch.tensor([7, 8]), torch.tensor([8, 7, 8]))
+        >>> [t.tolist() for t in ex.pairs(slice(0, 2))]
+        [[0, 1, 1], [1, 0, 2]]
+    """
+
+    def __init__(self, query_ids: Tensor, gallery_ids: Tensor):
+        self.query_ids = query_ids
+        self.sorted_ids, self.order = torch.sort(gallery_ids, stable=True)
+
+    def pairs(self, part: slice) -> "tuple[Tensor, Tensor]":
+        q = self.query_ids[part]
+        lo = torch.searchsorted(self.sorted_ids, q)
+        counts = torch.searchsorted(self.sorted_ids, q, right=True) - lo
+        rows = torch.repeat_interleave(torch.arange(q.shape[0], device=q.device), counts)
+        first = torch.repeat_interleave(lo - (torch.cumsum(counts, 0) - counts), counts)
+        cols = self.order[first + torch.arange(rows.shape[0], device=q.device)]
+        return rows, cols
