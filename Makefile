@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/demo.py
+	$(VENV)/bin/retrieval-metrics demo
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -241,8 +241,12 @@ def evaluate_embeddings(
         _check_finite("gallery embeddings", gallery)
     if distance == "hamming":
         for name, x in (("query", query), ("gallery", gallery)):
-            if not bool(((x == 0) | (x == 1) | (x == -1)).all()):
+            if not (bool(((x == 0) | (x == 1)).all()) or bool(((x == -1) | (x == 1)).all())):
                 raise ValueError(f"distance='hamming' needs binary codes in {{0, 1}} or {{-1, 1}}; {name} has other values")
+    if not custom and query_labels.ndim == 2:
+        for name, labels in (("query_labels", query_labels), ("gallery_labels", gallery_labels)):
+            if labels.dtype != torch.bool and not bool(((labels == 0) | (labels == 1)).all()):
+                raise ValueError(f"{name} as multi-hot [N, classes] must hold only 0 and 1")
 
     results = MetricResults(n_queries=torch.tensor(query.shape[0]))
     if query_keys:

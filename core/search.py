@@ -44,11 +44,37 @@ def similarity(q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Ten
     per row); hamming gives ``D - 2 * hamming`` (integers, exact in float32).
     """
     if callable(distance):
-        return -distance(q, g)
-    s = q @ g.T
+        d = distance(q, g)
+        if not isinstance(d, Tensor) or d.shape != (q.shape[0], g.shape[0]):
+            got = tuple(d.shape) if isinstance(d, Tensor) else type(d).__name__
+            raise ValueError(f"a distance callable must return [queries, gallery] = {(q.shape[0], g.shape[0])}; got {got}")
+        if d.is_floating_point() and not bool(torch.isfinite(d).all()):
+            raise ValueError("a distance callable returned NaN or inf; distances must be finite")
+        # integer distances become float64 (exact below 2**53) so exclusion can write -inf
+        return -(d if d.is_floating_point() else d.to(torch.float64))
+    s = _matmul(q, g)
     if distance in ("euclidean", "squared_euclidean"):
         s = 2.0 * s - (g_sq_norm if g_sq_norm is not None else (g * g).sum(1))
     return s
+
+
+# Rows of one similarity product. BLAS gives a row the same values in any product
+# of at least this many rows (matrix-vector kernels round differently), so chunks
+# are padded to it: values do not depend on the chunk size.
+MIN_ROWS = 16
+
+
+def _matmul(q: Tensor, g: Tensor) -> Tensor:
+    """``q @ g.T`` whose values do not depend on the chunk: at least MIN_ROWS rows, and
+    float64 products rounded to float32 (float64 BLAS gives identical columns values
+    that differ in the last bit, which would break ties that are exact)."""
+    n = q.shape[0]
+    if n < MIN_ROWS:
+        q = torch.cat([q, q.new_zeros(MIN_ROWS - n, q.shape[1])])
+    s = q @ g.T
+    if s.dtype == torch.float64:
+        s = s.to(torch.float32)
+    return s[:n]
 
 
 def distances(q: Tensor, g: Tensor, distance: Distance) -> Tensor:
@@ -76,7 +102,16 @@ def gains(query_labels: Tensor, gallery_labels: Tensor, relevance: Optional[Rele
         [[False, True, True], [True, False, False]]
     """
     if relevance is not None:
-        return relevance(query_labels, gallery_labels)
+        out = relevance(query_labels, gallery_labels)
+        shape = (query_labels.shape[0], gallery_labels.shape[0])
+        if not isinstance(out, Tensor) or out.shape != shape:
+            got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
+            raise ValueError(f"a relevance callable must return gains [queries, gallery] = {shape}; got {got}")
+        if out.dtype != torch.bool:
+            low = out.min()
+            if bool(torch.isnan(low)) or bool(low < 0) or (out.is_floating_point() and not bool(torch.isfinite(out).all())):
+                raise ValueError(f"relevance gains must be finite and >= 0; got a minimum of {low.item()}")
+        return out
     if query_labels.ndim == 1:
         return query_labels.unsqueeze(1) == gallery_labels.unsqueeze(0)
     return query_labels.to(torch.float32) @ gallery_labels.to(torch.float32).T

@@ -1,0 +1,318 @@
+"""Embedding mode against two external anchors.
+
+pytorch-metric-learning (PML) ``AccuracyCalculator``:
+
+* PML's default knn is faiss (``FaissKNN``: ``IndexFlatL2`` on the raw embeddings),
+  which is not installed here, so it gets PML's own ``CustomKNN`` with
+  ``LpDistance(normalize_embeddings=True)`` (L2 on unit vectors: the cosine order,
+  our ``distance="cosine"``), ``LpDistance(normalize_embeddings=False)`` (the faiss
+  default order, our ``"euclidean"``) and ``CosineSimilarity()``.
+* PML computes on float32; so do we here. Its knn returns the top ``k``: ``k=None``
+  is the whole list (our bare ``map``, ``mrr``), ``k="max_bin_count"`` is the largest
+  class count (minus one with ``reference=None``) and an int is itself (our
+  ``map@k``, ``mrr@k``: PML's MRR only looks within its k neighbours).
+* PML skips "lone" queries (no relevant item): our ``empty="skip"``.
+* ``avg_of_avgs=True`` is our ``per_class="macro"``, ``return_per_class=True`` our
+  ``per_class="all"`` (PML lists the non-lone labels in sorted order).
+* PML's own numerics (``torch.cdist`` in float32) can swap two candidates whose
+  similarities differ by ~1e-7; the data are nudged until no relevant/non-relevant
+  pair of a query is closer than 1e-5 in cosine or euclidean terms, so both sides
+  rank the same way and any difference is one of definition.
+
+Open Metric Learning (OML) ``calc_retrieval_metrics`` (copied in tests/oml_reference.py):
+fed with the ranked eligible gallery ids of each query (from a brute-force ranking)
+and the ids of its relevant eligible items. OML ``cmc@k`` = our ``cmc@k``, OML
+``precision@k`` = our ``precision_capped@k``, OML ``map@k`` = our ``map_hits@k``,
+for every query that has a relevant item. For a query with none (R = 0) ours is
+undefined (NaN, skipped) while OML gives NaN for precision (0/0), 0 for cmc and map,
+and 1.0 for all three when the query has no candidate at all.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Tuple
+
+import pytest
+import torch
+from torch import Tensor
+
+import retrieval_core as rc
+from tests import oml_reference as oml
+
+pml_calc = pytest.importorskip("pytorch_metric_learning.utils.accuracy_calculator")
+from pytorch_metric_learning.distances import CosineSimilarity, LpDistance  # noqa: E402
+from pytorch_metric_learning.utils.inference import CustomKNN  # noqa: E402
+
+ATOL = 1e-6
+PML_METRICS = ("precision_at_1", "r_precision", "mean_average_precision_at_r", "mean_average_precision", "mean_reciprocal_rank")
+
+
+# ---------------------------------------------------------------- data without near-ties
+
+
+def _similarities(query: Tensor, reference: Tensor) -> Tuple[Tensor, Tensor]:
+    q, r = query.to(torch.float64), reference.to(torch.float64)
+    cos = torch.nn.functional.normalize(q, dim=1) @ torch.nn.functional.normalize(r, dim=1).T
+    euc = -torch.cdist(q, r)
+    return cos, euc
+
+
+def _close_pairs(query, query_labels, reference, reference_labels, self_mode: bool, eps: float) -> List[int]:
+    """Reference rows that are, for some query, within ``eps`` of a candidate of the
+    other relevance (adjacent in that query's order, cosine or euclidean)."""
+    bad = set()
+    relevant = query_labels.unsqueeze(1) == reference_labels.unsqueeze(0)
+    for sim in _similarities(query, reference):
+        if self_mode:
+            sim = sim.clone().fill_diagonal_(float("-inf"))
+        values, order = torch.sort(sim, dim=1, descending=True)
+        rel = torch.gather(relevant, 1, order)
+        close = ((values[:, :-1] - values[:, 1:]) < eps) & (rel[:, :-1] != rel[:, 1:]) & torch.isfinite(values[:, 1:])
+        rows, cols = close.nonzero(as_tuple=True)
+        bad.update(order[rows, cols + 1].tolist())
+    return sorted(bad)
+
+
+def well_separated(query, query_labels, reference=None, reference_labels=None, *, seed: int, eps: float = 1e-5):
+    """float32 data nudged until no query has a relevant and a non-relevant candidate
+    within ``eps`` of each other (no order flip from float32 rounding)."""
+    g = torch.Generator().manual_seed(seed)
+    self_mode = reference is None
+    query = query.float().clone()
+    reference = query if self_mode else reference.float().clone()
+    reference_labels = query_labels if self_mode else reference_labels
+    for _ in range(200):
+        bad = _close_pairs(query, query_labels, reference, reference_labels, self_mode, eps)
+        if not bad:
+            return (query, reference) if not self_mode else (query, None)
+        reference[bad] += 1e-2 * torch.randn(len(bad), reference.shape[1], generator=g)
+    raise AssertionError("could not separate the data")
+
+
+def clusters(n: int, dim: int, n_classes: int, seed: int, lone_labels: int = 0) -> Tuple[Tensor, Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, n_classes, (n,), generator=g)
+    labels[:lone_labels] = n_classes + torch.arange(lone_labels)  # labels nobody else has
+    centres = torch.randn(n_classes + lone_labels, dim, generator=g)
+    return centres[labels] + 1.3 * torch.randn(n, dim, generator=g), labels
+
+
+@pytest.fixture(scope="module")
+def self_set():
+    x, labels = clusters(300, 16, 12, seed=1, lone_labels=1)
+    x, _ = well_separated(x, labels, seed=2)
+    return x, labels
+
+
+@pytest.fixture(scope="module")
+def query_reference():
+    x, labels = clusters(360, 16, 12, seed=3)
+    q, ql, r, rl = x[:120], labels[:120].clone(), x[120:], labels[120:]
+    ql[:3] = 50  # a label absent from the reference: lone queries
+    q, r = well_separated(q, ql, r, rl, seed=5)
+    return q, ql, r, rl
+
+
+def test_data_are_interesting(self_set, query_reference):
+    x, labels = self_set
+    r = rc.evaluate_embeddings(x, labels, ["cmc@1", "map@r"], distance="cosine")
+    assert 0.3 < r["cmc@1"].item() < 0.98 and 0.1 < r["map@r"].item() < 0.9
+    assert int(r.n_empty["map@r"]) == 1
+    q, ql, ref, rl = query_reference
+    r = rc.evaluate_embeddings(q, ql, ["cmc@1"], gallery=ref, gallery_labels=rl)
+    assert int(r.n_empty["cmc@1"]) == 3
+
+
+# ---------------------------------------------------------------- PML
+
+
+KNNS = {
+    "lp_normalized": ("cosine", lambda: CustomKNN(LpDistance(normalize_embeddings=True))),
+    "lp_raw": ("euclidean", lambda: CustomKNN(LpDistance(normalize_embeddings=False))),
+    "cosine_similarity": ("cosine", lambda: CustomKNN(CosineSimilarity())),
+}
+
+
+def pml_accuracy(query, query_labels, reference, reference_labels, *, knn, k, **options) -> Dict:
+    calc = pml_calc.AccuracyCalculator(include=PML_METRICS, k=k, knn_func=knn(), device=torch.device("cpu"), **options)
+    if reference is None:
+        return calc.get_accuracy(query, query_labels)
+    return calc.get_accuracy(query, query_labels, reference, reference_labels, ref_includes_query=False)
+
+
+def pml_k(k, query_labels, reference_labels) -> int:
+    """The number of neighbours PML's AccuracyCalculator.determine_k takes."""
+    self_mode = reference_labels is None
+    counts_in = query_labels if self_mode else reference_labels
+    counts = [int((counts_in == c).sum()) for c in query_labels.unique()]
+    n_reference = len(counts_in)
+    if k == "max_bin_count":
+        return max(counts) - int(self_mode)
+    if k is None:
+        return n_reference - int(self_mode)
+    return k
+
+
+def our_keys(k, n_neighbours: int) -> Dict[str, str]:
+    """PML metric name -> our key, for PML's k (None = the whole list)."""
+    whole = k is None
+    return {
+        "precision_at_1": "cmc@1",
+        "r_precision": "r_precision",
+        "mean_average_precision_at_r": "map@r",
+        "mean_average_precision": "map" if whole else f"map@{n_neighbours}",
+        "mean_reciprocal_rank": "mrr" if whole else f"mrr@{n_neighbours}",
+    }
+
+
+def ours(query, query_labels, reference, reference_labels, keys, distance, **options):
+    kw = {} if reference is None else dict(gallery=reference, gallery_labels=reference_labels)
+    return rc.evaluate_embeddings(query, query_labels, list(keys), distance=distance, empty="skip", **kw, **options)
+
+
+def comparable(k, names):
+    """r_precision and map@r need PML's k >= R; a small int k only checks the rest."""
+    if isinstance(k, int):
+        return [n for n in names if n not in ("r_precision", "mean_average_precision_at_r")]
+    return list(names)
+
+
+def _setup(which, self_set, query_reference):
+    if which == "self":
+        x, labels = self_set
+        return x, labels, None, None
+    return query_reference
+
+
+@pytest.mark.parametrize("k", [None, "max_bin_count", 10])
+@pytest.mark.parametrize("which", ["self", "reference"])
+@pytest.mark.parametrize("knn", list(KNNS))
+def test_pml_accuracy_calculator(knn, which, k, self_set, query_reference):
+    distance, make_knn = KNNS[knn]
+    q, ql, ref, rl = _setup(which, self_set, query_reference)
+    n_neighbours = pml_k(k, ql, rl)
+    names = our_keys(k, n_neighbours)
+    theirs = pml_accuracy(q, ql, ref, rl, knn=make_knn, k=k)
+    got = ours(q, ql, ref, rl, names.values(), distance)
+    for name in comparable(k, PML_METRICS):
+        assert math.isclose(got[names[name]].item(), theirs[name], abs_tol=ATOL), (name, names[name], got[names[name]].item(), theirs[name])
+    # cmc@1 is hit_rate@1
+    assert got["cmc@1"].item() == ours(q, ql, ref, rl, ["hit_rate@1"], distance)["hit_rate@1"].item()
+
+
+@pytest.mark.parametrize("k", [None, "max_bin_count"])
+@pytest.mark.parametrize("which", ["self", "reference"])
+def test_pml_avg_of_avgs_is_per_class_macro(which, k, self_set, query_reference):
+    q, ql, ref, rl = _setup(which, self_set, query_reference)
+    names = our_keys(k, pml_k(k, ql, rl))
+    theirs = pml_accuracy(q, ql, ref, rl, knn=KNNS["lp_normalized"][1], k=k, avg_of_avgs=True)
+    got = ours(q, ql, ref, rl, names.values(), "cosine", per_class="macro")
+    plain = ours(q, ql, ref, rl, names.values(), "cosine")
+    for name in PML_METRICS:
+        assert math.isclose(got[names[name]].item(), theirs[name], abs_tol=ATOL), name
+    assert any(abs(got[v].item() - plain[v].item()) > 1e-3 for v in names.values())  # the macro mean is not the plain mean
+
+
+@pytest.mark.parametrize("which", ["self", "reference"])
+def test_pml_return_per_class_is_per_class_all(which, self_set, query_reference):
+    q, ql, ref, rl = _setup(which, self_set, query_reference)
+    k = "max_bin_count"
+    names = our_keys(k, pml_k(k, ql, rl))
+    theirs = pml_accuracy(q, ql, ref, rl, knn=KNNS["lp_normalized"][1], k=k, return_per_class=True)
+    got = ours(q, ql, ref, rl, names.values(), "cosine", per_class="all")
+    reference_labels = ql if ref is None else rl
+    labels = sorted(int(c) for c in ql.unique())
+    not_lone = [c for c in labels if int((reference_labels == c).sum()) > int(ref is None)]
+    assert len(not_lone) < len(labels)  # some lone labels, which PML leaves out
+    for name in PML_METRICS:
+        key = names[name]
+        assert len(theirs[name]) == len(not_lone)
+        for c, value in zip(not_lone, theirs[name]):
+            assert math.isclose(got[f"{key}/class={c}"].item(), value, abs_tol=ATOL), (name, c)
+        for c in set(labels) - set(not_lone):
+            assert math.isnan(got[f"{key}/class={c}"].item())  # ours: listed, undefined
+
+
+# ---------------------------------------------------------------- OML
+
+
+def ranked_lists(query, query_labels, gallery, gallery_labels, query_ids, gallery_ids):
+    """Per query: eligible gallery ids in rank order (similarity desc, index asc) and
+    the eligible relevant ids, from the full float64 cosine matrix."""
+    q = torch.nn.functional.normalize(query.to(torch.float64), dim=1)
+    g = torch.nn.functional.normalize(gallery.to(torch.float64), dim=1)
+    sim = (q.unsqueeze(1) * g.unsqueeze(0)).sum(-1)
+    retrieved, relevant = [], []
+    for i in range(len(q)):
+        cols = (gallery_ids != query_ids[i]).nonzero().squeeze(1)
+        order = torch.sort(sim[i, cols], descending=True, stable=True).indices
+        retrieved.append(cols[order])
+        relevant.append(cols[gallery_labels[cols] == query_labels[i]])
+    return retrieved, relevant
+
+
+@pytest.fixture(scope="module")
+def oml_case():
+    x, labels = clusters(140, 8, 6, seed=11, lone_labels=2)  # queries 0, 1: no relevant item anywhere
+    q, ql, g, gl = x[:60], labels[:60], x[60:], labels[60:]
+    gen = torch.Generator().manual_seed(13)
+    qids = torch.randint(0, 10, (60,), generator=gen)
+    gids = torch.randint(0, 10, (80,), generator=gen)
+    qids[3] = 78
+    gids[70:] = 78  # query 3: at most 70 candidates; with k = 80 its list is short
+    qids[2] = 77
+    gids[gl == ql[2]] = 77  # query 2: its relevant items are all excluded (R = 0, candidates left)
+    qids[4] = 79  # query 4: nothing excluded
+    return q.double(), ql, g.double(), gl, qids, gids
+
+
+def test_oml_calc_retrieval_metrics(oml_case):
+    q, ql, g, gl, qids, gids = oml_case
+    ks = (1, 3, 10, 80)
+    retrieved, relevant = ranked_lists(q, ql, g, gl, qids, gids)
+    assert len(retrieved[3]) < 80 and len(retrieved[4]) == 80 and len(relevant[2]) == 0 and len(retrieved[2]) > 0
+    top = max(ks)
+    theirs = oml.calc_retrieval_metrics(
+        [r[:top] for r in retrieved], relevant, cmc_top_k=ks, precision_top_k=ks, map_top_k=ks, reduce=False, verbose=False
+    )
+    keys = [f"{name}@{k}" for k in ks for name in ("cmc", "precision_capped", "map_hits")]
+    got = rc.evaluate_embeddings(q, ql, keys, gallery=g, gallery_labels=gl, query_ids=qids, gallery_ids=gids, reduce="none")
+    empty = torch.tensor([len(r) == 0 for r in relevant])
+    assert empty.tolist()[:3] == [True, True, True] and int(empty.sum()) == 3
+    for k in ks:
+        for oml_name, ours_name in (("cmc", "cmc"), ("precision", "precision_capped"), ("map", "map_hits")):
+            a = theirs[oml_name][k].to(torch.float64)
+            b = got[f"{ours_name}@{k}"]
+            assert torch.isnan(b).tolist() == empty.tolist(), (k, ours_name)  # ours: undefined exactly when R = 0
+            torch.testing.assert_close(b[~empty], a[~empty], rtol=0, atol=ATOL, msg=lambda m: f"{ours_name}@{k}: {m}")
+        # where R = 0, OML's own conventions (a defect we do not copy):
+        assert torch.isnan(theirs["precision"][k][empty]).all()  # 0 / min(0, k)
+        assert (theirs["cmc"][k][empty] == 0).all() and (theirs["map"][k][empty] == 0).all()
+    # the means: OML's precision mean is NaN as soon as one query has no relevant item;
+    # over the other queries it is our skip-mean
+    reduced = oml.reduce_metrics(theirs)
+    assert math.isnan(float(reduced["precision"][10]))
+    ours_mean = rc.evaluate_embeddings(q, ql, ["precision_capped@10"], gallery=g, gallery_labels=gl, query_ids=qids, gallery_ids=gids)
+    assert math.isclose(ours_mean["precision_capped@10"].item(), theirs["precision"][10][~empty].double().mean().item(), abs_tol=ATOL)
+
+
+def test_oml_query_without_any_candidate():
+    """OML scores a query with nothing to retrieve and nothing relevant as 1.0;
+    ours leaves it undefined (skipped)."""
+    q, ql = clusters(5, 4, 2, seed=21)
+    g, gl = clusters(7, 4, 2, seed=22)
+    qids = torch.tensor([0, 1, 2, 3, 4])
+    gids = torch.tensor([0, 0, 0, 0, 0, 0, 0])  # query 0: every gallery item excluded
+    retrieved, relevant = ranked_lists(q, ql, g, gl, qids, gids)
+    assert len(retrieved[0]) == 0 and len(relevant[0]) == 0
+    theirs = oml.calc_retrieval_metrics(retrieved, relevant, cmc_top_k=(3,), precision_top_k=(3,), map_top_k=(3,),
+                                        reduce=False, verbose=False)
+    got = rc.evaluate_embeddings(q.double(), ql, ["cmc@3", "precision_capped@3", "map_hits@3"], gallery=g.double(),
+                                 gallery_labels=gl, query_ids=qids, gallery_ids=gids, reduce="none")
+    for oml_name in ("cmc", "precision", "map"):
+        assert theirs[oml_name][3][0].item() == 1.0
+    for key in got:
+        assert math.isnan(got[key][0].item())
+        defined = ~torch.isnan(got[key])
+        name = {"cmc@3": "cmc", "precision_capped@3": "precision", "map_hits@3": "map"}[key]
+        torch.testing.assert_close(got[key][defined], theirs[name][3][defined].double(), rtol=0, atol=ATOL)
