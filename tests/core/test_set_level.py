@@ -65,3 +65,11 @@ def test_set_level_keys_are_rejected_in_score_mode_and_need_class_labels():
         rc.evaluate_embeddings(x, multi, ["nmi"])
     with pytest.raises(ValueError, match=r"fnmr takes a number after '@'"):
         rc.evaluate_embeddings(x, labels, ["fnmr@abc"])
+
+
+def test_progress_bar_gives_the_same_values(capsys):
+    x, labels = data()
+    plain = rc.evaluate_embeddings(x, labels, ["cmc@1", "map@r"])
+    shown = rc.evaluate_embeddings(x, labels, ["cmc@1", "map@r"], progress=True, memory_budget=20_000)
+    assert {k: v.item() for k, v in plain.items()} == {k: v.item() for k, v in shown.items()}
+    assert "retrieval-metrics" in capsys.readouterr().err
