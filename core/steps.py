@@ -1,0 +1,105 @@
+"""The update- and compute-side steps that the ignite and torchmetrics adapters share.
+
+Adapters keep state tensors and call these; all math lives here and below.
+
+* Score mode keeps per-query ``values[n, M]`` (from :func:`score_values` at update),
+  optional query ``ids`` and ``categories``; or, compact, per-key sums and counts.
+* Embedding mode keeps embeddings, labels and optional ids, query/gallery flags
+  and categories, and evaluates once at compute.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from .aggregate import MetricResults, aggregate
+from .distributed import all_reduce_sum, drop_duplicates, gather_cat
+from .embeddings import evaluate_embeddings
+
+__all__ = ["compact_sums", "finalize_compact", "finalize_scores", "finalize_embeddings"]
+
+
+def _gather_present(group, *tensors: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
+    return tuple(None if t is None else gather_cat(t, group) for t in tensors)
+
+
+def compact_sums(values: Tensor) -> Tensor:
+    """``[3, M]`` float64: sum of defined values, number defined, number undefined."""
+    defined = ~torch.isnan(values)
+    return torch.stack([torch.where(defined, values, 0.0).sum(0), defined.sum(0), (~defined).sum(0)]).to(torch.float64)
+
+
+def finalize_compact(sums: Tensor, keys: Sequence[str], *, empty: str = "skip", group=None) -> MetricResults:
+    """Means from summed ``compact_sums`` states (all ranks summed here)."""
+    total, defined, undefined = all_reduce_sum(sums, group).unbind(0)
+    n_queries = (defined + undefined)[0].to(torch.int64)
+    if empty == "error" and bool((undefined > 0).any()):
+        bad = [f"{k}: {int(c)}" for k, c in zip(keys, undefined.tolist()) if c]
+        raise ValueError(f"queries where the metric is undefined: {', '.join(bad)}; empty='error' forbids them")
+    fill = {"zero": 0.0, "one": 1.0}.get(empty)
+    if fill is not None:
+        total, defined = total + fill * undefined, defined + undefined
+    means = torch.where(defined > 0, total / defined.clamp(min=1), float("nan"))
+    return MetricResults(zip(keys, means.unbind(0)), n_queries=n_queries,
+                         n_empty=dict(zip(keys, undefined.to(torch.int64).unbind(0))))
+
+
+def finalize_scores(
+    values: Tensor,
+    keys: Sequence[str],
+    *,
+    ids: Optional[Tensor] = None,
+    categories: Optional[Tensor] = None,
+    empty: str = "skip",
+    reduce: str = "mean",
+    group=None,
+) -> MetricResults:
+    """Gather per-query values from every rank, drop repeated query ids (keeping the
+    first), and aggregate."""
+    values, ids, categories = _gather_present(group, values, ids, categories)
+    if ids is not None:
+        rest = (values,) if categories is None else (values, categories)
+        ids, values, *cats = drop_duplicates(ids, *rest)
+        categories = cats[0] if cats else None
+    return aggregate(values, keys, empty=empty, reduce=reduce, categories=categories)
+
+
+def finalize_embeddings(
+    embeddings: Tensor,
+    labels: Tensor,
+    metrics: Sequence[str],
+    *,
+    ids: Optional[Tensor] = None,
+    is_query: Optional[Tensor] = None,
+    is_gallery: Optional[Tensor] = None,
+    categories: Optional[Tensor] = None,
+    group=None,
+    **options,
+) -> MetricResults:
+    """Gather embedding state from every rank, drop repeated ``ids`` and evaluate.
+
+    Without flags every item is both a query and a gallery item (PML's layout);
+    with ``is_query``/``is_gallery`` (OML's layout) the flagged subsets are used. An
+    item is never matched with itself (nor with another item of the same id).
+    """
+    embeddings, labels, ids, is_query, is_gallery, categories = _gather_present(
+        group, embeddings, labels, ids, is_query, is_gallery, categories)
+    if ids is not None:
+        present = [t for t in (labels, is_query, is_gallery, categories) if t is not None]
+        ids, embeddings, *present = drop_duplicates(ids, embeddings, *present)
+        labels, rest = present[0], iter(present[1:])
+        is_query = None if is_query is None else next(rest)
+        is_gallery = None if is_gallery is None else next(rest)
+        categories = None if categories is None else next(rest)
+    item_ids = ids if ids is not None else torch.arange(embeddings.shape[0], device=embeddings.device)
+    if is_query is None and is_gallery is None:
+        return evaluate_embeddings(embeddings, labels, metrics, query_ids=item_ids, categories=categories, **options)
+    q = torch.ones_like(item_ids, dtype=torch.bool) if is_query is None else is_query.bool()
+    g = torch.ones_like(item_ids, dtype=torch.bool) if is_gallery is None else is_gallery.bool()
+    return evaluate_embeddings(
+        embeddings[q], labels[q], metrics, gallery=embeddings[g], gallery_labels=labels[g],
+        query_ids=item_ids[q], gallery_ids=item_ids[g],
+        categories=None if categories is None else categories[q], **options,
+    )
