@@ -84,9 +84,9 @@ def drop_duplicates(ids: Tensor, *arrays: Tensor) -> Tuple[Tensor, ...]:
     Returns ``ids`` and ``arrays`` restricted to those rows, in increasing id order.
 
     Example:
-        >>> ids, v = drop_duplicates(torch.tensor([4, 1, 4]), torch.tensor([0.5, 0.1, 0.9]))
+        >>> ids, v = drop_duplicates(torch.tensor([4, 1, 4]), torch.tensor([5, 1, 9]))
         >>> ids.tolist(), v.tolist()
-        ([1, 4], [0.1, 0.5])
+        ([1, 4], [1, 5])
     """
     unique, inverse = torch.unique(ids, return_inverse=True)
     positions = torch.arange(ids.numel(), device=ids.device)
