@@ -145,7 +145,7 @@ def test_mi_expected_term_in_small_blocks(monkeypatch):
     a = np.repeat(np.arange(12), rng.integers(1, 40, 12))
     b = rng.permutation(np.repeat(np.arange(9), len(a) // 9 + 1)[: len(a)])
     full = mutual_info_scores(torch.as_tensor(a), torch.as_tensor(b))
-    monkeypatch.setattr(sm, "_CHUNK_ELEMENTS", 7)
+    monkeypatch.setattr(sm, "_EMI_BLOCK", 7)
     small = mutual_info_scores(torch.as_tensor(a), torch.as_tensor(b))
     assert abs(float(full[1]) - float(small[1])) < 1e-12
     _check_against_sklearn(a, b)
