@@ -86,6 +86,7 @@ def embedding_values(
     relevance=None,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: bool = False,
+    backend: str = "torch",
 ) -> Tensor:
     """Per-query values ``[Q, M]`` (NaN = undefined) of per-query ``keys``, chunk by chunk.
 
@@ -104,11 +105,19 @@ def embedding_values(
     if binary:
         n_relevant, n_candidates = search.label_counts(query_labels, gallery_labels, query_ids, gallery_ids)
         exclusion = None if query_ids is None else search.Exclusion(query_ids, gallery_ids)
+    faiss = search.FaissSearch(g, distance) if backend == "faiss" else None
+    if faiss is not None:
+        rows = max(rows, 4096)  # faiss keeps only k results per query: large chunks are cheap
     values = torch.empty(query.shape[0], len(keys), dtype=torch.float64, device=query.device)
     for chunk in _progress(range(0, query.shape[0], rows), progress, -(-query.shape[0] // rows)):
         part = slice(chunk, chunk + rows)
-        scores = search.similarity(q_all[part], g, distance, g_sq)
         depth_or_all = n_gallery if whole else depth
+        if faiss is not None:
+            values[part] = ranking_values(_faiss_ranking(
+                faiss, q_all[part], query_labels[part], gallery_labels, depth, at_r, need_ideal,
+                n_relevant[part], n_candidates[part], exclusion, part, query_ids, gallery_ids), keys)
+            continue
+        scores = search.similarity(q_all[part], g, distance, g_sq)
         if binary:
             if exclusion is not None:
                 scores.index_put_(exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))
@@ -123,6 +132,23 @@ def embedding_values(
             ranking = rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal)
         values[part] = ranking_values(ranking, keys)
     return values
+
+
+def _faiss_ranking(faiss, q, labels, gallery_labels, depth, at_r, need_ideal, n_relevant, n_candidates,
+                   exclusion, part, query_ids, gallery_ids):
+    """The chunk's Ranking from faiss candidate lists: deep enough for the cutoff,
+    the excluded items and one more (to see a tie at the cut among candidates)."""
+    need = max(depth, int(n_relevant.max())) if at_r else depth
+    extra = 0
+    if exclusion is not None:
+        rows, _ = exclusion.pairs(part)
+        extra = int(torch.bincount(rows).max()) if rows.numel() else 0
+    scores, idx = faiss.top(q, min(gallery_labels.shape[0], need + extra + 1))
+    if exclusion is not None:
+        scores = scores.masked_fill(gallery_ids[idx] == query_ids[part].unsqueeze(1), float("-inf"))
+    labels = labels.unsqueeze(1)
+    return rank_binary(scores, depth, lambda pos: gallery_labels[idx.gather(1, pos)] == labels, n_relevant,
+                       n_candidates, at_r=at_r, need_ideal=need_ideal)
 
 
 def _progress(it, enabled: bool, total: int):
@@ -153,6 +179,7 @@ def evaluate_embeddings(
     per_class: Optional[str] = None,
     memory_budget: Optional[int] = None,
     progress: bool = False,
+    backend: str = "torch",
 ) -> MetricResults:
     """Evaluate retrieval of ``gallery`` items by ``query`` embeddings (exact k-NN).
 
@@ -176,6 +203,10 @@ def evaluate_embeddings(
             avg_of_avgs); ``"all"``: also ``"{key}/class={label}"`` entries.
         memory_budget: bytes of scratch for one query chunk (default 256 MiB).
         progress: show a tqdm progress bar over chunks.
+        backend: ``"torch"`` (default: exact, deterministic ties on any device) or
+            ``"faiss"`` (CPU, float32, class labels, cosine/dot/euclidean, no
+            whole-list keys): faiss' flat index finds the candidates; values equal
+            the torch backend's except between candidates within float rounding.
 
     Example:
         >>> import torch
@@ -223,6 +254,13 @@ def evaluate_embeddings(
         gallery_ids = _check_ids("gallery_ids", gallery_ids, gallery.shape[0])
     check_same_device(query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels,
                       query_ids=query_ids, gallery_ids=gallery_ids)
+    if backend not in ("torch", "faiss"):
+        raise ValueError(f"backend must be 'torch' or 'faiss'; got {backend!r}")
+    if backend == "faiss":
+        if callable(distance) or distance == "hamming" or custom or query_labels.ndim != 1:
+            raise ValueError("backend='faiss' needs cosine, dot or euclidean distances and 1-D class labels")
+        if query.device.type != "cpu" or depth_needed(query_keys)[2]:
+            raise ValueError("backend='faiss' runs on CPU tensors and takes no whole-list keys (map, mrr, ndcg, auroc...)")
     budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise ValueError(f"memory_budget must be a positive number of bytes; got {memory_budget!r}")
@@ -253,6 +291,7 @@ def evaluate_embeddings(
         values = embedding_values(
             query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels, distance=distance,
             query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=budget, progress=progress,
+            backend=backend,
         )
         names = [m.key for m in query_keys]
         results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories)

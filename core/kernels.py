@@ -160,16 +160,37 @@ def wap(r: Ranking, k: Cutoff) -> Tensor:
     return _ratio_or_zero(value_at(weighted, c), value_at(r.cum_hits, c))
 
 
-def auroc(r: Ranking, k: Cutoff) -> Tensor:
-    """ROC AUC of the query's whole ranking: the fraction of (relevant, non-relevant)
-    pairs in which the relevant candidate is ranked first."""
-    if not r.complete:
+def partial_auroc(r: Ranking, k: Cutoff, max_fpr: Optional[float] = None) -> Tensor:
+    """ROC AUC of each query's first ``k`` candidates (the whole list with None),
+    up to a false-positive rate ``max_fpr`` with McClish's standardisation (as
+    scikit-learn's ``roc_auc_score(max_fpr=...)``); NaN where either class is missing.
+
+    In the stable order the ROC curve is a staircase: each non-relevant candidate
+    moves the false-positive rate by 1/N at a true-positive rate of (relevant
+    above it) / P.
+    """
+    if k is None and not r.complete:
         raise ValueError("auroc needs the whole candidate list in the Ranking")
-    negative = r.valid.to(torch.float64) - r.hit
-    negatives_below = negative.sum(1, keepdim=True) - negative.cumsum(1)
-    pairs = (r.hit * negatives_below).sum(1)
-    n_neg = (r.n_candidates - r.n_relevant).to(torch.float64)
-    return pairs / (r.n_relevant.to(torch.float64) * n_neg)
+    c = r.depth if k is None else min(int(k), r.depth)
+    hit = r.hit[:, :c]
+    negative = r.valid[:, :c].to(torch.float64) - hit
+    n_pos, n_neg = hit.sum(1), negative.sum(1)
+    tpr = hit.cumsum(1) / n_pos.unsqueeze(1)
+    if max_fpr is None or max_fpr >= 1.0:
+        auc = (tpr * negative).sum(1) / n_neg
+    else:
+        step = negative.cumsum(1)  # j at the j-th non-relevant candidate
+        width = (torch.clamp(step / n_neg.unsqueeze(1), max=max_fpr) - (step - 1) / n_neg.unsqueeze(1)).clamp(min=0.0)
+        partial = (tpr * negative * width).sum(1)
+        min_area = 0.5 * max_fpr**2
+        auc = 0.5 * (1.0 + (partial - min_area) / (max_fpr - min_area))
+    return auc.masked_fill((n_pos == 0) | (n_neg == 0), float("nan"))
+
+
+def auroc(r: Ranking, k: Cutoff) -> Tensor:
+    """ROC AUC of the ranking (of its first k candidates for ``auroc@k``): the fraction
+    of (relevant, non-relevant) pairs in which the relevant candidate is ranked first."""
+    return partial_auroc(r, k)
 
 
 def no_relevant(r: Ranking) -> Tensor:

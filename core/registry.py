@@ -67,7 +67,7 @@ REGISTRY: Dict[str, MetricSpec] = {
         _spec("fall_out", K.fall_out, {AT_K}, empty=K.no_irrelevant),
         _spec("acg", K.acg, {AT_K}),
         _spec("wap", K.wap, {AT_K}),
-        _spec("auroc", K.auroc, set(), plain=WHOLE, empty=K.no_relevant_or_irrelevant),
+        _spec("auroc", K.auroc, {AT_K}, plain=WHOLE, empty=K.no_relevant_or_irrelevant),
         # embedding-set metrics (shared/DESIGN.md), evaluated by evaluate_embeddings
         _spec("fnmr", None, {AT_X}),
         _spec("pcf", None, {AT_X}),

@@ -21,7 +21,9 @@ from .embeddings import evaluate_embeddings
 __all__ = ["compact_sums", "finalize_compact", "finalize_scores", "finalize_embeddings"]
 
 
-def _gather_present(group, *tensors: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
+def _gather_present(gather: bool, group, *tensors: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
+    if not gather:  # the adapter's framework gathered already
+        return tensors
     return tuple(None if t is None else gather_cat(t, group) for t in tensors)
 
 
@@ -31,9 +33,11 @@ def compact_sums(values: Tensor) -> Tensor:
     return torch.stack([torch.where(defined, values, 0.0).sum(0), defined.sum(0), (~defined).sum(0)]).to(torch.float64)
 
 
-def finalize_compact(sums: Tensor, keys: Sequence[str], *, empty: str = "skip", group=None) -> MetricResults:
-    """Means from summed ``compact_sums`` states (all ranks summed here)."""
-    total, defined, undefined = all_reduce_sum(sums, group).unbind(0)
+def finalize_compact(
+    sums: Tensor, keys: Sequence[str], *, empty: str = "skip", group=None, gather: bool = True
+) -> MetricResults:
+    """Means from summed ``compact_sums`` states (summed over ranks here unless ``gather=False``)."""
+    total, defined, undefined = (all_reduce_sum(sums, group) if gather else sums).to(torch.float64).unbind(0)
     n_queries = (defined + undefined)[0].to(torch.int64)
     if empty == "error" and bool((undefined > 0).any()):
         bad = [f"{k}: {int(c)}" for k, c in zip(keys, undefined.tolist()) if c]
@@ -55,10 +59,11 @@ def finalize_scores(
     empty: str = "skip",
     reduce: str = "mean",
     group=None,
+    gather: bool = True,
 ) -> MetricResults:
-    """Gather per-query values from every rank, drop repeated query ids (keeping the
-    first), and aggregate."""
-    values, ids, categories = _gather_present(group, values, ids, categories)
+    """Gather per-query values from every rank (unless ``gather=False``: already
+    gathered), drop repeated query ids (keeping the first), and aggregate."""
+    values, ids, categories = _gather_present(gather, group, values, ids, categories)
     if ids is not None:
         rest = (values,) if categories is None else (values, categories)
         ids, values, *cats = drop_duplicates(ids, *rest)
@@ -76,6 +81,7 @@ def finalize_embeddings(
     is_gallery: Optional[Tensor] = None,
     categories: Optional[Tensor] = None,
     group=None,
+    gather: bool = True,
     **options,
 ) -> MetricResults:
     """Gather embedding state from every rank, drop repeated ``ids`` and evaluate.
@@ -85,7 +91,7 @@ def finalize_embeddings(
     item is never matched with itself (nor with another item of the same id).
     """
     embeddings, labels, ids, is_query, is_gallery, categories = _gather_present(
-        group, embeddings, labels, ids, is_query, is_gallery, categories)
+        gather, group, embeddings, labels, ids, is_query, is_gallery, categories)
     if ids is not None:
         present = [t for t in (labels, is_query, is_gallery, categories) if t is not None]
         ids, embeddings, *present = drop_duplicates(ids, embeddings, *present)

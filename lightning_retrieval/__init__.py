@@ -1,1 +1,44 @@
-"""lightning_retrieval: torchmetrics/Lightning metrics on top of retrieval_core (adapters arrive with their issue)."""
+"""torchmetrics/Lightning adapters of ``retrieval_core``: states and their sync, no metric math.
+
+* :class:`RankingMetrics` (dense scores) and :class:`EmbeddingMetrics` (embeddings):
+  any keys of the core, ``compute()`` gives a ``dict[str, Tensor]`` for ``log_dict``.
+* Drop-in replacements for ``torchmetrics.retrieval`` (same arguments, same
+  ``update(preds, target, indexes)``): :class:`RetrievalMAP`, :class:`RetrievalMRR`,
+  :class:`RetrievalNormalizedDCG`, :class:`RetrievalPrecision`, :class:`RetrievalRecall`,
+  :class:`RetrievalHitRate`, :class:`RetrievalFallOut`, :class:`RetrievalRPrecision`,
+  :class:`RetrievalAUROC`, :class:`RetrievalPrecisionRecallCurve`,
+  :class:`RetrievalRecallAtFixedPrecision`. Differences on purpose: docs/lightning.md.
+
+Under DDP every state is gathered by the core's ``gather_cat`` (uneven sizes and
+ranks without data are fine).
+"""
+from .metrics import EmbeddingMetrics, RankingMetrics
+from .retrieval import (
+    RetrievalAUROC,
+    RetrievalFallOut,
+    RetrievalHitRate,
+    RetrievalMAP,
+    RetrievalMRR,
+    RetrievalNormalizedDCG,
+    RetrievalPrecision,
+    RetrievalPrecisionRecallCurve,
+    RetrievalRecall,
+    RetrievalRecallAtFixedPrecision,
+    RetrievalRPrecision,
+)
+
+__all__ = [
+    "EmbeddingMetrics",
+    "RankingMetrics",
+    "RetrievalAUROC",
+    "RetrievalFallOut",
+    "RetrievalHitRate",
+    "RetrievalMAP",
+    "RetrievalMRR",
+    "RetrievalNormalizedDCG",
+    "RetrievalPrecision",
+    "RetrievalPrecisionRecallCurve",
+    "RetrievalRPrecision",
+    "RetrievalRecall",
+    "RetrievalRecallAtFixedPrecision",
+]

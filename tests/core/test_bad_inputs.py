@@ -48,7 +48,7 @@ CASES = [
     ("unknown key", lambda: rc.evaluate_scores(P, T, ["nDCG@10"]),
      ValueError, r"unknown metric 'nDCG' in key 'nDCG@10'; known keys: .*ndcg@k"),
     ("cutoff required", lambda: rc.evaluate_scores(P, T, ["precision"]), ValueError, r"metric 'precision' needs a cutoff, e.g. 'precision@10'"),
-    ("no @k", lambda: rc.evaluate_scores(P, T, ["auroc@3"]), ValueError, r"metric 'auroc' takes no '@k' cutoff"),
+    ("no @k", lambda: rc.evaluate_scores(P, T, ["r_precision@3"]), ValueError, r"metric 'r_precision' takes no '@k' cutoff"),
     ("no @r", lambda: rc.evaluate_scores(P, T, ["mrr@r"]), ValueError, r"metric 'mrr' takes no '@r' cutoff"),
     ("no keys", lambda: rc.evaluate_scores(P, T, []), ValueError, r"metrics must name at least one key"),
     ("key not str", lambda: rc.evaluate_scores(P, T, [10]), TypeError, r"metric keys must be strings like 'ndcg@10'; got 10 of type int"),

@@ -1,0 +1,399 @@
+"""Drop-in replacements for ``torchmetrics.retrieval`` (same constructor arguments,
+``update(preds, target, indexes)``, same values on continuous scores).
+
+State: the flat entries ``indexes``, ``preds``, ``target`` ("cat" lists, as
+torchmetrics). ``compute`` regroups them by query id (equal ids on different
+ranks form one query, as in torchmetrics), runs ``retrieval_core.score_values``
+for the key that matches the class, applies ``empty_target_action`` through the
+core's aggregation (``"neg"``/``"pos"``/``"skip"``/``"error"`` are its
+``"zero"``/``"one"``/``"skip"``/``"error"``) and reduces over queries with
+torchmetrics' own ``aggregation`` helper (so ``"median"`` is torch's lower median,
+and a callable sees one float32 value per query, in increasing id order).
+
+Where these differ from torchmetrics on purpose: see docs/lightning.md.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+from torchmetrics.retrieval.base import _retrieval_aggregate
+from torchmetrics.retrieval.precision_recall_curve import _retrieval_recall_at_fixed_precision
+
+from retrieval_core.aggregate import aggregate
+from retrieval_core.build import rank_flat
+from retrieval_core.evaluate import score_values
+from retrieval_core.kernels import partial_auroc
+from retrieval_core.validate import check_scores, check_values
+
+from ._base import CoreStateMetric
+
+__all__ = [
+    "RetrievalAUROC",
+    "RetrievalFallOut",
+    "RetrievalHitRate",
+    "RetrievalMAP",
+    "RetrievalMRR",
+    "RetrievalNormalizedDCG",
+    "RetrievalPrecision",
+    "RetrievalPrecisionRecallCurve",
+    "RetrievalRPrecision",
+    "RetrievalRecall",
+    "RetrievalRecallAtFixedPrecision",
+]
+
+_EMPTY_ACTIONS = {"neg": "zero", "pos": "one", "skip": "skip", "error": "error"}
+_AGGREGATIONS = ("mean", "median", "min", "max")
+Aggregation = Union[str, Callable]
+
+
+def _check_top_k(top_k, name: str = "top_k") -> Optional[int]:
+    """A positive int or None. Unlike torchmetrics' RetrievalMAP/MRR, 0 and negative
+    values are rejected (there they silently mean "the whole list")."""
+    if top_k is None:
+        return None
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
+        raise ValueError(f"`{name}` has to be a positive integer or None; got {top_k!r}")
+    return top_k
+
+
+def _flat_dtypes(indexes: Tensor, preds: Tensor, target: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """int64 indexes, float32 scores (as torchmetrics), targets kept narrow: bool stays
+    bool, integers become int64, floats float32 (every rank then holds the same dtypes)."""
+    if target.dtype == torch.bool:
+        pass
+    elif target.is_floating_point():
+        target = target.float()
+    elif not target.is_complex():
+        target = target.long()
+    return indexes.long(), preds.float(), target
+
+
+class _FlatRetrievalMetric(CoreStateMetric):
+    """Flat ``(indexes, preds, target)`` states; ``compute`` evaluates ``self._keys``."""
+
+    higher_is_better: Optional[bool] = True
+    plot_lower_bound: float = 0.0
+    plot_upper_bound: float = 1.0
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: Optional[int] = None,
+        aggregation: Aggregation = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if empty_target_action not in _EMPTY_ACTIONS:
+            raise ValueError(f"Argument `empty_target_action` received a wrong value `{empty_target_action}`.")
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
+            raise ValueError("Argument `ignore_index` must be an integer or None.")
+        if not (aggregation in _AGGREGATIONS or callable(aggregation)):
+            raise ValueError(
+                "Argument `aggregation` must be one of `mean`, `median`, `min`, `max` or a custom callable function"
+                f"which takes tensor of values, but got {aggregation}."
+            )
+        self.empty_target_action = empty_target_action
+        self.ignore_index = ignore_index
+        self.aggregation = aggregation
+        self.add_state("indexes", default=[], dist_reduce_fx="cat")
+        self.add_state("preds", default=[], dist_reduce_fx="cat")
+        self.add_state("target", default=[], dist_reduce_fx="cat")
+
+    def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
+        """Check shapes and dtypes, flatten, drop ``ignore_index`` entries and store.
+
+        Values (NaN/inf scores, negative gains) are checked once in ``compute``.
+        """
+        if indexes is None:
+            raise ValueError("Argument `indexes` cannot be None")
+        for name, t in (("preds", preds), ("target", target), ("indexes", indexes)):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
+        if not (indexes.shape == preds.shape == target.shape):
+            raise ValueError(
+                "`indexes`, `preds` and `target` must be of the same shape; got "
+                f"{tuple(indexes.shape)}, {tuple(preds.shape)} and {tuple(target.shape)}"
+            )
+        if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
+            raise ValueError(f"`indexes` must be a tensor of integers; got {indexes.dtype}")
+        indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
+        if self.ignore_index is not None:
+            keep = target != self.ignore_index
+            indexes, preds, target = indexes[keep], preds[keep], target[keep]
+        if indexes.numel() == 0:  # nothing left (all ignored, or an empty batch): nothing to store
+            return
+        check_scores(preds, target, indexes=indexes)
+        indexes, preds, target = _flat_dtypes(indexes, preds.detach(), target.detach())
+        self.indexes.append(indexes)
+        self.preds.append(preds)
+        self.target.append(target)
+
+    # ------------------------------------------------------------------ compute
+
+    def _flat(self) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
+        preds = self._state("preds")
+        if preds is None or preds.numel() == 0:
+            return None
+        return self._state("indexes"), preds, self._state("target")
+
+    def _keys(self, n_entries: int) -> List[str]:
+        """The core keys this class evaluates (``n_entries`` bounds every query's size,
+        so ``name@n_entries`` means the whole list)."""
+        raise NotImplementedError
+
+    def _query_values(self, indexes: Tensor, preds: Tensor, target: Tensor) -> Tensor:
+        """``[Q, M]`` float64 per-query values (NaN = undefined), in increasing query id."""
+        return score_values(preds, target, self._keys(preds.numel()), indexes=indexes).values
+
+    def _filled(self, values: Tensor) -> Tensor:
+        """Per-query values after ``empty_target_action``: rows of skipped queries removed."""
+        keys = [str(j) for j in range(values.shape[1])]
+        filled = aggregate(values, keys, empty=_EMPTY_ACTIONS[self.empty_target_action], reduce="none")
+        values = torch.stack([filled[k] for k in keys], dim=1)
+        return values[~torch.isnan(values).any(1)]
+
+    def _aggregate(self, values: Tensor, dim: Optional[int] = None) -> Tensor:
+        """torchmetrics' own aggregation; named ones in float64, the result float32."""
+        if callable(self.aggregation):
+            return _retrieval_aggregate(values.float(), self.aggregation, dim=dim)
+        return _retrieval_aggregate(values, self.aggregation, dim=dim).float()
+
+    def compute(self) -> Tensor:
+        """The aggregated value over all queries (every rank's entries, when synced)."""
+        flat = self._flat()
+        if flat is None:
+            return torch.tensor(0.0, device=self.device)
+        indexes, preds, target = flat
+        check_values(preds, target)
+        values = self._filled(self._query_values(indexes, preds, target))[:, 0]
+        if values.numel() == 0:
+            return torch.tensor(0.0, device=preds.device)
+        return self._aggregate(values)
+
+
+class _TopKMetric(_FlatRetrievalMetric):
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: Optional[int] = None,
+        top_k: Optional[int] = None,
+        aggregation: Aggregation = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(empty_target_action=empty_target_action, ignore_index=ignore_index,
+                         aggregation=aggregation, **kwargs)
+        self.top_k = _check_top_k(top_k)
+
+
+class RetrievalMAP(_TopKMetric):
+    """Mean average precision; drop-in for ``torchmetrics.retrieval.RetrievalMAP``.
+
+    ``top_k=None``: core key ``map`` (sum of P@i over relevant ranks / R);
+    ``top_k=k``: ``map_hits@k`` (divided by the hits in the top k, as torchmetrics).
+    """
+
+    def _keys(self, n_entries: int) -> List[str]:
+        return ["map" if self.top_k is None else f"map_hits@{self.top_k}"]
+
+
+class RetrievalMRR(_TopKMetric):
+    """Mean reciprocal rank; drop-in for ``torchmetrics.retrieval.RetrievalMRR`` (``mrr``, ``mrr@k``)."""
+
+    def _keys(self, n_entries: int) -> List[str]:
+        return ["mrr" if self.top_k is None else f"mrr@{self.top_k}"]
+
+
+class RetrievalNormalizedDCG(_TopKMetric):
+    """nDCG with linear gain; drop-in for ``torchmetrics.retrieval.RetrievalNormalizedDCG``
+    (``ndcg``, ``ndcg@k``). Graded targets (>= 0) are the gains."""
+
+    def _keys(self, n_entries: int) -> List[str]:
+        return ["ndcg" if self.top_k is None else f"ndcg@{self.top_k}"]
+
+
+class RetrievalRecall(_TopKMetric):
+    """Recall@k; drop-in for ``torchmetrics.retrieval.RetrievalRecall`` (``recall@k``)."""
+
+    def _keys(self, n_entries: int) -> List[str]:
+        return [f"recall@{self.top_k or n_entries}"]
+
+
+class RetrievalHitRate(_TopKMetric):
+    """Hit rate@k; drop-in for ``torchmetrics.retrieval.RetrievalHitRate`` (``hit_rate@k``)."""
+
+    def _keys(self, n_entries: int) -> List[str]:
+        return [f"hit_rate@{self.top_k or n_entries}"]
+
+
+class RetrievalFallOut(_TopKMetric):
+    """Fall-out@k; drop-in for ``torchmetrics.retrieval.RetrievalFallOut`` (``fall_out@k``).
+
+    A query is empty when it has no non-relevant entry; the default action is ``"pos"``.
+    """
+
+    higher_is_better = False
+
+    def __init__(
+        self,
+        empty_target_action: str = "pos",
+        ignore_index: Optional[int] = None,
+        top_k: Optional[int] = None,
+        aggregation: Aggregation = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(empty_target_action=empty_target_action, ignore_index=ignore_index, top_k=top_k,
+                         aggregation=aggregation, **kwargs)
+
+    def _keys(self, n_entries: int) -> List[str]:
+        return [f"fall_out@{self.top_k or n_entries}"]
+
+
+class RetrievalPrecision(_FlatRetrievalMetric):
+    """Precision@k; drop-in for ``torchmetrics.retrieval.RetrievalPrecision``.
+
+    ``precision@k`` (hits@k / k), ``adaptive_k=True``: ``precision_adaptive@k``
+    (hits@k / min(k, query size)); ``top_k=None``: the whole list (R / query size).
+    """
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: Optional[int] = None,
+        top_k: Optional[int] = None,
+        adaptive_k: bool = False,
+        aggregation: Aggregation = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(empty_target_action=empty_target_action, ignore_index=ignore_index,
+                         aggregation=aggregation, **kwargs)
+        self.top_k = _check_top_k(top_k)
+        if not isinstance(adaptive_k, bool):
+            raise ValueError("`adaptive_k` has to be a boolean")
+        self.adaptive_k = adaptive_k
+
+    def _keys(self, n_entries: int) -> List[str]:
+        if self.top_k is None:
+            return [f"precision_adaptive@{n_entries}"]
+        return [f"{'precision_adaptive' if self.adaptive_k else 'precision'}@{self.top_k}"]
+
+
+class RetrievalRPrecision(_FlatRetrievalMetric):
+    """R-precision; drop-in for ``torchmetrics.retrieval.RetrievalRPrecision`` (``r_precision``)."""
+
+    def _keys(self, n_entries: int) -> List[str]:
+        return ["r_precision"]
+
+
+class RetrievalAUROC(_TopKMetric):
+    """Per-query ROC AUC; drop-in for ``torchmetrics.retrieval.RetrievalAUROC``.
+
+    ``top_k=None, max_fpr=None``: core key ``auroc``. A query is empty (handled by
+    ``empty_target_action``) when it lacks relevant or non-relevant entries
+    (torchmetrics gives 0 to a query without a non-relevant entry, whatever the
+    action). ``top_k`` gives the core key ``auroc@k``; ``max_fpr`` runs the core
+    kernel ``partial_auroc`` (McClish-standardised partial AUC) on the core's ranking.
+    """
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: Optional[int] = None,
+        top_k: Optional[int] = None,
+        max_fpr: Optional[float] = None,
+        aggregation: Aggregation = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(empty_target_action=empty_target_action, ignore_index=ignore_index, top_k=top_k,
+                         aggregation=aggregation, **kwargs)
+        if max_fpr is not None and (isinstance(max_fpr, bool) or not isinstance(max_fpr, (float, int))
+                                    or not 0 < max_fpr <= 1):
+            raise ValueError(f"Arguments `max_fpr` should be a float in range (0, 1], but got: {max_fpr}")
+        self.max_fpr = None if max_fpr is None else float(max_fpr)
+
+    def _keys(self, n_entries: int) -> List[str]:
+        return ["auroc" if self.top_k is None else f"auroc@{self.top_k}"]
+
+    def _query_values(self, indexes: Tensor, preds: Tensor, target: Tensor) -> Tensor:
+        if self.max_fpr is None or self.max_fpr == 1.0:
+            return super()._query_values(indexes, preds, target)
+        depth = preds.numel() if self.top_k is None else self.top_k
+        _, ranking = rank_flat(indexes, preds, target, depth)
+        return partial_auroc(ranking, self.top_k, self.max_fpr).unsqueeze(1)
+
+
+class RetrievalPrecisionRecallCurve(_FlatRetrievalMetric):
+    """Precision and recall at k = 1..max_k, aggregated over queries; drop-in for
+    ``torchmetrics.retrieval.RetrievalPrecisionRecallCurve``.
+
+    Core keys ``precision@k`` (``precision_adaptive@k`` with ``adaptive_k``) and
+    ``recall@k`` for every k; ``max_k=None``: the largest query. ``compute()``
+    returns ``(precision[max_k], recall[max_k], top_k[max_k])``.
+    """
+
+    def __init__(
+        self,
+        max_k: Optional[int] = None,
+        adaptive_k: bool = False,
+        empty_target_action: str = "neg",
+        ignore_index: Optional[int] = None,
+        aggregation: Aggregation = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(empty_target_action=empty_target_action, ignore_index=ignore_index,
+                         aggregation=aggregation, **kwargs)
+        self.max_k = _check_top_k(max_k, "max_k")
+        if not isinstance(adaptive_k, bool):
+            raise ValueError("`adaptive_k` has to be a boolean")
+        self.adaptive_k = adaptive_k
+
+    def _curve_k(self, indexes: Tensor) -> int:
+        if self.max_k is not None:
+            return self.max_k
+        return int(torch.unique(indexes, return_counts=True)[1].max())
+
+    def _curve_keys(self, max_k: int) -> List[str]:
+        precision = "precision_adaptive" if self.adaptive_k else "precision"
+        return [f"{precision}@{k}" for k in range(1, max_k + 1)] + [f"recall@{k}" for k in range(1, max_k + 1)]
+
+    def compute(self) -> Tuple[Tensor, Tensor, Tensor]:  # type: ignore[override]
+        flat = self._flat()
+        if flat is None:
+            max_k = self.max_k or 1
+            zeros = torch.zeros(max_k, device=self.device)
+            return zeros, zeros.clone(), torch.arange(1, max_k + 1, device=self.device)
+        indexes, preds, target = flat
+        check_values(preds, target)
+        max_k = self._curve_k(indexes)
+        values = self._filled(score_values(preds, target, self._curve_keys(max_k), indexes=indexes).values)
+        top_k = torch.arange(1, max_k + 1, device=preds.device)
+        if values.shape[0] == 0:
+            return torch.zeros(max_k, device=preds.device), torch.zeros(max_k, device=preds.device), top_k
+        return self._aggregate(values[:, :max_k], dim=0), self._aggregate(values[:, max_k:], dim=0), top_k
+
+
+class RetrievalRecallAtFixedPrecision(RetrievalPrecisionRecallCurve):
+    """The largest recall@k whose precision@k reaches ``min_precision``, and that k;
+    drop-in for ``torchmetrics.retrieval.RetrievalRecallAtFixedPrecision``
+    (torchmetrics' own selection on the curve of :class:`RetrievalPrecisionRecallCurve`)."""
+
+    def __init__(
+        self,
+        min_precision: float = 0.0,
+        max_k: Optional[int] = None,
+        adaptive_k: bool = False,
+        empty_target_action: str = "neg",
+        ignore_index: Optional[int] = None,
+        aggregation: Aggregation = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(max_k=max_k, adaptive_k=adaptive_k, empty_target_action=empty_target_action,
+                         ignore_index=ignore_index, aggregation=aggregation, **kwargs)
+        if not (isinstance(min_precision, float) and 0.0 <= min_precision <= 1.0):
+            raise ValueError("`min_precision` has to be a positive float between 0 and 1")
+        self.min_precision = min_precision
+
+    def compute(self) -> Tuple[Tensor, Tensor]:  # type: ignore[override]
+        precision, recall, top_k = super().compute()
+        return _retrieval_recall_at_fixed_precision(precision, recall, top_k, self.min_precision)

@@ -1,0 +1,158 @@
+"""Scenarios for the 2-process (gloo) tests: what each rank feeds to which metric.
+
+A scenario's reference is one process fed rank 0's batches, then rank 1's: the
+same rows in the same order as the gathered state (core's gather_cat concatenates
+in rank order), so values must agree exactly, ``reduce="none"`` included.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Tuple
+
+import torch
+from torch.utils.data import DistributedSampler
+from torchmetrics import MetricCollection
+from torchmetrics.utilities.distributed import gather_all_tensors
+
+import lightning_retrieval as lr
+from tests.lightning.data import clustered_embeddings, dense_batches, flat_queries
+
+WORLD = 2
+RANK_KEYS = ["ndcg@5", "map@r", "mrr", "precision@3", "auroc"]
+EMB_KEYS = ["cmc@1", "map@r", "ndcg@5", "precision@3"]
+
+Call = Tuple[str, tuple, dict]  # (method, args, kwargs)
+
+
+@dataclass
+class Scenario:
+    make: Callable[..., object]  # make(**metric_kwargs)
+    feeds: Dict[int, List[Call]]
+    local: bool = False  # sync_on_compute=False: each rank's own rows
+    with_group: bool = False  # pass process_group=<a new group of both ranks>
+    record_forward: bool = False
+    reference_rows: List[Call] = field(default_factory=list)  # when not "rank 0 then rank 1"
+
+
+def _dense_calls(batches, method="update", ids=False, categories=False) -> List[Call]:
+    out = []
+    for p, t, i, c in batches:
+        kw = {}
+        if ids:
+            kw["ids"] = i
+        if categories:
+            kw["categories"] = c
+        out.append((method, (p, t), kw))
+    return out
+
+
+def _flat_calls(indexes, preds, target, n) -> List[Call]:
+    return [("update", (preds[r], target[r], indexes[r]), {}) for r in torch.arange(preds.numel()).chunk(n)]
+
+
+def _sampler_rows(n_items: int, rank: int, batch: int) -> List[torch.Tensor]:
+    """The batches of indices DistributedSampler gives ``rank`` (padding repeats items)."""
+    order = torch.tensor(list(DistributedSampler(range(n_items), num_replicas=WORLD, rank=rank, shuffle=False)))
+    return list(order.split(batch))
+
+
+def _embedding_calls(x, y, rows_list, **flags) -> List[Call]:
+    calls = []
+    for rows in rows_list:
+        kw = {"ids": rows}
+        kw.update({k: v[rows] for k, v in flags.items()})
+        calls.append(("update", (x[rows], y[rows]), kw))
+    return calls
+
+
+def scenarios() -> Dict[str, Scenario]:
+    s: Dict[str, Scenario] = {}
+    b = dense_batches(31, [5, 3, 6, 4])
+    # uneven update counts (3 vs 1), per-query values, mean and median
+    s["ranking_uneven"] = Scenario(lambda **kw: lr.RankingMetrics(RANK_KEYS, **kw),
+                                   {0: _dense_calls(b[:3]), 1: _dense_calls(b[3:])})
+    s["ranking_uneven_median_none"] = Scenario(
+        lambda **kw: MetricCollection({"med": lr.RankingMetrics(RANK_KEYS, reduce="median", **kw),
+                                       "none": lr.RankingMetrics(["ndcg@5"], reduce="none", **kw)}),
+        {0: _dense_calls(b[:1]), 1: _dense_calls(b[1:])})
+    # forward on every batch: local batch values, global compute, no hang with 1 vs 3 calls
+    s["ranking_forward"] = Scenario(lambda **kw: lr.RankingMetrics(RANK_KEYS, **kw),
+                                    {0: _dense_calls(b[:1], "forward"), 1: _dense_calls(b[1:], "forward")},
+                                    record_forward=True)
+    # a rank with no data
+    s["ranking_empty_rank"] = Scenario(lambda **kw: lr.RankingMetrics(RANK_KEYS, **kw),
+                                       {0: _dense_calls(b), 1: []})
+    s["ranking_compact_empty_rank"] = Scenario(lambda **kw: lr.RankingMetrics(RANK_KEYS, compact=True, **kw),
+                                               {0: [], 1: _dense_calls(b)})
+    # repeated queries across ranks removed by id; categories
+    s["ranking_ids_repeats"] = Scenario(
+        lambda **kw: lr.RankingMetrics(RANK_KEYS, reduce="none", **kw),
+        {0: _dense_calls(b[:2], ids=True, categories=True),
+         1: _dense_calls(b[2:], ids=True, categories=True) + _dense_calls(b[:1], ids=True, categories=True)},
+        reference_rows=_dense_calls(b, ids=True, categories=True))
+    s["ranking_local"] = Scenario(lambda **kw: lr.RankingMetrics(RANK_KEYS, **kw),
+                                  {0: _dense_calls(b[:3]), 1: _dense_calls(b[3:])}, local=True)
+    s["ranking_process_group"] = Scenario(lambda **kw: lr.RankingMetrics(RANK_KEYS, **kw),
+                                          {0: _dense_calls(b[:2]), 1: _dense_calls(b[2:])}, with_group=True)
+    # a user's dist_sync_fn gets torchmetrics' own treatment (here: its padding gather; uneven sizes)
+    s["ranking_custom_sync_fn"] = Scenario(lambda **kw: lr.RankingMetrics(RANK_KEYS, dist_sync_fn=custom_sync, **kw),
+                                           {0: _dense_calls(b[:3]), 1: _dense_calls(b[3:])})
+    s["all_ranks_empty"] = Scenario(
+        lambda **kw: MetricCollection({"r": lr.RankingMetrics(["mrr"], **kw), "e": lr.EmbeddingMetrics(["cmc@1"], **kw)}),
+        {0: [], 1: []})
+
+    # embeddings: DistributedSampler padding removed by ids; uneven batch counts
+    x, y = clustered_embeddings(32, 23)
+    cats = torch.arange(23) % 3
+    s["embedding_sampler_padding"] = Scenario(
+        lambda **kw: lr.EmbeddingMetrics(EMB_KEYS, **kw),
+        {r: _embedding_calls(x, y, _sampler_rows(23, r, 5), categories=cats) for r in range(WORLD)},
+        reference_rows=_embedding_calls(x, y, [torch.arange(23)], categories=cats))
+    is_query = torch.arange(23) % 4 == 0
+    s["embedding_empty_rank_flags"] = Scenario(
+        lambda **kw: lr.EmbeddingMetrics(EMB_KEYS, distance="euclidean", **kw),
+        {0: [], 1: _embedding_calls(x, y, list(torch.arange(23).split(7)), is_query=is_query, is_gallery=~is_query)})
+    s["embedding_no_ids_uneven"] = Scenario(
+        lambda **kw: lr.EmbeddingMetrics(EMB_KEYS + ["nmi"], **kw),
+        {0: [("update", (x[:4], y[:4]), {})], 1: [("update", (x[4:10], y[4:10]), {}), ("update", (x[10:], y[10:]), {})]})
+
+    # drop-ins: queries split across ranks (equal ids form one query), uneven counts, empty rank
+    indexes, preds, target = flat_queries(33, 30, 12)
+    calls = _flat_calls(indexes, preds, target, 5)
+
+    def dropins(**kw):
+        return MetricCollection({
+            "map": lr.RetrievalMAP(top_k=5, **kw),
+            "ndcg": lr.RetrievalNormalizedDCG(**kw),
+            "mrr_skip": lr.RetrievalMRR(empty_target_action="skip", aggregation="median", **kw),
+            "fall_out": lr.RetrievalFallOut(top_k=3, **kw),
+            "auroc": lr.RetrievalAUROC(max_fpr=0.5, **kw),
+        }, compute_groups=False)
+
+    s["dropins_uneven"] = Scenario(dropins, {0: calls[:4], 1: calls[4:]})
+    s["dropins_empty_rank"] = Scenario(dropins, {0: [], 1: calls})
+    s["dropin_curve_uneven"] = Scenario(lambda **kw: lr.RetrievalPrecisionRecallCurve(max_k=6, **kw),
+                                        {0: calls[:1], 1: calls[1:]})
+    return s
+
+
+def custom_sync(tensor, group=None):
+    """A user-supplied dist_sync_fn (torchmetrics' default gather, wrapped)."""
+    return gather_all_tensors(tensor, group)
+
+
+def apply(metric, calls: List[Call]):
+    outs = []
+    for method, args, kwargs in calls:
+        fn = metric if method == "forward" else getattr(metric, method)
+        outs.append(fn(*args, **kwargs))
+    return outs
+
+
+def plain(value):
+    """Results as plain containers of float64 tensors (dicts sorted by key)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    return value.detach().to(torch.float64).cpu()
