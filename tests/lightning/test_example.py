@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-pytest.importorskip("sklearn")
-pytest.importorskip("lightning")
+import sklearn  # noqa: F401  (a test dependency)
+import lightning  # noqa: F401  (a test dependency)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "lightning_module.py")

@@ -1,0 +1,255 @@
+"""What the ignite adapters share: reading the engine's output (tuples or mappings
+with optional keys), per-batch structure checks, and the agreement between ranks
+on which optional inputs were given, so that every rank enters the same
+collectives (core.distributed) and none hangs.
+
+No metric math here: update-side and compute-side steps come from retrieval_core.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from numbers import Number
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+try:
+    from ignite.exceptions import NotComputableError
+    from ignite.metrics.metric import Metric
+except ImportError as error:  # pragma: no cover - exercised only without ignite
+    raise ImportError(
+        "ignite_retrieval needs PyTorch-Ignite: pip install 'retrieval-metrics[ignite]'"
+    ) from error
+
+from retrieval_core.distributed import all_reduce_sum
+
+__all__ = ["RetrievalMetric", "NotComputableError", "to_python"]
+
+Device = Union[str, torch.device]
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _is_list_of_tensors_or_numbers(x: Any) -> bool:
+    return isinstance(x, Sequence) and not isinstance(x, (str, bytes)) and all(
+        isinstance(t, (Tensor, Number)) for t in x
+    )
+
+
+def _batched(x: Union[Tensor, Number], device=None) -> Tensor:
+    return x.unsqueeze(0) if isinstance(x, Tensor) else torch.tensor([x], device=device)
+
+
+def _copy_state(x: Any) -> Any:
+    """A copy that later updates (appends, in-place sums) cannot change."""
+    if isinstance(x, Tensor):
+        return x.clone()
+    if isinstance(x, dict):
+        return {k: _copy_state(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_copy_state(v) for v in x)
+    return x
+
+
+def to_python(values: Mapping) -> Dict[str, Any]:
+    """``{key: float}`` (0-d tensors) or ``{key: list}`` (reduce="none") on the host,
+    with one device-to-host copy for all scalar results."""
+    keys = list(values)
+    scalars = [k for k in keys if values[k].ndim == 0]
+    out: Dict[str, Any] = {}
+    if scalars:
+        host = torch.stack([values[k].to(torch.float64) for k in scalars]).tolist()
+        out.update(zip(scalars, host))
+    return {k: out[k] if k in out else values[k].tolist() for k in keys}
+
+
+class RetrievalMetric(Metric):
+    """Base of the adapters: an ignite ``Metric`` whose ``update`` takes a tuple of the
+    required inputs or a mapping with required and optional keys.
+
+    Subclasses set ``_required`` / ``_optional`` (names of the inputs) and
+    ``_state_attributes`` (what ``state_dict()`` saves); their ``update`` reads the
+    output with :meth:`_parse` (every name mapped to a value or None) and their
+    ``compute`` starts with :meth:`_agree`, the one collective that tells every rank
+    which optional inputs were given and whether anything was seen at all.
+    """
+
+    _required: Tuple[str, ...] = ()
+    _optional: Tuple[str, ...] = ()
+    # The keys a mapping output must hold (ignite's attribute; subclasses set it to
+    # _required). ignite's own handling of it cannot take optional keys, so mappings
+    # are read here, in iteration_completed and update.
+    required_output_keys: Optional[Tuple[str, ...]] = None
+
+    def __init__(
+        self,
+        output_transform: Callable = _identity,
+        device: Device = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ) -> None:
+        super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
+
+    # -- checkpointing ------------------------------------------------------------
+    # State attributes saved by ``state_dict()`` (ignite's per-rank format). ignite's
+    # own loader cannot refill lists that change length (batches seen), so the
+    # per-rank state is saved and restored whole here.
+    _state_attributes: Tuple[str, ...] = ()
+
+    def _state_dict_per_rank(self) -> OrderedDict:
+        return OrderedDict((k, _copy_state(getattr(self, k))) for k in self._state_attributes)
+
+    def _load_state_dict_per_rank(self, state_dict: Mapping) -> None:
+        missing = [k for k in self._state_attributes if k not in state_dict]
+        if missing:
+            raise ValueError(f"{self._name()}: state_dict lacks {missing}; expected keys {list(self._state_attributes)}")
+        for k in self._state_attributes:
+            setattr(self, k, _copy_state(state_dict[k]))
+        if "_result" in self.__dict__:
+            self._result = None
+
+    # -- reading the engine's output -----------------------------------------
+
+    def iteration_completed(self, engine) -> None:
+        """Take ``engine.state.output`` (after ``output_transform``) as a tuple of the
+        required inputs or a mapping that may also hold the optional keys.
+
+        ignite's own ``required_output_keys`` can only pick a fixed set of keys, so a
+        mapping goes to :meth:`update` whole. Tuples of per-sample lists are unrolled
+        as ignite does (unless ``skip_unrolling``).
+        """
+        output = self._output_transform(engine.state.output)
+        if isinstance(output, Mapping):
+            self.update(output)
+            return
+        if (
+            not self._skip_unrolling
+            and isinstance(output, Sequence)
+            and len(output) > 0
+            and all(_is_list_of_tensors_or_numbers(o) for o in output)
+        ):
+            n = len(self._required)
+            if not (len(output) == n and all(len(o) == len(output[0]) for o in output)):
+                raise ValueError(
+                    f"{self._name()}: output of per-sample lists should have {n} items of the same length; "
+                    f"got {len(output)} items of lengths {[len(o) for o in output]}"
+                )
+            for sample in zip(*output):
+                first = _batched(sample[0])
+                self.update(tuple([first] + [_batched(s, device=first.device) for s in sample[1:]]))
+            return
+        self.update(output)
+
+    def _name(self) -> str:
+        return type(self).__name__
+
+    def _expected(self) -> str:
+        req = ", ".join(self._required)
+        keys = ", ".join(repr(k) for k in self._required)
+        opt = ", ".join(repr(k) for k in self._optional)
+        more = f" (optional: {opt})" if opt else ""
+        return f"({req}) or a mapping with keys {keys}{more}"
+
+    def _parse(self, output: Any) -> Dict[str, Optional[Tensor]]:
+        """Every input name mapped to its value (None for an absent optional one)."""
+        names = self._required + self._optional
+        if isinstance(output, Mapping):
+            missing = [k for k in self._required if k not in output]
+            if missing:
+                raise ValueError(
+                    f"{self._name()}: the output mapping lacks {', '.join(repr(k) for k in missing)}; "
+                    f"expected {self._expected()}; got keys {list(output.keys())}"
+                )
+            return {k: output.get(k) for k in names}
+        if isinstance(output, (tuple, list)):
+            if len(output) != len(self._required):
+                raise ValueError(
+                    f"{self._name()}: expected output {self._expected()}; "
+                    f"got a {type(output).__name__} of {len(output)} items"
+                )
+            fields = dict(zip(self._required, output))
+            fields.update((k, None) for k in self._optional)
+            return fields
+        raise TypeError(f"{self._name()}: expected output {self._expected()}; got {type(output).__name__}")
+
+    # -- per-batch checks --------------------------------------------------------
+
+    def _tensor(self, name: str, value: Any) -> Tensor:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{self._name()}: {name} must be a torch.Tensor; got {type(value).__name__}")
+        return value
+
+    def _per_row(self, name: str, value: Any, n: int, kind: str) -> Tensor:
+        """A 1-D tensor with one entry per row: ``kind`` "int" (ids, categories) or
+        "bool" (flags; 0/1 integers are accepted and converted)."""
+        if isinstance(value, (list, tuple)):
+            try:
+                value = torch.as_tensor(value)
+            except (TypeError, ValueError, RuntimeError):
+                raise TypeError(
+                    f"{self._name()}: {name} must be a 1-D {kind} tensor (or a list of {kind}s); got {value!r:.80}"
+                ) from None
+        value = self._tensor(name, value)
+        if value.ndim != 1 or value.shape[0] != n:
+            raise ValueError(
+                f"{self._name()}: {name} must be 1-D with one entry per row; got shape {tuple(value.shape)} for {n} rows"
+            )
+        if kind == "bool":
+            if value.dtype == torch.bool:
+                return value
+            if value.is_floating_point() or value.is_complex():
+                raise TypeError(f"{self._name()}: {name} must be a bool tensor; got {value.dtype}")
+            return value != 0
+        if value.dtype == torch.bool or value.is_floating_point() or value.is_complex():
+            raise TypeError(f"{self._name()}: {name} must be an integer tensor; got {value.dtype}")
+        return value.to(torch.int64)
+
+    def _check_present(self, fields: Mapping) -> None:
+        """Optional inputs must be given in every batch or in none (of this rank)."""
+        present = {k: fields[k] is not None for k in self._optional}
+        if self._present is None:
+            self._present = present
+            return
+        for k in self._optional:
+            if present[k] != self._present[k]:
+                before, now = ("given", "missing") if self._present[k] else ("missing", "given")
+                raise ValueError(
+                    f"{self._name()}: {k!r} was {before} in earlier batches and is {now} in this one; "
+                    "give it in every batch or in none"
+                )
+
+    # -- compute-side agreement between ranks ---------------------------------------
+
+    def _agree(self, n_rows: int, checks: Optional[Tensor] = None) -> Tuple[Dict[str, bool], Optional[Tensor]]:
+        """One all-reduce: how many ranks hold rows and which optional inputs they gave,
+        plus the sum of this rank's ``checks`` counters (value checks postponed from
+        ``update``). Raises the same error on every rank, so none is left waiting.
+        """
+        has_rows = n_rows > 0
+        flags = [int(has_rows), n_rows] + [int(has_rows and bool(self._present and self._present[k])) for k in self._optional]
+        counts = torch.tensor(flags, dtype=torch.int64, device=self._device)
+        if checks is not None:
+            counts = torch.cat([counts, checks.to(device=self._device, dtype=torch.int64)])
+        counts = all_reduce_sum(counts)
+        data_ranks, total, *rest = counts.tolist()
+        given, summed = rest[: len(self._optional)], counts[2 + len(self._optional):]
+        if total == 0:
+            raise NotComputableError(f"{self._name()} must have at least one example before it can be computed.")
+        for k, c in zip(self._optional, given):
+            if 0 < c < data_ranks:
+                raise ValueError(
+                    f"{self._name()}: {k!r} was given on {c} of the {data_ranks} processes that saw data; "
+                    "give it on all of them or on none"
+                )
+        return {k: c > 0 for k, c in zip(self._optional, given)}, (summed if checks is not None else None)
+
+    @staticmethod
+    def _cat(parts: List[Tensor], fallback_dtype: torch.dtype, device) -> Tensor:
+        """Rows of this rank's batches; an empty 1-D tensor when it saw none (the
+        gather takes trailing shape and dtype from the ranks that hold data)."""
+        if parts:
+            return torch.cat(parts)
+        return torch.empty(0, dtype=fallback_dtype, device=device)

@@ -1,0 +1,168 @@
+"""``EmbeddingMetrics``: retrieval metrics of embeddings and labels as one ignite Metric."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+import torch
+
+from ignite.metrics.metric import reinit__is_reduced
+
+from retrieval_core.aggregate import MetricResults
+from retrieval_core.embeddings import PER_CLASS
+from retrieval_core.registry import parse_metrics
+from retrieval_core.search import DISTANCES
+from retrieval_core.steps import finalize_embeddings
+from retrieval_core.validate import EMPTY, REDUCE, check_choice, check_ties
+
+from ._base import Device, RetrievalMetric, _identity, to_python
+
+__all__ = ["EmbeddingMetrics"]
+
+
+class EmbeddingMetrics(RetrievalMetric):
+    """Retrieval metrics of embeddings (exact k-NN), accumulated over an ignite run.
+
+    ``update`` (and so an ``Engine``'s output) takes ``(embeddings, labels)`` or a
+    mapping with keys ``"embeddings"`` (``[B, D]``), ``"labels"`` (``[B]`` integer
+    classes or ``[B, C]`` multi-hot) and optionally ``"ids"`` (``[B]`` dataset
+    indices: an item seen twice, as DistributedSampler pads, counts once),
+    ``"is_query"`` / ``"is_gallery"`` (``[B]`` bool) and ``"categories"``
+    (``[B]`` integer labels: adds ``"{key}/{label}"`` results).
+
+    Without flags every item is both a query and a gallery item (PML's layout);
+    with ``is_query``/``is_gallery`` (OML's layout) each side is the flagged items.
+    An item is never matched with itself, nor with another item of the same id.
+
+    The state is the embeddings and their metadata (on ``device``); ``compute``
+    gathers it from every process, drops repeated ids and evaluates with
+    ``retrieval_core.evaluate_embeddings`` (chunked, never a ``[Q, G]`` matrix).
+
+    Args:
+        metrics: per-query keys (``"cmc@1"``, ``"map@r"``, ``"precision_capped@5"``...)
+            and set-level keys (``"nmi"``, ``"pcf@0.5"``, ``"fnmr@0.1"``...).
+        distance, relevance, ties, empty, reduce, per_class, memory_budget, progress:
+            as ``retrieval_core.evaluate_embeddings``.
+        output_transform, device, skip_unrolling: as every ignite ``Metric``;
+            ``device`` is where embeddings are kept and evaluated.
+
+    ``compute`` returns ``{key: float}``; attached to an engine, ignite also
+    writes each key into ``engine.state.metrics``. ``last_results`` holds the
+    core's ``MetricResults`` of the last ``compute``.
+
+    Example:
+        >>> import torch
+        >>> from ignite.engine import Engine
+        >>> from ignite_retrieval import EmbeddingMetrics
+        >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> labels = torch.tensor([0, 0, 1, 1])
+        >>> evaluator = Engine(lambda engine, batch: {"embeddings": batch[0], "labels": batch[1]})
+        >>> EmbeddingMetrics(["cmc@1", "map@r"]).attach(evaluator, "retrieval")
+        >>> metrics = evaluator.run([(x[:3], labels[:3]), (x[3:], labels[3:])]).metrics
+        >>> metrics["cmc@1"], metrics["map@r"]
+        (1.0, 1.0)
+    """
+
+    _required = ("embeddings", "labels")
+    _optional = ("ids", "is_query", "is_gallery", "categories")
+    required_output_keys = _required
+    _state_attributes = ("_state", "_n_rows", "_dim", "_label_shape", "_present")
+
+    def __init__(
+        self,
+        metrics: Sequence[str],
+        *,
+        distance="cosine",
+        relevance: Optional[Callable] = None,
+        ties: str = "stable",
+        empty: str = "skip",
+        reduce: str = "mean",
+        per_class: Optional[str] = None,
+        memory_budget: Optional[int] = None,
+        progress: bool = False,
+        output_transform: Callable = _identity,
+        device: Device = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ) -> None:
+        self._metrics = parse_metrics(metrics)
+        self.metric_keys: Tuple[str, ...] = tuple(m.key for m in self._metrics)
+        check_ties(ties)
+        check_choice("empty", empty, EMPTY)
+        check_choice("reduce", reduce, REDUCE)
+        if per_class not in PER_CLASS:
+            raise ValueError(f"per_class must be None, 'macro' or 'all'; got {per_class!r}")
+        if not callable(distance) and distance not in DISTANCES:
+            raise ValueError(f"distance must be one of {', '.join(map(repr, DISTANCES))} or a callable; got {distance!r}")
+        if relevance is not None and not callable(relevance):
+            raise TypeError(f"relevance must be a callable f(query_labels, gallery_labels) -> gains; got {type(relevance).__name__}")
+        self._options: Dict[str, Any] = dict(
+            distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
+            per_class=per_class, memory_budget=memory_budget, progress=progress,
+        )
+        self.last_results: Optional[MetricResults] = None
+        super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._state: Dict[str, list] = {k: [] for k in self._required + self._optional}
+        self._n_rows = 0
+        self._dim: Optional[int] = None
+        self._label_shape: Optional[tuple] = None
+        self._present: Optional[Dict[str, bool]] = None
+
+    @reinit__is_reduced
+    def update(self, output: Any) -> None:
+        fields = self._parse(output)
+        embeddings = self._tensor("embeddings", fields["embeddings"])
+        labels = self._tensor("labels", fields["labels"])
+        if embeddings.ndim != 2:
+            raise ValueError(f"{self._name()}: embeddings must be 2-D [batch, dim]; got shape {tuple(embeddings.shape)}")
+        n = embeddings.shape[0]
+        if labels.ndim == 0 or labels.shape[0] != n:
+            raise ValueError(
+                f"{self._name()}: labels must have one entry per embedding; "
+                f"got shape {tuple(labels.shape)} for {n} embeddings"
+            )
+        if self._options["relevance"] is None:
+            if labels.ndim > 2:
+                raise ValueError(f"{self._name()}: labels must be 1-D classes or 2-D multi-hot [batch, classes]; got shape {tuple(labels.shape)}")
+            if labels.ndim == 1 and (labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool):
+                raise TypeError(f"{self._name()}: labels must be integer class labels; got {labels.dtype}")
+        if self._dim is not None and embeddings.shape[1] != self._dim:
+            raise ValueError(
+                f"{self._name()}: embeddings of every batch must have the same dimension; "
+                f"got {embeddings.shape[1]} after {self._dim}"
+            )
+        if self._label_shape is not None and tuple(labels.shape[1:]) != self._label_shape:
+            raise ValueError(
+                f"{self._name()}: labels of every batch must have the same shape past the batch dimension; "
+                f"got {tuple(labels.shape[1:])} after {self._label_shape}"
+            )
+        checked = {"embeddings": embeddings, "labels": labels}
+        for name, kind in (("ids", "int"), ("is_query", "bool"), ("is_gallery", "bool"), ("categories", "int")):
+            if fields[name] is not None:
+                checked[name] = self._per_row(name, fields[name], n, kind)
+        self._check_present(fields)
+        if n == 0:
+            return
+        self._dim, self._label_shape = embeddings.shape[1], tuple(labels.shape[1:])
+        for name, value in checked.items():
+            self._state[name].append(value.detach().to(self._device))
+        self._n_rows += n
+
+    def _results(self) -> MetricResults:
+        present, _ = self._agree(self._n_rows)
+        dtypes = {"embeddings": torch.float32, "labels": torch.int64, "ids": torch.int64,
+                  "is_query": torch.bool, "is_gallery": torch.bool, "categories": torch.int64}
+        state = {
+            k: self._cat(self._state[k], dtypes[k], self._device)
+            for k in self._required + self._optional
+            if k in self._required or present[k]
+        }
+        return finalize_embeddings(
+            state.pop("embeddings"), state.pop("labels"), self._metrics, **state, **self._options
+        )
+
+    def compute(self) -> Dict[str, Any]:
+        results = self._results()
+        self.last_results = results
+        return to_python(results)

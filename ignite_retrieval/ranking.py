@@ -1,0 +1,187 @@
+"""``RankingMetrics``: ranking metrics of dense scores ``[B, N]`` as one ignite Metric."""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from ignite.metrics.metric import reinit__is_reduced
+
+from retrieval_core.aggregate import MetricResults
+from retrieval_core.evaluate import score_values
+from retrieval_core.registry import parse_metrics
+from retrieval_core.steps import compact_sums, finalize_compact, finalize_scores
+from retrieval_core.validate import EMPTY, REDUCE, check_choice, check_ties
+
+from ._base import Device, RetrievalMetric, _identity, to_python
+
+__all__ = ["RankingMetrics"]
+
+_CHECKS = ("y_pred contains NaN or inf; scores must be finite",
+           "y contains NaN or inf; gains must be finite and >= 0",
+           "y contains negative gains; gains must be >= 0")
+
+
+def _value_flags(y_pred: Tensor, y: Tensor) -> Tensor:
+    """Three 0/1 counters (non-finite scores, non-finite gains, negative gains) as a
+    device tensor: no host sync per batch; they are read once at compute."""
+    zero = torch.zeros((), dtype=torch.bool, device=y_pred.device)
+    bad_pred = bad_y = negative = zero
+    if y_pred.is_floating_point():
+        lo, hi = torch.aminmax(y_pred)
+        bad_pred = ~(torch.isfinite(lo) & torch.isfinite(hi))
+    if y.dtype != torch.bool:
+        lo, hi = torch.aminmax(y)
+        if y.is_floating_point():
+            bad_y = ~(torch.isfinite(lo) & torch.isfinite(hi))
+        negative = lo < 0
+    return torch.stack([bad_pred, bad_y.to(y_pred.device), negative.to(y_pred.device)]).to(torch.int64)
+
+
+class RankingMetrics(RetrievalMetric):
+    """Ranking metrics of dense score matrices, accumulated over an ignite run.
+
+    Each batch holds ``B`` queries: scores ``y_pred[B, N]`` (higher = ranked first)
+    and gains ``y[B, N]`` (bool, or integer/float >= 0 for graded relevance).
+    ``update`` (and so an ``Engine``'s output) takes ``(y_pred, y)`` or a mapping
+    with keys ``"y_pred"``, ``"y"`` and optionally ``"ids"`` (``[B]`` integer query
+    ids: a query seen twice, as DistributedSampler pads, counts once) and
+    ``"categories"`` (``[B]`` integer labels: adds ``"{key}/{label}"`` results).
+
+    Per-query values are computed in ``update`` by ``retrieval_core`` and kept
+    (``[n, M]`` float64, tiny); ``compute`` gathers them from every process,
+    drops repeated ids and aggregates. ``compact=True`` keeps only per-key sums
+    and counts instead (``reduce="mean"`` only, no ids or categories).
+
+    Args:
+        metrics: keys such as ``["ndcg@10", "map@r", "mrr"]`` (see
+            ``retrieval_core.known_metrics()``).
+        ties: ``"stable"``: equal scores are ranked by lower column.
+        empty: queries where a metric is undefined (no relevant candidate):
+            ``"skip"``, ``"zero"``, ``"one"`` or ``"error"``.
+        reduce: ``"mean"``, ``"median"``, ``"min"``, ``"max"`` or ``"none"``
+            (per-query values as lists; NaN marks a skipped query).
+        compact: keep sums and counts only (constant memory).
+        output_transform, device, skip_unrolling: as every ignite ``Metric``;
+            ``device`` is where the state is kept (and gathered: CPU for gloo).
+
+    ``compute`` returns ``{key: float}``; attached to an engine, ignite also
+    writes each key into ``engine.state.metrics``. ``last_results`` holds the
+    core's ``MetricResults`` of the last ``compute`` (with ``n_queries`` and
+    per-key ``n_empty``). ``NotComputableError`` when no query was seen.
+
+    Example:
+        >>> import torch
+        >>> from ignite.engine import Engine
+        >>> from ignite_retrieval import RankingMetrics
+        >>> batches = [(torch.tensor([[0.9, 0.2, 0.5]]), torch.tensor([[1, 0, 0]])),
+        ...            (torch.tensor([[0.1, 0.8, 0.3]]), torch.tensor([[0, 0, 1]]))]
+        >>> evaluator = Engine(lambda engine, batch: batch)
+        >>> RankingMetrics(["mrr@3", "hit_rate@1"]).attach(evaluator, "ranking")
+        >>> metrics = evaluator.run(batches).metrics
+        >>> metrics["mrr@3"], metrics["hit_rate@1"]
+        (0.75, 0.5)
+    """
+
+    _required = ("y_pred", "y")
+    _optional = ("ids", "categories")
+    required_output_keys = _required
+    _state_attributes = ("_values", "_ids", "_categories", "_sums", "_checks", "_n_rows", "_present")
+
+    def __init__(
+        self,
+        metrics: Sequence[str],
+        *,
+        ties: str = "stable",
+        empty: str = "skip",
+        reduce: str = "mean",
+        compact: bool = False,
+        output_transform: Callable = _identity,
+        device: Device = torch.device("cpu"),
+        skip_unrolling: bool = False,
+    ) -> None:
+        keys = parse_metrics(metrics)
+        set_level = [m.key for m in keys if not m.spec.per_query]
+        if set_level:
+            raise ValueError(
+                f"{', '.join(set_level)}: embedding-set metrics need embeddings; use EmbeddingMetrics"
+            )
+        check_ties(ties)
+        check_choice("empty", empty, EMPTY)
+        check_choice("reduce", reduce, REDUCE)
+        if compact and reduce != "mean":
+            raise ValueError(f"compact=True keeps sums and counts, which give means only; got reduce={reduce!r}")
+        self._keys = keys
+        self.metric_keys: Tuple[str, ...] = tuple(m.key for m in keys)
+        self._ties, self._empty, self._reduce, self._compact = ties, empty, reduce, bool(compact)
+        self.last_results: Optional[MetricResults] = None
+        super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._values: list = []
+        self._ids: list = []
+        self._categories: list = []
+        self._n_rows = 0
+        self._present: Optional[Dict[str, bool]] = None
+        self._checks = torch.zeros(len(_CHECKS), dtype=torch.int64, device=self._device)
+        self._sums = torch.zeros(3, len(self._keys), dtype=torch.float64, device=self._device)
+
+    def _prepare(self, y_pred: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
+        """Input preparation before the core (the drop-ins binarise or threshold ``y``)."""
+        return y_pred, y
+
+    @reinit__is_reduced
+    def update(self, output: Any) -> None:
+        fields = self._parse(output)
+        y_pred = self._tensor("y_pred", fields["y_pred"])
+        y = self._tensor("y", fields["y"])
+        if y_pred.ndim != 2 or y_pred.shape != y.shape:
+            raise ValueError(
+                f"{self._name()}: y_pred and y must be 2-D [batch, items] of the same shape; "
+                f"got {tuple(y_pred.shape)} and {tuple(y.shape)}"
+            )
+        n = y_pred.shape[0]
+        ids = None if fields["ids"] is None else self._per_row("ids", fields["ids"], n, "int")
+        categories = None if fields.get("categories") is None else self._per_row("categories", fields["categories"], n, "int")
+        if self._compact and (ids is not None or categories is not None):
+            given = "ids" if ids is not None else "categories"
+            raise ValueError(
+                f"{self._name()}: compact=True keeps only sums and counts; it cannot take {given!r} "
+                "(de-duplication and per-category results need per-query values): use compact=False"
+            )
+        self._check_present(fields)
+        if n == 0:
+            return
+        y_pred, y = self._prepare(y_pred, y)
+        values = score_values(y_pred, y, self._keys, ties=self._ties).values
+        self._checks += _value_flags(y_pred, y).to(self._device)
+        self._n_rows += n
+        if self._compact:
+            self._sums += compact_sums(values).to(self._device)
+            return
+        self._values.append(values.to(self._device))
+        if ids is not None:
+            self._ids.append(ids.to(self._device))
+        if categories is not None:
+            self._categories.append(categories.to(self._device))
+
+    def _results(self) -> MetricResults:
+        """Gather every rank's state and aggregate (the same result on every rank)."""
+        present, checks = self._agree(self._n_rows, self._checks)
+        for message, count in zip(_CHECKS, checks.tolist()):
+            if count:
+                raise ValueError(f"{self._name()}: {message}")
+        if self._compact:
+            return finalize_compact(self._sums, self.metric_keys, empty=self._empty)
+        values = self._cat(self._values, torch.float64, self._device)
+        ids = self._cat(self._ids, torch.int64, self._device) if present["ids"] else None
+        categories = self._cat(self._categories, torch.int64, self._device) if present.get("categories") else None
+        return finalize_scores(values, self.metric_keys, ids=ids, categories=categories,
+                               empty=self._empty, reduce=self._reduce)
+
+    def compute(self) -> Dict[str, Any]:
+        results = self._results()
+        self.last_results = results
+        return to_python(results)

@@ -1,0 +1,41 @@
+"""The ignite examples run (subprocess, bounded) and print what they promise."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sklearn  # noqa: F401  (a test dependency)
+
+ROOT = Path(__file__).resolve().parents[2]
+METRIC = r"cmc@1 ([0-9.]+) \| map@r ([0-9.]+) \| precision_capped@5 ([0-9.]+)"
+
+
+def _run(script, *args, timeout=150):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("MASTER_PORT", None)
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
+
+
+def test_engine_example_and_ddp_example_agree():
+    out = _run("ignite_engine.py", "--epochs", "2")
+    epochs = re.findall(r"^epoch (\d): loss [0-9.]+ \| " + METRIC + "$", out, flags=re.M)
+    assert [e[0] for e in epochs] == ["1", "2"], out
+    last = epochs[-1][1:]
+    assert all(0.0 <= float(v) <= 1.0 for v in last)
+    assert float(last[0]) > 0.9  # cmc@1 of a trained digits embedding
+
+    out = _run("ignite_ddp.py", "--epochs", "2")
+    one = re.findall(r"^1 process: " + METRIC + "$", out, flags=re.M)
+    ranks = re.findall(r"^rank (\d)/2 \(271 digits, 541 in all\): " + METRIC + "$", out, flags=re.M)
+    assert one == [last], out  # the same training, evaluated in one process
+    assert sorted(r[0] for r in ranks) == ["0", "1"], out
+    assert all(r[1:] == last for r in ranks), out
+    assert "2 processes give the one-process values: True" in out

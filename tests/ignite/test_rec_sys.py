@@ -1,0 +1,330 @@
+"""Drop-ins ``ignite_retrieval.HitRate``, ``NDCG``, ``MRR`` against ignite's own
+``ignite.metrics.rec_sys`` (pytorch-ignite 0.5.5: HitRate, NDCG) and against ignite
+0.6.0's documented MRR (a transcription of its update rule below)."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+from ignite.engine import Engine
+from ignite.exceptions import NotComputableError
+import ignite.metrics.rec_sys as ignite_rec_sys
+
+import ignite_retrieval
+from ignite_retrieval import MRR, NDCG, HitRate
+
+from tests.references import distinct_scores
+
+ATOL = 1e-5  # ignite accumulates in float32
+
+
+def run(metric, batches, name="m"):
+    evaluator = Engine(lambda engine, batch: batch)
+    metric.attach(evaluator, name)
+    return evaluator.run(batches).metrics[name]
+
+
+def data(seed, n_batches=3, b=40, n=30, ties=True, graded="int"):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n_batches):
+        if ties:
+            preds = torch.randint(0, 4, (b, n), generator=g).float()
+        else:
+            preds = distinct_scores((b, n), g)
+        if graded == "int":
+            level = torch.randint(1, 5, (b, n), generator=g).float()
+        else:
+            level = torch.rand(b, n, generator=g) * 3
+        y = torch.where(torch.rand(b, n, generator=g) < 0.1, level, torch.zeros_like(level))
+        y[::7] = 0  # users with no relevant item
+        out.append((preds, y))
+    return out
+
+
+def position_tie_broken(preds):
+    """Scores with the same order as ours (score desc, then lower column), no ties."""
+    order = torch.argsort(preds, dim=1, descending=True, stable=True)
+    ranks = torch.empty_like(order)
+    ranks.scatter_(1, order, torch.arange(preds.shape[1]).expand_as(order))
+    return -ranks.float()
+
+
+def mrr_reference(output, top_k, ignore_zero_hits=True, stable=False):
+    """ignite 0.6.0's MRR.update, transcribed (sum of reciprocal ranks per k, count)."""
+    y_pred, y = output
+    if ignore_zero_hits:
+        keep = torch.any(y > 0, dim=-1)
+        y_pred, y = y_pred[keep], y[keep]
+    if y.shape[0] == 0:
+        return torch.zeros(len(top_k)), 0
+    if stable:
+        indices = torch.argsort(y_pred, dim=-1, descending=True, stable=True)[:, : top_k[-1]]
+    else:
+        _, indices = torch.topk(y_pred, k=top_k[-1], dim=-1)
+    ranked = torch.gather(y, dim=-1, index=indices)
+    sums = []
+    for k in top_k:
+        top = ranked[:, :k]
+        has_hit = torch.any(top > 0, dim=-1)
+        first = torch.argmax((top > 0).to(torch.long), dim=-1) + 1
+        sums.append(torch.where(has_hit, 1.0 / first.float(), torch.zeros(y.shape[0])).sum())
+    return torch.stack(sums), y.shape[0]
+
+
+def mrr_reference_run(batches, top_k, **kwargs):
+    top_k = sorted([top_k] if isinstance(top_k, int) else top_k)
+    total, count = torch.zeros(len(top_k)), 0
+    for b in batches:
+        s, c = mrr_reference(b, top_k, **kwargs)
+        total, count = total + s, count + c
+    return (total / count).tolist()
+
+
+# -- signatures and documented examples ------------------------------------------------
+
+
+def _params(cls):
+    return [(p.name, p.kind, p.default if p.name != "output_transform" else "f")
+            for p in inspect.signature(cls.__init__).parameters.values()]
+
+
+@pytest.mark.parametrize("name", ["HitRate", "NDCG"])
+def test_same_signature_as_ignite(name):
+    assert _params(getattr(ignite_retrieval, name)) == _params(getattr(ignite_rec_sys, name))
+
+
+def test_mrr_signature_as_documented_for_ignite_060():
+    params = inspect.signature(MRR.__init__).parameters
+    assert list(params) == ["self", "top_k", "ignore_zero_hits", "output_transform", "device", "skip_unrolling"]
+    assert params["top_k"].default == 10 and params["ignore_zero_hits"].default is True
+    assert params["skip_unrolling"].default is False and params["device"].default == torch.device("cpu")
+
+
+def test_mrr_documented_example():
+    y_pred = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    y_true = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    assert run(MRR(top_k=[1, 2, 3, 4]), [(y_pred, y_true)]) == [0.5, 0.75, 0.75, 0.75]
+    assert mrr_reference_run([(y_pred, y_true)], [1, 2, 3, 4]) == [0.5, 0.75, 0.75, 0.75]
+
+
+DOC_PRED = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+DOC_TRUE = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, batch",
+    [
+        ("HitRate", dict(top_k=[1, 2, 3, 4]), (DOC_PRED, DOC_TRUE)),
+        ("HitRate", dict(top_k=[1, 2, 3, 4], ignore_zero_hits=False), (DOC_PRED, DOC_TRUE)),
+        ("HitRate", dict(top_k=2), (DOC_PRED[:1], torch.tensor([[0.0, 0.0, 1.0, 0.0]]))),
+        ("NDCG", dict(top_k=[1, 2, 3, 4]), (DOC_PRED, DOC_TRUE)),
+        ("NDCG", dict(top_k=[1, 2, 3, 4], ignore_zero_hits=False), (DOC_PRED, DOC_TRUE)),
+    ],
+)
+def test_ignite_documented_examples(name, kwargs, batch):
+    ours = run(getattr(ignite_retrieval, name)(**kwargs), [batch])
+    theirs = run(getattr(ignite_rec_sys, name)(**kwargs), [batch])
+    assert isinstance(ours, list) and all(isinstance(v, float) for v in ours)
+    assert ours == pytest.approx(theirs, abs=ATOL)
+
+
+# -- equal values on random data -----------------------------------------------------------
+
+NDCG_OPTIONS = [
+    dict(top_k=[1, 3, 10]),
+    dict(top_k=[10, 1, 5, 5]),  # unsorted, repeated: output follows sorted(top_k)
+    dict(top_k=[2, 50]),  # k beyond the 30 items: ignite cuts at the list's end
+    dict(top_k=[3, 10], ignore_zero_hits=False),
+    dict(top_k=[3, 10], gain_function="linear_rank"),
+    dict(top_k=[3, 10], relevance_threshold=2.0),
+    dict(top_k=[3, 10], relevance_threshold=2.5, gain_function="linear_rank", ignore_zero_hits=False),
+    dict(top_k=[3, 10], relevance_threshold=0.0),
+    dict(top_k=[3, 10], relevance_threshold=0.5, ignore_zero_hits=False),
+]
+
+
+@pytest.mark.parametrize("graded", ["int", "float"])
+@pytest.mark.parametrize("ties", [True, False])
+@pytest.mark.parametrize("kwargs", NDCG_OPTIONS)
+def test_ndcg_equals_ignite(kwargs, ties, graded):
+    batches = data(seed=hash((str(kwargs), ties, graded)) % 1000, ties=ties, graded=graded)
+    ours = run(NDCG(**kwargs), batches)
+    theirs = run(ignite_rec_sys.NDCG(**kwargs), batches)
+    assert len(ours) == len(kwargs["top_k"])
+    assert ours == pytest.approx(theirs, abs=ATOL)
+
+
+HIT_OPTIONS = [dict(top_k=[1, 3, 10]), dict(top_k=5), dict(top_k=[30, 2, 2]), dict(top_k=[1, 4], ignore_zero_hits=False)]
+
+
+@pytest.mark.parametrize("kwargs", HIT_OPTIONS)
+@pytest.mark.parametrize("graded", ["int", "float"])
+def test_hit_rate_equals_ignite_without_ties(kwargs, graded):
+    batches = data(seed=len(str(kwargs)), ties=False, graded=graded)
+    assert run(HitRate(**kwargs), batches) == pytest.approx(run(ignite_rec_sys.HitRate(**kwargs), batches), abs=ATOL)
+
+
+@pytest.mark.parametrize("kwargs", HIT_OPTIONS)
+def test_hit_rate_with_ties_equals_ignite_given_our_tie_order(kwargs):
+    """ignite's HitRate takes torch.topk, whose order among equal scores is unspecified
+    (on CPU not by column); ours is by column. Fed scores that spell out the column
+    order, ignite agrees with ours on the tied data."""
+    batches = data(seed=7, ties=True)
+    broken = [(position_tie_broken(p), y) for p, y in batches]
+    ours = run(HitRate(**kwargs), batches)
+    assert ours == pytest.approx(run(ignite_rec_sys.HitRate(**kwargs), broken), abs=ATOL)
+    assert ours == pytest.approx(run(HitRate(**kwargs), broken), abs=1e-12)
+
+
+MRR_OPTIONS = [dict(), dict(top_k=[1, 3, 10]), dict(top_k=4, ignore_zero_hits=False), dict(top_k=[30, 1, 1])]
+
+
+@pytest.mark.parametrize("kwargs", MRR_OPTIONS)
+@pytest.mark.parametrize("ties", [True, False])
+def test_mrr_equals_ignite_060_rule(kwargs, ties):
+    batches = data(seed=11 + len(str(kwargs)), ties=ties)
+    top_k = kwargs.get("top_k", 10)
+    ref_kwargs = dict(ignore_zero_hits=kwargs.get("ignore_zero_hits", True))
+    ours = run(MRR(**kwargs), batches)
+    # with ties, the reference ranks by column (ignite's topk order is unspecified)
+    assert ours == pytest.approx(mrr_reference_run(batches, top_k, stable=ties, **ref_kwargs), abs=ATOL)
+    if ties:
+        broken = [(position_tie_broken(p), y) for p, y in batches]
+        assert ours == pytest.approx(mrr_reference_run(broken, top_k, **ref_kwargs), abs=ATOL)
+
+
+@pytest.mark.parametrize("cls", [HitRate, NDCG, MRR])
+def test_dict_output_with_ids_drops_repeats(cls):
+    batches = data(seed=21, ties=False)
+    ids = torch.arange(120).split(40)
+    as_dicts = [{"y_pred": p, "y": y, "ids": i} for (p, y), i in zip(batches, ids)]
+    as_dicts.append({"y_pred": batches[0][0][:5], "y": batches[0][1][:5], "ids": ids[0][:5]})  # padding repeats
+    kwargs = dict(top_k=[1, 5])
+    assert run(cls(**kwargs), as_dicts) == pytest.approx(run(cls(**kwargs), batches), abs=1e-12)
+
+
+def test_dict_output_without_ids_like_ignite():
+    batches = data(seed=22, ties=False)
+    as_dicts = [{"y_pred": p, "y": y, "extra": 1} for p, y in batches]
+    assert run(NDCG(top_k=[5]), as_dicts) == pytest.approx(run(ignite_rec_sys.NDCG(top_k=[5]), as_dicts), abs=ATOL)
+
+
+def test_bool_and_integer_targets():
+    batches = data(seed=23, ties=False)
+    for cast in (lambda y: y > 0, lambda y: y.long()):
+        cast_batches = [(p, cast(y)) for p, y in batches]
+        for name in ("HitRate", "NDCG"):
+            ours = run(getattr(ignite_retrieval, name)(top_k=[1, 5]), cast_batches)
+            theirs = run(getattr(ignite_rec_sys, name)(top_k=[1, 5]), cast_batches)
+            assert ours == pytest.approx(theirs, abs=ATOL)
+
+
+def test_reset_between_epochs():
+    batches = data(seed=24, ties=False)
+    evaluator = Engine(lambda engine, batch: batch)
+    NDCG(top_k=[3]).attach(evaluator, "ours")
+    ignite_rec_sys.NDCG(top_k=[3]).attach(evaluator, "theirs")
+    state = evaluator.run(batches, max_epochs=3)
+    assert state.metrics["ours"] == pytest.approx(state.metrics["theirs"], abs=ATOL)
+    assert state.metrics["ours"] == pytest.approx(run(NDCG(top_k=[3]), batches), abs=1e-12)
+
+
+# -- errors, as ignite raises them -------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["HitRate", "NDCG", "MRR"])
+def test_not_computable(name):
+    cls = getattr(ignite_retrieval, name)
+    with pytest.raises(NotComputableError, match=f"{name} must have at least one example"):
+        cls(top_k=[1]).compute()
+    # every user without a relevant item, ignored: nothing to average (ignite raises too)
+    metric = cls(top_k=[1])
+    metric.update((torch.rand(3, 4), torch.zeros(3, 4)))
+    with pytest.raises(NotComputableError, match=f"{name} must have at least one example"):
+        metric.compute()
+    if name != "MRR":
+        reference = getattr(ignite_rec_sys, name)(top_k=[1])
+        reference.update((torch.rand(3, 4), torch.zeros(3, 4)))
+        with pytest.raises(NotComputableError):
+            reference.compute()
+    # counted as misses when not ignored
+    metric = cls(top_k=[1], ignore_zero_hits=False)
+    metric.update((torch.rand(3, 4), torch.zeros(3, 4)))
+    assert metric.compute() == [0.0]
+
+
+@pytest.mark.parametrize(
+    "name, top_k",
+    # (ignite's NDCG takes an empty top_k and fails at update with an IndexError; ours
+    # raises at construction, see below)
+    [("HitRate", [0, 1]), ("HitRate", [-3]), ("HitRate", []), ("NDCG", [0, 1]), ("NDCG", [-3]), ("NDCG", (2, 0))],
+)
+def test_top_k_errors_like_ignite(name, top_k):
+    ours_cls, theirs_cls = getattr(ignite_retrieval, name), getattr(ignite_rec_sys, name)
+    with pytest.raises(ValueError) as theirs:
+        theirs_cls(top_k=top_k)
+    with pytest.raises(ValueError) as ours:
+        ours_cls(top_k=top_k)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_other_argument_errors_like_ignite():
+    for cls in (HitRate, ignite_rec_sys.HitRate, MRR):
+        with pytest.raises(ValueError, match=r"top_k must be either int or a list\[int\]"):
+            cls(top_k=(1, 2))
+    for cls in (NDCG, ignite_rec_sys.NDCG):
+        with pytest.raises(ValueError, match="gain_function must be either 'exp_rank' or 'linear_rank', but given log"):
+            cls(top_k=[1], gain_function="log")
+    with pytest.raises(ValueError, match="top_k must have at least one positive value"):
+        NDCG(top_k=[])
+
+
+@pytest.mark.parametrize("cls", [HitRate, NDCG, MRR])
+def test_update_errors(cls):
+    p, y = torch.rand(2, 4), torch.zeros(2, 4)
+    with pytest.raises(ValueError, match=r"output should be in format `\(y_pred,y\)` but got tuple of 3 tensors"):
+        cls(top_k=[1]).update((p, y, y))
+    with pytest.raises(ValueError, match=r"y_pred and y must be 2-D \[batch, items\] of the same shape; got \(2, 4\) and \(2, 3\)"):
+        cls(top_k=[1]).update((p, y[:, :3]))
+    with pytest.raises(ValueError, match=r"lacks 'y'"):
+        cls(top_k=[1]).update({"y_pred": p})
+
+
+@pytest.mark.parametrize("cls", [HitRate, MRR])
+def test_k_beyond_items_raises(cls):
+    # ignite's torch.topk raises (RuntimeError); ours says why
+    with pytest.raises(ValueError, match=f"{cls.__name__}: top_k 5 is larger than the number of items 4"):
+        cls(top_k=[1, 5]).update((torch.rand(2, 4), torch.ones(2, 4)))
+    with pytest.raises(RuntimeError):
+        ignite_rec_sys.HitRate(top_k=[1, 5]).update((torch.rand(2, 4), torch.ones(2, 4)))
+
+
+def test_negative_gains_left_by_threshold_raise():
+    metric = NDCG(top_k=[2], relevance_threshold=-1.0)
+    metric.update((torch.rand(2, 3), torch.tensor([[1.0, -0.5, 0.0], [0.0, 2.0, 0.0]])))
+    with pytest.raises(ValueError, match="y contains negative gains"):
+        metric.compute()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64, torch.bool])
+@pytest.mark.parametrize("threshold", [0.1, 1.0, 2.0, 1.5, 0.0, -0.5])
+def test_ndcg_relevance_threshold_boundaries(dtype, threshold):
+    """Gains exactly at, just below and just above the threshold (in the target's
+    dtype) are kept or zeroed as ignite's ``y >= relevance_threshold`` does."""
+    t = torch.tensor(threshold, dtype=torch.float64)
+    around = torch.stack([t, torch.nextafter(t, t - 1), torch.nextafter(t, t + 1)])
+    levels = torch.cat([around.to(torch.float32).double(), around, torch.tensor([0.0, 1.0, 2.0, 3.0, 0.1])])
+    g = torch.Generator().manual_seed(5)
+    y = levels[torch.randint(0, levels.numel(), (20, 12), generator=g)].clamp(min=0).to(dtype)
+    y[::3] = 0
+    preds = distinct_scores((20, 12), g)
+    kwargs = dict(top_k=[3, 12], relevance_threshold=threshold, gain_function="linear_rank")
+    try:
+        theirs = run(ignite_rec_sys.NDCG(**kwargs), [(preds, y)])
+    except NotComputableError:
+        with pytest.raises(NotComputableError):
+            run(NDCG(**kwargs), [(preds, y)])
+        return
+    assert run(NDCG(**kwargs), [(preds, y)]) == pytest.approx(theirs, abs=ATOL)
