@@ -8,6 +8,11 @@ Example:
     >>> sorted(r)
     ['hit_rate@1', 'ndcg@3']
 """
+if __name__ != "retrieval_core":  # one module identity: never a second copy under another name
+    raise ImportError(
+        f"this package is imported as 'retrieval_core', not {__name__!r}; install the project "
+        "(pip install -e .) and `import retrieval_core`"
+    )
 from .aggregate import MetricResults, aggregate, reduce_values
 from .build import group_flat, rank_dense, rank_flat
 from .embeddings import evaluate_embeddings
