@@ -1,27 +1,38 @@
 # Two commands: `make demo` and `make test`. Both create (or reuse) ./.venv and
 # install torch==2.13.0 before anything that depends on it, so no dependency can
 # pull another torch build (constraints.txt pins it for every later install).
+# The demo installs what the demo needs (the package and scikit-learn's digits);
+# the tests install the test extra (anchors, hypothesis, pytest) on top.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.stamp-installed
+TORCH := $(VENV)/.stamp-torch
+DEMO := $(VENV)/.stamp-demo
+TEST := $(VENV)/.stamp-test
 
 .PHONY: demo test bench venv
 
-venv: $(STAMP)
+venv: $(TEST)
 
-$(STAMP): pyproject.toml constraints.txt
+$(TORCH): constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install torch==2.13.0
-	$(PY) -m pip install -c constraints.txt -e ".[test]"
-	touch $(STAMP)
+	touch $(TORCH)
 
-demo: $(STAMP)
+$(DEMO): $(TORCH) pyproject.toml
+	$(PY) -m pip install -c constraints.txt -e ".[demo]"
+	touch $(DEMO)
+
+$(TEST): $(TORCH) pyproject.toml
+	$(PY) -m pip install -c constraints.txt -e ".[test]"
+	touch $(DEMO) $(TEST)
+
+demo: $(DEMO)
 	$(VENV)/bin/retrieval-metrics demo
 
-test: $(STAMP)
+test: $(TEST)
 	$(PY) -m pytest
 
-bench: $(STAMP)
+bench: $(TEST)
 	$(PY) benchmarks/bench_scores.py

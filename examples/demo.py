@@ -4,7 +4,8 @@ Each of 2,000 users has 500 candidate items with graded relevance 0-3; model A
 scores items with a little noise, model B with a lot. Both dense ``[Q, N]`` and
 the flat ``(indexes, preds, target)`` form give the same numbers.
 
-Run: ``make demo`` (or ``python examples/demo.py``).
+Run: ``.venv/bin/python examples/demo.py`` after ``make demo`` (``make demo`` itself runs
+the command-line demo, ``retrieval-metrics demo``, on scikit-learn's digits).
 """
 import torch
 
