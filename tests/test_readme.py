@@ -40,3 +40,11 @@ def test_readme_snippet(code, tmp_path):
     checker = doctest.OutputChecker()
     for want, got in zip(expected, printed):
         assert checker.check_output(want + "\n", got + "\n", doctest.ELLIPSIS), f"printed {got!r}, README shows {want!r}"
+
+
+def test_examples_demo_runs():
+    """examples/demo.py, whose run hint the README's layout points to, runs and prints its table."""
+    demo = README.parent / "examples" / "demo.py"
+    proc = subprocess.run([sys.executable, str(demo)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ndcg@10" in proc.stdout and "users with no relevant item are skipped" in proc.stdout
