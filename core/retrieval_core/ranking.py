@@ -85,7 +85,8 @@ class Ranking:
             n_candidates=torch.cat([p.n_candidates for p in parts]),
             ideal=cat_opt([pad(p.ideal, 0.0) for p in parts]),
             complete=all(p.complete for p in parts),
-            scores=cat_opt([pad(p.scores, float("-inf")) for p in parts]),
+            scores=cat_opt([pad(p.scores, float("-inf") if p.scores.is_floating_point() else torch.iinfo(p.scores.dtype).min)
+                            if p.scores is not None else None for p in parts]),
             tie_count=cat_opt([p.tie_count for p in parts]),
             tie_gain=cat_opt([p.tie_gain for p in parts]),
         )
