@@ -124,7 +124,7 @@ def embedding_values(
             if exclusion is not None:
                 scores.index_put_(exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))
             labels = query_labels[part].unsqueeze(1)
-            top = None if exact is None else exact.top(q_all[part], lambda rows, idx: gallery_labels[idx] == labels[rows])
+            top = None if exact is None else exact.top(q_all[part], lambda rows, i: gallery_labels[i] == labels[rows])
             ranking = rank_binary(
                 scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
                 n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top,

@@ -40,8 +40,9 @@ def similarity(q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Ten
     """``[c, G]`` similarity of prepared queries and gallery (larger = closer).
 
     euclidean and squared_euclidean rank by ``2 q.g - |g|^2``, which orders the
-    gallery exactly as ``-|q - g|^2`` does for each query (``|q|^2`` is constant
-    per row); hamming gives ``D - 2 * hamming`` (integers, exact in float32).
+    gallery as ``-|q - g|^2`` does for each query (``|q|^2`` is constant per row)
+    up to float32 rounding, which :class:`EuclideanOrder` bounds and repairs;
+    hamming gives ``D - 2 * hamming`` (integers, exact in float32).
     """
     if callable(distance):
         d = distance(q, g)
