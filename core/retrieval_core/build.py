@@ -37,21 +37,53 @@ def row_blocks(n_rows: int, n_cols: int, block_elements: int = BLOCK_ELEMENTS) -
         yield slice(start, min(start + step, n_rows))
 
 
-def _score_view(preds: Tensor, mask: Optional[Tensor]) -> Tensor:
-    """Scores in a dtype with -inf; masked-out candidates get -inf (inputs are finite)."""
-    if preds.dtype in (torch.float16, torch.bfloat16):
-        scores = preds.float()
-    elif not preds.is_floating_point():
-        scores = preds.to(torch.float64)
+_INT64_MIN = torch.iinfo(torch.int64).min
+# integer scores widened to a dtype with a value below every real score (for padding)
+_WIDER = {torch.uint8: torch.int32, torch.int8: torch.int32, torch.int16: torch.int32, torch.int32: torch.int64}
+
+
+def _int_scores(preds: Tensor) -> Tensor:
+    """Integer scores in a dtype topk/sort take, in the same order (never through floats:
+    int64 above 2**53, such as timestamps, would tie)."""
+    if preds.dtype == torch.uint64:  # flipping the top bit maps 0..2**64-1 onto int64 in order
+        return preds.view(torch.int64) ^ _INT64_MIN
+    if preds.dtype in (torch.uint16, torch.uint32):
+        return preds.to(torch.int64)
+    return preds
+
+
+def _score_view(preds: Tensor, mask: Optional[Tensor]) -> Tuple[Tensor, object, Optional[Tensor]]:
+    """``(scores, floor, rows)``: scores in a dtype that ranks them exactly, masked-out
+    candidates set to ``floor``, which is below every real score (-inf for floats,
+    whose inputs are finite; the widened dtype's minimum for integers).
+
+    Only int64 scores cannot be widened: there a real score may equal the floor,
+    and ``rows`` (or None) lists the rows where one does, to be ranked apart.
+    """
+    if preds.is_floating_point():
+        scores = preds.float() if preds.dtype in (torch.float16, torch.bfloat16) else preds
+        floor = float("-inf")
     else:
-        scores = preds
+        scores = _int_scores(preds)
+        if mask is None:
+            return scores, None, None
+        scores = scores.to(_WIDER.get(scores.dtype, torch.int64))
+        floor = torch.iinfo(scores.dtype).min
+    rows = None
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return scores
+        if scores.dtype == torch.int64:
+            clash = ((scores == floor) & mask).any(1)
+            if bool(clash.any()):
+                rows = clash.nonzero().squeeze(1)
+        scores = scores.masked_fill(~mask, floor)
+    return scores, floor, rows
 
 
-def _stable_top(scores: Tensor, d: int) -> Tuple[Tensor, Tensor]:
-    """The first ``d`` candidates of each row by (score desc, column asc)."""
+def _stable_top(scores: Tensor, d: int, floor=float("-inf")) -> Tuple[Tensor, Tensor]:
+    """The first ``d`` candidates of each row by (score desc, column asc).
+
+    ``floor`` marks padding (None: no padding); ties among padding need no order.
+    """
     n = scores.shape[1]
     if d >= n:
         return torch.sort(scores, dim=1, descending=True, stable=True)
@@ -59,7 +91,9 @@ def _stable_top(scores: Tensor, d: int) -> Tuple[Tensor, Tensor]:
     # A row whose d-th and (d+1)-th scores are equal has a tie across the cut:
     # topk may have picked any of the tied columns. Those rows (rare with
     # continuous scores) get an exact stable sort.
-    crossing = (vals[:, d - 1] == vals[:, d]) & torch.isfinite(vals[:, d - 1])
+    crossing = vals[:, d - 1] == vals[:, d]
+    if floor is not None:
+        crossing &= vals[:, d - 1] != floor
     vals, idx = vals[:, :d], idx[:, :d]
     if d > 1 and bool((vals[:, 1:] == vals[:, :-1]).any()):
         # Inside the top d, equal scores go by column.
@@ -73,12 +107,23 @@ def _stable_top(scores: Tensor, d: int) -> Tuple[Tensor, Tensor]:
     return vals, idx
 
 
+def _rank_rows(scores: Tensor, mask: Tensor, rows: Tensor, d: int, vals: Tensor, idx: Tensor) -> None:
+    """Re-rank ``rows`` (in place) by (real before padding, score desc, column asc): rows
+    where a real int64 score equals the padding value."""
+    v, i = torch.sort(scores[rows], dim=1, descending=True, stable=True)
+    _, j = torch.sort(mask[rows].gather(1, i).to(torch.int8), dim=1, descending=True, stable=True)
+    i = i.gather(1, j)[:, :d]
+    vals[rows], idx[rows] = v.gather(1, j)[:, :d], i
+
+
 def _count_relevant(target: Tensor) -> Tensor:
-    """Candidates with gain > 0 per row (gains are validated non-negative)."""
-    if target.dtype in (torch.float32, torch.float64):
-        # the 0-"norm" counts non-zeros as a reduction, without a [B, N] temporary
+    """Candidates with gain > 0 per row, as exact int64 counts (gains are validated
+    non-negative). Never summed in the gains' dtype: float16 counts stop at 2048."""
+    if target.dtype == torch.float64 or (target.dtype == torch.float32 and target.shape[1] <= 2**24):
+        # the 0-"norm" counts non-zeros as a reduction, without a [B, N] temporary;
+        # its float sums are exact integers up to 2**53 (float64) or 2**24 (float32)
         return torch.linalg.vector_norm(target, ord=0, dim=1).to(torch.int64)
-    return (target if target.dtype == torch.bool else target.sign()).sum(1).to(torch.int64)
+    return torch.count_nonzero(target, dim=1)
 
 
 def rank_dense(
@@ -90,11 +135,13 @@ def rank_dense(
     at_r: bool = False,
     need_ideal: bool = False,
     with_ties: bool = False,
+    top: Optional[Callable[[Tensor, int], Tuple[Tensor, Tensor]]] = None,
 ) -> Ranking:
     """Rank a block of dense rows to ``depth`` (or deeper: each row's R with ``at_r``).
 
     ``mask[B, N]`` marks real candidates (False = padding). The Ranking is complete
-    when the depth reaches the number of columns.
+    when the depth reaches the number of columns. ``top(scores, d)`` replaces the
+    stable top-d selection (embedding mode's exact euclidean order; float scores).
 
     Example:
         >>> import torch
@@ -110,14 +157,16 @@ def rank_dense(
     if at_r and n_relevant.numel():
         d = max(d, int(n_relevant.max()))
     d = max(1, min(d, n))
-    scores = _score_view(preds, mask)
-    vals, idx = _stable_top(scores, d)
+    scores, floor, clash_rows = _score_view(preds, mask)
+    vals, idx = _stable_top(scores, d, floor) if top is None else top(scores, d)
+    if clash_rows is not None:
+        _rank_rows(scores, mask, clash_rows, d, vals, idx)
     relevance = target.gather(1, idx).to(torch.float64)
     if mask is None:
         valid = torch.ones_like(idx, dtype=torch.bool)
         n_candidates = torch.full_like(n_relevant, n)
     else:
-        valid = vals > float("-inf")
+        valid = mask.gather(1, idx)
         relevance = relevance * valid
         n_candidates = mask.sum(1)
     ideal = None
@@ -130,9 +179,13 @@ def rank_dense(
     if with_ties:
         last = vals[:, -1:]
         tied_all = scores == last
+        if mask is not None:
+            tied_all &= mask
         tied_in = (vals == last) & valid
         tie_count = tied_all.sum(1) - tied_in.sum(1)
-        tie_gain = (target * tied_all).sum(1).to(torch.float64) - (relevance * tied_in).sum(1)
+        # summed in float64: a float16/bfloat16 sum would round (2048 + 1 == 2048)
+        tied_gain = torch.where(tied_all, target, torch.zeros((), dtype=target.dtype, device=target.device))
+        tie_gain = tied_gain.sum(1, dtype=torch.float64) - (relevance * tied_in).sum(1)
     return Ranking(
         relevance=relevance,
         valid=valid,
@@ -161,12 +214,13 @@ def rank_binary(
     *,
     at_r: bool = False,
     need_ideal: bool = False,
+    top: Optional[Callable[[Tensor, int], Tuple[Tensor, Tensor]]] = None,
 ) -> Ranking:
     """Rank rows with 0/1 relevance known without a ``[B, N]`` gain matrix.
 
     ``scores`` holds -inf for excluded candidates; ``relevant_at(idx[B, d])`` gives
     the relevance of the ranked candidates; R and the candidate counts come
-    precomputed (embedding mode counts them from labels).
+    precomputed (embedding mode counts them from labels). ``top`` as in :func:`rank_dense`.
 
     Example:
         >>> labels = torch.tensor([3, 5, 3])
@@ -180,7 +234,7 @@ def rank_binary(
     if at_r and n_relevant.numel():
         d = max(d, int(n_relevant.max()))
     d = max(1, min(d, n))
-    vals, idx = _stable_top(scores, d)
+    vals, idx = _stable_top(scores, d) if top is None else top(scores, d)
     valid = vals > float("-inf")
     relevance = (relevant_at(idx) & valid).to(torch.float64)
     return Ranking(

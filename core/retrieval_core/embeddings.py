@@ -98,6 +98,8 @@ def embedding_values(
     q_all = search.prepare(query, distance)
     g = q_all if gallery is query else search.prepare(gallery, distance)
     g_sq = (g * g).sum(1) if distance in ("euclidean", "squared_euclidean") else None
+    # float32 scores 2q.g - |g|^2 may misorder near-equal distances: re-ranked exactly
+    exact = search.EuclideanOrder(g) if g_sq is not None else None
     rows = _chunk_rows(n_gallery, at_r or whole, memory_budget)
     # 1-D labels: R and candidate counts from label counts, relevance read at the
     # ranked positions only, exclusion written into the scores: no [c, G] gains.
@@ -122,14 +124,16 @@ def embedding_values(
             if exclusion is not None:
                 scores.index_put_(exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))
             labels = query_labels[part].unsqueeze(1)
+            top = None if exact is None else exact.top(q_all[part], lambda rows, i: gallery_labels[i] == labels[rows])
             ranking = rank_binary(
                 scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
-                n_candidates[part], at_r=at_r, need_ideal=need_ideal,
+                n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top,
             )
         else:
             gain = search.gains(query_labels[part], gallery_labels, relevance)
             mask = search.eligible(None if query_ids is None else query_ids[part], gallery_ids)
-            ranking = rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal)
+            top = None if exact is None else exact.top(q_all[part], lambda rows, idx: gain[rows.unsqueeze(1), idx])
+            ranking = rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, top=top)
         values[part] = ranking_values(ranking, keys)
     return values
 

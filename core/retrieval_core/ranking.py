@@ -15,6 +15,11 @@ from torch import Tensor
 __all__ = ["Ranking"]
 
 
+def _lowest(t: Tensor):
+    """Padding for scores: -inf, or the integer dtype's minimum (integer scores stay integers)."""
+    return float("-inf") if t.is_floating_point() else torch.iinfo(t.dtype).min
+
+
 @dataclass(eq=False)
 class Ranking:
     """Top-``depth`` candidates of ``Q`` queries, all tensors on one device.
@@ -85,7 +90,7 @@ class Ranking:
             n_candidates=torch.cat([p.n_candidates for p in parts]),
             ideal=cat_opt([pad(p.ideal, 0.0) for p in parts]),
             complete=all(p.complete for p in parts),
-            scores=cat_opt([pad(p.scores, float("-inf")) for p in parts]),
+            scores=cat_opt([pad(p.scores, _lowest(p.scores)) if p.scores is not None else None for p in parts]),
             tie_count=cat_opt([p.tie_count for p in parts]),
             tie_gain=cat_opt([p.tie_gain for p in parts]),
         )

@@ -6,6 +6,7 @@ kernel, its cutoff and what the Ranking must provide for it.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Dict, Iterable, Optional, Tuple, Union
@@ -77,6 +78,12 @@ REGISTRY: Dict[str, MetricSpec] = {
 }
 ALIASES: Dict[str, str] = {"cmc": "hit_rate"}
 
+# Cutoffs and parameters are plain ASCII: int() and float() also take other
+# Unicode digits ("１０", "٣") and surrounding whitespace, which would make
+# distinct keys mean the same thing.
+_ASCII_INT = re.compile(r"-?[0-9]+")
+_ASCII_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
 
 @dataclass(frozen=True)
 class MetricKey:
@@ -127,16 +134,15 @@ def _parse_one(key: str) -> MetricKey:
             raise ValueError(f"metric {name!r} takes no '@r' cutoff; got {key!r}; known keys: {known_metrics()}")
         return MetricKey(key, spec, AT_R)
     if AT_X in spec.cutoffs:
-        try:
-            x = float(arg)
-        except ValueError:
-            raise ValueError(f"{name} takes a number after '@', e.g. '{name}@0.1'; got {key!r}") from None
+        if not _ASCII_FLOAT.fullmatch(arg):
+            raise ValueError(f"{name} takes a number after '@', e.g. '{name}@0.1'; got {key!r}")
+        x = float(arg)
         if not math.isfinite(x):
             raise ValueError(f"{name} takes a finite number after '@'; got {key!r}")
         return MetricKey(key, spec, x)
     if AT_K not in spec.cutoffs:
         raise ValueError(f"metric {name!r} takes no '@k' cutoff; got {key!r}; known keys: {known_metrics()}")
-    if not arg.lstrip("-").isdigit():
+    if not _ASCII_INT.fullmatch(arg):
         raise ValueError(f"k must be a positive integer or 'r' in {key!r}; got {arg!r}")
     k = int(arg)
     if k <= 0:

@@ -40,8 +40,9 @@ def similarity(q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Ten
     """``[c, G]`` similarity of prepared queries and gallery (larger = closer).
 
     euclidean and squared_euclidean rank by ``2 q.g - |g|^2``, which orders the
-    gallery exactly as ``-|q - g|^2`` does for each query (``|q|^2`` is constant
-    per row); hamming gives ``D - 2 * hamming`` (integers, exact in float32).
+    gallery as ``-|q - g|^2`` does for each query (``|q|^2`` is constant per row)
+    up to float32 rounding, which :class:`EuclideanOrder` bounds and repairs;
+    hamming gives ``D - 2 * hamming`` (integers, exact in float32).
     """
     if callable(distance):
         d = distance(q, g)
@@ -75,6 +76,211 @@ def _matmul(q: Tensor, g: Tensor) -> Tensor:
     if s.dtype == torch.float64:
         s = s.to(torch.float32)
     return s[:n]
+
+
+def _matmul_roundoff(dtype: torch.dtype) -> float:
+    """Unit roundoff of the products of :func:`_matmul` (float32 matmul precision as set
+    by ``torch.set_float32_matmul_precision``: TF32 or bfloat16 round coarser)."""
+    if dtype == torch.float64:
+        return 2.0**-53
+    return {"highest": 2.0**-24, "high": 2.0**-11, "medium": 2.0**-8}.get(torch.get_float32_matmul_precision(), 2.0**-8)
+
+
+def _exact_sq_distances(q: Tensor, g: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
+    """``|q[rows] - g[cols]|^2`` in float64, summed in a fixed pairwise order (the same
+    value for a pair in any chunk, on any device; equal for identical embeddings)."""
+    out = torch.empty(rows.shape[0], dtype=torch.float64, device=q.device)
+    dim = q.shape[1]
+    width = 1 << max(0, (dim - 1).bit_length())
+    step = max(1, (1 << 22) // width)
+    for start in range(0, rows.shape[0], step):
+        part = slice(start, start + step)
+        diff = q[rows[part]].to(torch.float64) - g[cols[part]].to(torch.float64)
+        sq = torch.nn.functional.pad(diff * diff, (0, width - dim))
+        while sq.shape[1] > 1:
+            half = sq.shape[1] // 2
+            sq = sq[:, :half] + sq[:, half:]
+        out[part] = sq[:, 0]
+    return out
+
+
+def _relative_bound(dim: int, u_products: float, u_final: float) -> float:
+    """Largest error of a ranking score ``2 q.g - |g|^2`` over ``2 |q| |g| + |g|^2``,
+    doubled for margin: products and sums over ``dim`` terms in any order err by at
+    most ``gamma = dim u / (1 - dim u)`` (u: unit roundoff of the product arithmetic),
+    plus three final roundings (to the score's dtype, of |g|^2, of the difference)."""
+    if dim * u_products >= 1:
+        return float("inf")
+    return 2.0 * (dim * u_products / (1 - dim * u_products) + 3 * u_final)
+
+
+class EuclideanOrder:
+    """Exact euclidean order on top of the float32 ranking score ``2 q.g - |g|^2``.
+
+    Each float32 score is within a bound ``e`` (per query, from :func:`_relative_bound`
+    and the largest gallery norm) of its exact value, so two candidates whose scores
+    differ by more than ``2e`` are in exact order. In the float32 order only runs of
+    candidates closer than that to their neighbour (clusters) may be misordered, and
+    only among themselves; a cluster whose gains are not all equal is re-ranked by
+    the float64 squared distance, then by gallery index. Candidates more than ``2e``
+    below the cut cannot enter the top, so only that window past it is looked at.
+    Rows with many such candidates, and whole-list rankings, are re-scored with a
+    float64 product instead (its bound is ~1e-13 relative: clusters are then exact
+    ties, such as identical embeddings). The metric values are those of the exact
+    order: float64 squared distances of the float32 embeddings, ties by gallery
+    index. They do not depend on the chunk size: the float64 distances are summed
+    in a fixed order, and the result does not depend on how scores were rounded.
+
+    Example:
+        >>> g = torch.tensor([[1e4, 0.0], [1e4, 1e-3], [0.0, 0.0]])
+        >>> q = torch.tensor([[1e4, 5.1e-4]])  # nearer to g[1] than to g[0]
+        >>> s = similarity(q, g, "euclidean")
+        >>> top = EuclideanOrder(g).top(q, lambda rows, idx: idx == 1)
+        >>> bool(s[0, 0] >= s[0, 1]), top(s, 1)[1].tolist()
+        (True, [[1]])
+    """
+
+    # a row with more than 1/HEAVY of its candidates to re-score gets a float64 product
+    HEAVY = 32
+
+    def __init__(self, g: Tensor):
+        self.g = g
+        dim = g.shape[1]
+        self._g_sq: Optional[Tensor] = None
+        # the largest norm, rounded up past its own rounding error (inf on overflow)
+        norm = float(torch.linalg.vector_norm(g, dim=1).max()) if g.shape[0] else 0.0
+        self.g_norm = norm * (1.0 + 4.0 * (dim + 2) * torch.finfo(g.dtype).eps)
+        self.rel32 = _relative_bound(dim, _matmul_roundoff(g.dtype), 2.0**-24)
+        self.rel64 = _relative_bound(dim, 2.0**-53, 2.0**-53)
+
+    @property
+    def g_sq(self) -> Tensor:
+        """``[G]`` float64 squared norms (for float64 scores only)."""
+        if self._g_sq is None:
+            self._g_sq = torch.linalg.vector_norm(self.g.to(torch.float64), dim=1) ** 2
+        return self._g_sq
+
+    def _width(self, q: Tensor, rel: float) -> Tensor:
+        """``[c]`` float64: twice the largest score error of each query."""
+        q_norm = (q.to(torch.float64) ** 2).sum(1).sqrt()
+        return 2.0 * rel * (2.0 * q_norm * self.g_norm + self.g_norm**2)
+
+    def top(self, q: Tensor, gain_at: Callable[[Tensor, Tensor], Tensor], base_top=None):
+        """A ``top(scores, d) -> (vals, idx)`` for the ranking builders: the first ``d``
+        candidates of the chunk's queries ``q`` in exact order. ``gain_at(rows, idx)``
+        gives the gains of candidates ``idx[h, k]`` of chunk rows ``rows[h]``;
+        excluded candidates score -inf."""
+        if base_top is None:
+            from .build import _stable_top as base_top
+
+        def top(scores: Tensor, d: int):
+            return self._top(scores, d, q, gain_at, base_top)
+
+        return top
+
+    def _top(self, scores, d, q, gain_at, base_top):
+        c, n = scores.shape
+        rows = torch.arange(c, device=scores.device)
+        if d >= n:  # whole lists are dense in ties at float32 resolution
+            return self._top64(scores, rows, d, q, gain_at, base_top)
+        width = self._width(q, self.rel32)
+        vals, idx = self._prefix(scores, d, width, base_top)
+        marked, cluster = self._marks(vals, idx, width, gain_at(rows, idx))
+        if marked is None:
+            return vals[:, :d], idx[:, :d]
+        heavy = marked.sum(1) * self.HEAVY > n
+        vals, idx = self._reorder(vals, idx, marked & ~heavy.unsqueeze(1), cluster, q)
+        vals, idx = vals[:, :d], idx[:, :d]
+        if bool(heavy.any()):
+            h = heavy.nonzero().squeeze(1)
+            v, i = self._top64(scores[h], h, d, q[h], gain_at, base_top)
+            vals, idx = vals.to(torch.float64), idx.clone()
+            vals[h], idx[h] = v, i
+        return vals, idx
+
+    def _top64(self, scores, rows, d, q, gain_at, base_top):
+        """The top ``d`` of ``rows`` from float64 scores, computed in row blocks."""
+        n = scores.shape[1]
+        step = max(16, (1 << 23) // max(n, 1))
+        out_v, out_i = [], []
+        for start in range(0, rows.shape[0], step):
+            part = slice(start, start + step)
+            s = self._scores64(q[part]).masked_fill_(torch.isneginf(scores[part]), float("-inf"))
+            width = self._width(q[part], self.rel64)
+            vals, idx = self._prefix(s, d, width, base_top)
+            del s
+            marked, cluster = self._marks(vals, idx, width, gain_at(rows[part], idx))
+            if marked is not None:
+                vals, idx = self._reorder(vals, idx, marked, cluster, q[part])
+            out_v.append(vals[:, :d])
+            out_i.append(idx[:, :d])
+        if len(out_v) == 1:
+            return out_v[0], out_i[0]
+        return torch.cat(out_v), torch.cat(out_i)
+
+    def _scores64(self, q: Tensor) -> Tensor:
+        """``2 q.g - |g|^2`` in float64 (gallery converted in blocks)."""
+        q = q.to(torch.float64)
+        if self.g.dtype == torch.float64:
+            s = q @ self.g.T
+        else:
+            s = torch.empty(q.shape[0], self.g.shape[0], dtype=torch.float64, device=q.device)
+            step = max(1, (1 << 22) // max(self.g.shape[1], 1))
+            for start in range(0, self.g.shape[0], step):
+                cols = slice(start, start + step)
+                s[:, cols] = q @ self.g[cols].to(torch.float64).T
+        return s.mul_(2.0).sub_(self.g_sq)
+
+    @staticmethod
+    def _prefix(scores: Tensor, d: int, width: Tensor, base_top):
+        """The stable top of each row, long enough to hold every candidate within
+        ``width`` of the ``d``-th score."""
+        n = scores.shape[1]
+        extra = 16 + d // 4
+        while True:
+            k = min(d + extra, n)
+            vals, idx = base_top(scores, k)
+            if k == n:
+                return vals, idx
+            last = vals[:, d - 1].to(torch.float64)
+            if bool((torch.isneginf(last) | (vals[:, -1].to(torch.float64) < last - width)).all()):
+                return vals, idx
+            extra *= 4
+
+    @staticmethod
+    def _marks(vals: Tensor, idx: Tensor, width: Tensor, gain: Tensor):
+        """``(marked[c, k], cluster[c, k])``: positions in a cluster of unequal gains, and
+        the cluster number of each position (row-major); (None, None) when none is."""
+        c, k = vals.shape
+        if k < 2:
+            return None, None
+        v = vals.to(torch.float64)
+        close = ((v[:, :-1] - v[:, 1:]) <= width.unsqueeze(1)) & torch.isfinite(v[:, 1:])
+        mixed = close & (gain[:, :-1] != gain[:, 1:])
+        if not bool(mixed.any()):
+            return None, None
+        cluster = torch.cat([torch.zeros(c, 1, dtype=torch.int64, device=v.device), (~close).cumsum(1)], 1)
+        cluster += torch.arange(c, device=v.device).unsqueeze(1) * k
+        is_mixed = torch.zeros(c * k, dtype=torch.bool, device=v.device)
+        is_mixed[cluster[:, :-1][mixed]] = True
+        return is_mixed[cluster], cluster
+
+    def _reorder(self, vals, idx, marked, cluster, q):
+        """Re-rank the marked clusters by (float64 distance, gallery index) in place of
+        their float32 order; each cluster keeps its positions."""
+        k = vals.shape[1]
+        pos = marked.reshape(-1).nonzero().squeeze(1)  # row-major: a cluster's positions in a run
+        if pos.numel() == 0:
+            return vals, idx
+        rows, cols = torch.div(pos, k, rounding_mode="floor"), idx.reshape(-1)[pos]
+        dist = _exact_sq_distances(q, self.g, rows, cols)
+        order = torch.argsort(cols, stable=True)
+        order = order[torch.argsort(dist[order], stable=True)]
+        order = order[torch.argsort(cluster.reshape(-1)[pos][order], stable=True)]
+        idx, vals = idx.clone(), vals.clone()
+        idx.view(-1)[pos] = cols[order]
+        vals.view(-1)[pos] = vals.reshape(-1)[pos][order]
+        return vals, idx
 
 
 def distances(q: Tensor, g: Tensor, distance: Distance) -> Tensor:
