@@ -1,16 +1,18 @@
 """What the ignite adapters share: reading the engine's output (tuples or mappings
-with optional keys), per-batch structure checks, and the agreement between ranks
-on which optional inputs were given, so that every rank enters the same
-collectives (core.distributed) and none hangs.
+with optional keys), the metric's name on the core's input checks, and the
+agreement between ranks on which optional inputs were given, so that every rank
+enters the same collectives (core.distributed) and none hangs.
 
-No metric math here: update-side and compute-side steps come from retrieval_core.
+No metric math and no input checks of their own here: checks come from
+retrieval_core.validate, update-side and compute-side steps from retrieval_core.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from numbers import Number
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -177,35 +179,15 @@ class RetrievalMetric(Metric):
 
     # -- per-batch checks --------------------------------------------------------
 
-    def _tensor(self, name: str, value: Any) -> Tensor:
-        if not isinstance(value, Tensor):
-            raise TypeError(f"{self._name()}: {name} must be a torch.Tensor; got {type(value).__name__}")
-        return value
-
-    def _per_row(self, name: str, value: Any, n: int, kind: str) -> Tensor:
-        """A 1-D tensor with one entry per row: ``kind`` "int" (ids, categories) or
-        "bool" (flags; 0/1 integers are accepted and converted)."""
-        if isinstance(value, (list, tuple)):
-            try:
-                value = torch.as_tensor(value)
-            except (TypeError, ValueError, RuntimeError):
-                raise TypeError(
-                    f"{self._name()}: {name} must be a 1-D {kind} tensor (or a list of {kind}s); got {value!r:.80}"
-                ) from None
-        value = self._tensor(name, value)
-        if value.ndim != 1 or value.shape[0] != n:
-            raise ValueError(
-                f"{self._name()}: {name} must be 1-D with one entry per row; got shape {tuple(value.shape)} for {n} rows"
-            )
-        if kind == "bool":
-            if value.dtype == torch.bool:
-                return value
-            if value.is_floating_point() or value.is_complex():
-                raise TypeError(f"{self._name()}: {name} must be a bool tensor; got {value.dtype}")
-            return value != 0
-        if value.dtype == torch.bool or value.is_floating_point() or value.is_complex():
-            raise TypeError(f"{self._name()}: {name} must be an integer tensor; got {value.dtype}")
-        return value.to(torch.int64)
+    @contextmanager
+    def _named_errors(self) -> Iterator[None]:
+        """The core's check errors with this metric's name in front (same exception type)."""
+        try:
+            yield
+        except (TypeError, ValueError, NotImplementedError) as error:
+            if type(error) not in (TypeError, ValueError, NotImplementedError):
+                raise
+            raise type(error)(f"{self._name()}: {error}") from None
 
     def _check_present(self, fields: Mapping) -> None:
         """Optional inputs must be given in every batch or in none (of this rank)."""

@@ -8,11 +8,15 @@ import torch
 from ignite.metrics.metric import reinit__is_reduced
 
 from retrieval_core.aggregate import MetricResults
-from retrieval_core.embeddings import PER_CLASS
 from retrieval_core.registry import parse_metrics
-from retrieval_core.search import DISTANCES
 from retrieval_core.steps import finalize_embeddings
-from retrieval_core.validate import EMPTY, REDUCE, check_choice, check_ties
+from retrieval_core.validate import (
+    check_batch_like_earlier,
+    check_embedding_options,
+    check_embeddings,
+    check_labels,
+    check_rows,
+)
 
 from ._base import Device, RetrievalMetric, _identity, to_python
 
@@ -85,15 +89,8 @@ class EmbeddingMetrics(RetrievalMetric):
     ) -> None:
         self._metrics = parse_metrics(metrics)
         self.metric_keys: Tuple[str, ...] = tuple(m.key for m in self._metrics)
-        check_ties(ties)
-        check_choice("empty", empty, EMPTY)
-        check_choice("reduce", reduce, REDUCE)
-        if per_class not in PER_CLASS:
-            raise ValueError(f"per_class must be None, 'macro' or 'all'; got {per_class!r}")
-        if not callable(distance) and distance not in DISTANCES:
-            raise ValueError(f"distance must be one of {', '.join(map(repr, DISTANCES))} or a callable; got {distance!r}")
-        if relevance is not None and not callable(relevance):
-            raise TypeError(f"relevance must be a callable f(query_labels, gallery_labels) -> gains; got {type(relevance).__name__}")
+        check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
+                                per_class=per_class, memory_budget=memory_budget)
         self._options: Dict[str, Any] = dict(
             distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
             per_class=per_class, memory_budget=memory_budget, progress=progress,
@@ -112,35 +109,15 @@ class EmbeddingMetrics(RetrievalMetric):
     @reinit__is_reduced
     def update(self, output: Any) -> None:
         fields = self._parse(output)
-        embeddings = self._tensor("embeddings", fields["embeddings"])
-        labels = self._tensor("labels", fields["labels"])
-        if embeddings.ndim != 2:
-            raise ValueError(f"{self._name()}: embeddings must be 2-D [batch, dim]; got shape {tuple(embeddings.shape)}")
-        n = embeddings.shape[0]
-        if labels.ndim == 0 or labels.shape[0] != n:
-            raise ValueError(
-                f"{self._name()}: labels must have one entry per embedding; "
-                f"got shape {tuple(labels.shape)} for {n} embeddings"
-            )
-        if self._options["relevance"] is None:
-            if labels.ndim > 2:
-                raise ValueError(f"{self._name()}: labels must be 1-D classes or 2-D multi-hot [batch, classes]; got shape {tuple(labels.shape)}")
-            if labels.ndim == 1 and (labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool):
-                raise TypeError(f"{self._name()}: labels must be integer class labels; got {labels.dtype}")
-        if self._dim is not None and embeddings.shape[1] != self._dim:
-            raise ValueError(
-                f"{self._name()}: embeddings of every batch must have the same dimension; "
-                f"got {embeddings.shape[1]} after {self._dim}"
-            )
-        if self._label_shape is not None and tuple(labels.shape[1:]) != self._label_shape:
-            raise ValueError(
-                f"{self._name()}: labels of every batch must have the same shape past the batch dimension; "
-                f"got {tuple(labels.shape[1:])} after {self._label_shape}"
-            )
-        checked = {"embeddings": embeddings, "labels": labels}
-        for name, kind in (("ids", "int"), ("is_query", "bool"), ("is_gallery", "bool"), ("categories", "int")):
-            if fields[name] is not None:
-                checked[name] = self._per_row(name, fields[name], n, kind)
+        with self._named_errors():
+            embeddings = check_embeddings("embeddings", fields["embeddings"], self._options["distance"], batch=True)
+            n = embeddings.shape[0]
+            labels = check_labels("labels", fields["labels"], n, custom=self._options["relevance"] is not None)
+            check_batch_like_earlier(embeddings, labels, self._dim, self._label_shape)
+            checked = {"embeddings": embeddings, "labels": labels}
+            for name, kind in (("ids", "int"), ("is_query", "flag"), ("is_gallery", "flag"), ("categories", "int")):
+                if fields[name] is not None:
+                    checked[name] = check_rows(name, fields[name], n, kind=kind, lists=True)
         self._check_present(fields)
         if n == 0:
             return

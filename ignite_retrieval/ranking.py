@@ -12,31 +12,21 @@ from retrieval_core.aggregate import MetricResults
 from retrieval_core.evaluate import score_values
 from retrieval_core.registry import parse_metrics
 from retrieval_core.steps import compact_sums, finalize_compact, finalize_scores
-from retrieval_core.validate import EMPTY, REDUCE, check_choice, check_ties
+from retrieval_core.validate import (
+    check_compact_inputs,
+    check_per_query_keys,
+    check_rows,
+    check_score_batch,
+    check_score_options,
+    raise_value_flags,
+    value_flags,
+)
 
 from ._base import Device, RetrievalMetric, _identity, to_python
 
 __all__ = ["RankingMetrics"]
 
-_CHECKS = ("y_pred contains NaN or inf; scores must be finite",
-           "y contains NaN or inf; gains must be finite and >= 0",
-           "y contains negative gains; gains must be >= 0")
-
-
-def _value_flags(y_pred: Tensor, y: Tensor) -> Tensor:
-    """Three 0/1 counters (non-finite scores, non-finite gains, negative gains) as a
-    device tensor: no host sync per batch; they are read once at compute."""
-    zero = torch.zeros((), dtype=torch.bool, device=y_pred.device)
-    bad_pred = bad_y = negative = zero
-    if y_pred.is_floating_point():
-        lo, hi = torch.aminmax(y_pred)
-        bad_pred = ~(torch.isfinite(lo) & torch.isfinite(hi))
-    if y.dtype != torch.bool:
-        lo, hi = torch.aminmax(y)
-        if y.is_floating_point():
-            bad_y = ~(torch.isfinite(lo) & torch.isfinite(hi))
-        negative = lo < 0
-    return torch.stack([bad_pred, bad_y.to(y_pred.device), negative.to(y_pred.device)]).to(torch.int64)
+_NAMES = ("y_pred", "y")  # ignite's names of scores and gains, in the core's messages
 
 
 class RankingMetrics(RetrievalMetric):
@@ -102,16 +92,8 @@ class RankingMetrics(RetrievalMetric):
         skip_unrolling: bool = False,
     ) -> None:
         keys = parse_metrics(metrics)
-        set_level = [m.key for m in keys if not m.spec.per_query]
-        if set_level:
-            raise ValueError(
-                f"{', '.join(set_level)}: embedding-set metrics need embeddings; use EmbeddingMetrics"
-            )
-        check_ties(ties)
-        check_choice("empty", empty, EMPTY)
-        check_choice("reduce", reduce, REDUCE)
-        if compact and reduce != "mean":
-            raise ValueError(f"compact=True keeps sums and counts, which give means only; got reduce={reduce!r}")
+        check_per_query_keys(keys, "use EmbeddingMetrics")
+        check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact)
         self._keys = keys
         self.metric_keys: Tuple[str, ...] = tuple(m.key for m in keys)
         self._ties, self._empty, self._reduce, self._compact = ties, empty, reduce, bool(compact)
@@ -125,7 +107,7 @@ class RankingMetrics(RetrievalMetric):
         self._categories: list = []
         self._n_rows = 0
         self._present: Optional[Dict[str, bool]] = None
-        self._checks = torch.zeros(len(_CHECKS), dtype=torch.int64, device=self._device)
+        self._checks = torch.zeros(3, dtype=torch.int64, device=self._device)  # summed value_flags
         self._sums = torch.zeros(3, len(self._keys), dtype=torch.float64, device=self._device)
 
     def _prepare(self, y_pred: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
@@ -135,28 +117,21 @@ class RankingMetrics(RetrievalMetric):
     @reinit__is_reduced
     def update(self, output: Any) -> None:
         fields = self._parse(output)
-        y_pred = self._tensor("y_pred", fields["y_pred"])
-        y = self._tensor("y", fields["y"])
-        if y_pred.ndim != 2 or y_pred.shape != y.shape:
-            raise ValueError(
-                f"{self._name()}: y_pred and y must be 2-D [batch, items] of the same shape; "
-                f"got {tuple(y_pred.shape)} and {tuple(y.shape)}"
-            )
-        n = y_pred.shape[0]
-        ids = None if fields["ids"] is None else self._per_row("ids", fields["ids"], n, "int")
-        categories = None if fields.get("categories") is None else self._per_row("categories", fields["categories"], n, "int")
-        if self._compact and (ids is not None or categories is not None):
-            given = "ids" if ids is not None else "categories"
-            raise ValueError(
-                f"{self._name()}: compact=True keeps only sums and counts; it cannot take {given!r} "
-                "(de-duplication and per-category results need per-query values): use compact=False"
-            )
+        y_pred, y = fields["y_pred"], fields["y"]
+        with self._named_errors():
+            check_score_batch(y_pred, y, names=_NAMES, dims="[batch, items]")
+            n = y_pred.shape[0]
+            ids = None if fields["ids"] is None else check_rows("ids", fields["ids"], n, lists=True)
+            categories = fields.get("categories")
+            if categories is not None:
+                categories = check_rows("categories", categories, n, lists=True)
+            check_compact_inputs(self._compact, ids=ids, categories=categories)
         self._check_present(fields)
         if n == 0:
             return
         y_pred, y = self._prepare(y_pred, y)
         values = score_values(y_pred, y, self._keys, ties=self._ties).values
-        self._checks += _value_flags(y_pred, y).to(self._device)
+        self._checks += value_flags(y_pred, y).to(self._device)
         self._n_rows += n
         if self._compact:
             self._sums += compact_sums(values).to(self._device)
@@ -170,9 +145,8 @@ class RankingMetrics(RetrievalMetric):
     def _results(self) -> MetricResults:
         """Gather every rank's state and aggregate (the same result on every rank)."""
         present, checks = self._agree(self._n_rows, self._checks)
-        for message, count in zip(_CHECKS, checks.tolist()):
-            if count:
-                raise ValueError(f"{self._name()}: {message}")
+        with self._named_errors():
+            raise_value_flags(checks, _NAMES)
         if self._compact:
             return finalize_compact(self._sums, self.metric_keys, empty=self._empty)
         values = self._cat(self._values, torch.float64, self._device)

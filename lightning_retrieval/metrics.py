@@ -1,6 +1,6 @@
 """``RankingMetrics`` (scores) and ``EmbeddingMetrics`` (embeddings) as torchmetrics metrics.
 
-Both hold states and sync them; every value comes from ``retrieval_core``.
+Both hold states and sync them; every value and every input check comes from ``retrieval_core``.
 """
 from __future__ import annotations
 
@@ -9,52 +9,26 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import Tensor
 
-from retrieval_core import search
 from retrieval_core.evaluate import score_values
-from retrieval_core.registry import parse_metrics, split_scopes
-from retrieval_core.steps import compact_sums
-from retrieval_core.validate import EMPTY, REDUCE, check_categories, check_choice, check_tensor, check_ties
-
-from retrieval_core.steps import finalize_compact, finalize_embeddings, finalize_scores
+from retrieval_core.registry import parse_metrics
+from retrieval_core.steps import compact_sums, finalize_compact, finalize_embeddings, finalize_scores
+from retrieval_core.validate import (
+    check_batch_like_earlier,
+    check_compact_inputs,
+    check_embedding_options,
+    check_embeddings,
+    check_labels,
+    check_per_query_keys,
+    check_rows,
+    check_score_batch,
+    check_score_options,
+    raise_value_flags,
+    value_flags,
+)
 
 from ._base import CoreStateMetric
 
 __all__ = ["RankingMetrics", "EmbeddingMetrics"]
-
-_PER_CLASS = (None, "macro", "all")
-
-
-def _check_rows(name: str, t, n: int, *, kind: str) -> Tensor:
-    """A 1-D tensor with one entry per row; ``kind`` "int" or "bool"."""
-    check_tensor(name, t)
-    if t.ndim != 1 or t.shape[0] != n:
-        raise ValueError(f"{name} must be 1-D with one entry per row ({n}); got shape {tuple(t.shape)}")
-    if kind == "int" and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
-        raise TypeError(f"{name} must be an integer tensor; got {t.dtype}")
-    if kind == "bool" and t.dtype != torch.bool:
-        raise TypeError(f"{name} must be a bool tensor; got {t.dtype}")
-    return t
-
-
-def _invalid_counts(preds: Tensor, target: Tensor) -> Tensor:
-    """``[2]`` int64: non-finite scores, and NaN/inf/negative gains. No device sync:
-    the counts are summed as a state and looked at once, in ``compute``."""
-    bad_preds = (~torch.isfinite(preds)).sum() if preds.is_floating_point() else preds.new_zeros((), dtype=torch.int64)
-    if target.dtype == torch.bool:
-        bad_target = torch.zeros((), dtype=torch.int64, device=target.device)
-    elif target.is_floating_point():
-        bad_target = (~torch.isfinite(target) | (target < 0)).sum()
-    else:
-        bad_target = (target < 0).sum()
-    return torch.stack([bad_preds.to(torch.int64), bad_target.to(torch.int64)])
-
-
-def _raise_invalid(counts: Tensor) -> None:
-    bad_preds, bad_target = counts.tolist()
-    if bad_preds:
-        raise ValueError(f"preds contain NaN or inf ({bad_preds} entries); scores must be finite")
-    if bad_target:
-        raise ValueError(f"target contains NaN, inf or negative gains ({bad_target} entries); gains must be finite and >= 0")
 
 
 def _same_rows(values_rows: int, **optional: Optional[Tensor]) -> None:
@@ -120,19 +94,9 @@ class RankingMetrics(CoreStateMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_ties(ties)
-        check_choice("empty", empty, EMPTY)
-        check_choice("reduce", reduce, REDUCE)
+        check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact)
         parsed = parse_metrics(metrics)
-        _, set_level = split_scopes(parsed)
-        if set_level:
-            raise ValueError(
-                f"{', '.join(m.key for m in set_level)}: embedding-set metrics need embeddings; use EmbeddingMetrics"
-            )
-        if not isinstance(compact, bool):
-            raise TypeError(f"compact must be a bool; got {compact!r}")
-        if compact and reduce != "mean":
-            raise ValueError(f"compact=True keeps only sums and counts, so reduce must be 'mean'; got {reduce!r}")
+        check_per_query_keys(parsed, "use EmbeddingMetrics")
         self._parsed = parsed
         self.keys = tuple(m.key for m in parsed)
         self.ties, self.empty, self.reduce, self.compact = ties, empty, reduce, compact
@@ -142,7 +106,8 @@ class RankingMetrics(CoreStateMetric):
             self.add_state("values", default=[], dist_reduce_fx="cat")
             self.add_state("ids", default=[], dist_reduce_fx="cat")
             self.add_state("categories", default=[], dist_reduce_fx="cat")
-        self.add_state("invalid", default=torch.zeros(2, dtype=torch.int64), dist_reduce_fx="sum")
+        # summed value_flags of the batches: NaN/inf scores, NaN/inf gains, negative gains
+        self.add_state("invalid", default=torch.zeros(3, dtype=torch.int64), dist_reduce_fx="sum")
 
     def update(
         self,
@@ -154,33 +119,27 @@ class RankingMetrics(CoreStateMetric):
         mask: Optional[Tensor] = None,
     ) -> None:
         """Compute the batch's per-query values (structure checked here, values in ``compute``)."""
-        values = score_values(preds, target, self._parsed, mask=mask, ties=self.ties).values
+        check_score_batch(preds, target, mask=mask)
         n = preds.shape[0]
+        if ids is not None:
+            ids = check_rows("ids", ids, n, lists=True).to(preds.device)
+        if categories is not None:
+            categories = check_rows("categories", categories, n, lists=True).to(preds.device)
+        check_compact_inputs(self.compact, ids=ids, categories=categories)
+        values = score_values(preds, target, self._parsed, mask=mask, ties=self.ties).values
         if self.compact:
-            if ids is not None or categories is not None:
-                raise ValueError("compact=True keeps only sums: ids (de-duplication) and categories need compact=False")
             self.sums += compact_sums(values)
         else:
-            if ids is not None:
-                ids = _check_rows("ids", ids, n, kind="int").to(device=values.device, dtype=torch.int64)
-            if categories is not None:
-                if not isinstance(categories, Tensor):
-                    raise TypeError(
-                        "categories must be an integer tensor here (states are tensors that every rank can sync); "
-                        f"got {type(categories).__name__}"
-                    )
-                check_categories(categories, n, "query (row)")
-                categories = categories.to(device=values.device, dtype=torch.int64)
             self.values.append(values)
             if ids is not None:
                 self.ids.append(ids)
             if categories is not None:
                 self.categories.append(categories)
-        self.invalid += _invalid_counts(preds, target).to(self.invalid.device)
+        self.invalid += value_flags(preds, target).to(self.invalid.device)
 
     def compute(self):
         """``{key: value}`` over every query seen (on every rank, when synced)."""
-        _raise_invalid(self.invalid)
+        raise_value_flags(self.invalid)
         if self.compact:
             return self._counted(finalize_compact(self.sums, self.keys, empty=self.empty, gather=False))
         values = self._state("values")
@@ -209,6 +168,9 @@ class EmbeddingMetrics(CoreStateMetric):
     the same id), ``is_query[B]``/``is_gallery[B]`` (bool; without them every item
     is both a query and a gallery item, and never retrieves itself),
     ``categories[B]`` (int) per query. States are "cat" lists of those tensors.
+    Shapes and dtypes are checked in ``update`` (``retrieval_core.validate``, as
+    everywhere), including that every batch has the embedding dimension and label
+    form (1-D classes, or multi-hot with the same classes) of the earlier ones.
 
     ``compute()`` evaluates once over everything seen (every rank when synced) and
     returns a ``dict[str, Tensor]`` for ``log_dict``; with no data it gives NaN for
@@ -237,20 +199,8 @@ class EmbeddingMetrics(CoreStateMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_ties(ties)
-        check_choice("empty", empty, EMPTY)
-        check_choice("reduce", reduce, REDUCE)
-        if per_class not in _PER_CLASS:
-            raise ValueError(f"per_class must be None, 'macro' or 'all'; got {per_class!r}")
-        if not callable(distance) and distance not in search.DISTANCES:
-            raise ValueError(
-                f"distance must be one of {', '.join(map(repr, search.DISTANCES))} or a callable; got {distance!r}"
-            )
-        if relevance is not None and not callable(relevance):
-            raise TypeError(f"relevance must be a callable f(query_labels, gallery_labels) -> gains; got {relevance!r}")
-        if memory_budget is not None and (isinstance(memory_budget, bool) or not isinstance(memory_budget, int)
-                                          or memory_budget <= 0):
-            raise ValueError(f"memory_budget must be a positive number of bytes; got {memory_budget!r}")
+        check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
+                                per_class=per_class, memory_budget=memory_budget)
         self.keys = tuple(m.key for m in parse_metrics(metrics))
         self.options = dict(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
                             per_class=per_class, memory_budget=memory_budget, progress=progress)
@@ -268,25 +218,27 @@ class EmbeddingMetrics(CoreStateMetric):
         categories: Optional[Tensor] = None,
     ) -> None:
         """Store one batch (detached). Shapes and dtypes are checked here, values in ``compute``."""
-        check_tensor("embeddings", embeddings)
-        if embeddings.ndim != 2:
-            raise ValueError(f"embeddings must be 2-D [batch, dim]; got shape {tuple(embeddings.shape)}")
+        embeddings = check_embeddings("embeddings", embeddings, self.options["distance"], batch=True)
         n = embeddings.shape[0]
-        check_tensor("labels", labels)
-        if labels.ndim == 0 or labels.shape[0] != n:
-            raise ValueError(f"labels must have one entry per embedding; got shape {tuple(labels.shape)} for {n} embeddings")
+        labels = check_labels("labels", labels, n, custom=self.options["relevance"] is not None)
+        earlier_embeddings, earlier_labels = self._last_batch("embeddings"), self._last_batch("labels")
+        check_batch_like_earlier(embeddings, labels, None if earlier_embeddings is None else earlier_embeddings.shape[1],
+                                 None if earlier_labels is None else tuple(earlier_labels.shape[1:]))
+        rows = {name: check_rows(name, value, n, kind=kind, lists=True)
+                for name, value, kind in (("ids", ids, "int"), ("is_query", is_query, "flag"),
+                                          ("is_gallery", is_gallery, "flag"), ("categories", categories, "int"))
+                if value is not None}
         self.embeddings.append(embeddings.detach())
         self.labels.append(labels.detach())
-        if ids is not None:
-            self.ids.append(_check_rows("ids", ids, n, kind="int").detach().to(torch.int64))
-        if is_query is not None:
-            self.is_query.append(_check_rows("is_query", is_query, n, kind="bool").detach())
-        if is_gallery is not None:
-            self.is_gallery.append(_check_rows("is_gallery", is_gallery, n, kind="bool").detach())
-        if categories is not None:
-            check_tensor("categories", categories)
-            check_categories(categories, n, "embedding")
-            self.categories.append(categories.detach().to(torch.int64))
+        for name, value in rows.items():
+            getattr(self, name).append(value.detach().to(embeddings.device))
+
+    def _last_batch(self, name: str) -> Optional[Tensor]:
+        """The last stored batch of a "cat" state (all of it once merged into one tensor), None before any."""
+        value = getattr(self, name)
+        if isinstance(value, Tensor):
+            return value if value.numel() or value.ndim > 1 else None
+        return value[-1] if value else None
 
     def forward(self, *args: Any, **kwargs: Any) -> dict:
         """Accumulate the batch (as ``update``); returns an empty dict (see the class docs)."""

@@ -18,52 +18,26 @@ from .aggregate import MetricResults, aggregate, encode_labels, reduce_values
 from .build import rank_binary, rank_dense
 from .evaluate import ranking_values
 from .registry import MetricKey, depth_needed, parse_metrics, split_scopes
-from .validate import EMPTY, REDUCE, check_categories, check_choice, check_same_device, check_tensor, check_ties
+from .validate import (
+    PER_CLASS,  # noqa: F401  (re-exported: retrieval_core.embeddings.PER_CLASS)
+    check_backend,
+    check_categories,
+    check_cutoffs,
+    check_embedding_options,
+    check_embedding_values,
+    check_embeddings,
+    check_labels,
+    check_memory_budget,
+    check_pairs,
+    check_per_class,
+    check_query_gallery,
+    check_rows,
+    check_same_device,
+)
 
 __all__ = ["evaluate_embeddings", "embedding_values", "DEFAULT_MEMORY_BUDGET"]
 
 DEFAULT_MEMORY_BUDGET = 256 * 2**20  # bytes of scratch for one query chunk
-PER_CLASS = (None, "macro", "all")
-
-
-def _check_embeddings(name: str, x, distance) -> Tensor:
-    check_tensor(name, x)
-    if x.ndim != 2:
-        raise ValueError(f"{name} must be 2-D [items, dim]; got shape {tuple(x.shape)}")
-    if x.shape[0] == 0:
-        raise ValueError(f"{name} is empty; got shape {tuple(x.shape)}")
-    if x.is_complex() or (not x.is_floating_point() and distance != "hamming" and not callable(distance)):
-        raise TypeError(f"{name} must be a floating-point tensor (integer or bool codes only with distance='hamming'); got {x.dtype}")
-    return x
-
-
-def _check_labels(name: str, labels, n: int, custom: bool) -> Tensor:
-    check_tensor(name, labels)
-    if labels.ndim == 0 or labels.shape[0] != n:
-        raise ValueError(f"{name} must have one entry per embedding; got shape {tuple(labels.shape)} for {n} embeddings")
-    if custom:
-        return labels
-    if labels.ndim > 2:
-        raise ValueError(f"{name} must be 1-D class labels or 2-D multi-hot [N, classes]; got shape {tuple(labels.shape)}")
-    if labels.ndim == 1 and (labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool):
-        raise TypeError(f"{name} must be integer class labels; got {labels.dtype}")
-    if labels.ndim == 2 and (labels.is_complex() or labels.is_floating_point()):
-        raise TypeError(f"{name} as multi-hot [N, classes] must be bool or integer 0/1; got {labels.dtype}")
-    return labels
-
-
-def _check_ids(name: str, ids, n: int) -> Tensor:
-    check_tensor(name, ids)
-    if ids.ndim != 1 or ids.shape[0] != n:
-        raise ValueError(f"{name} must be 1-D with one id per embedding; got shape {tuple(ids.shape)} for {n} embeddings")
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor; got {ids.dtype}")
-    return ids
-
-
-def _check_finite(name: str, x: Tensor) -> None:
-    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
-        raise ValueError(f"{name} contain NaN or inf")
 
 
 def _chunk_rows(n_gallery: int, depth_is_deep: bool, memory_budget: int) -> int:
@@ -220,75 +194,38 @@ def evaluate_embeddings(
         >>> r["cmc@1"].item(), r["map@r"].item()
         (1.0, 1.0)
     """
-    check_ties(ties)
-    check_choice("empty", empty, EMPTY)
-    check_choice("reduce", reduce, REDUCE)
-    if per_class not in PER_CLASS:
-        raise ValueError(f"per_class must be None, 'macro' or 'all'; got {per_class!r}")
-    if not callable(distance) and distance not in search.DISTANCES:
-        raise ValueError(f"distance must be one of {', '.join(map(repr, search.DISTANCES))} or a callable; got {distance!r}")
+    check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
+                            per_class=per_class, memory_budget=memory_budget)
     keys = parse_metrics(metrics)
     query_keys, set_keys = split_scopes(keys)
     custom = relevance is not None
-    query = _check_embeddings("query", query, distance)
-    query_labels = _check_labels("query_labels", query_labels, query.shape[0], custom)
-    if (gallery is None) != (gallery_labels is None):
-        raise ValueError("gallery and gallery_labels go together: give both or neither")
+    query = check_embeddings("query", query, distance)
+    query_labels = check_labels("query_labels", query_labels, query.shape[0], custom)
+    check_pairs(gallery, gallery_labels, query_ids, gallery_ids)
     self_gallery = gallery is None
     if self_gallery:
         gallery, gallery_labels = query, query_labels
         if query_ids is None:
             query_ids = torch.arange(query.shape[0], device=query.device)
-        if gallery_ids is not None:
-            raise ValueError("gallery_ids needs a gallery; with gallery=None the query_ids serve both sides")
         gallery_ids = query_ids
     else:
-        gallery = _check_embeddings("gallery", gallery, distance)
-        gallery_labels = _check_labels("gallery_labels", gallery_labels, gallery.shape[0], custom)
-        if gallery.shape[1] != query.shape[1]:
-            raise ValueError(f"query and gallery must have the same dimension; got {query.shape[1]} and {gallery.shape[1]}")
-        if not custom and query_labels.ndim != gallery_labels.ndim:
-            raise ValueError(f"query_labels and gallery_labels must both be 1-D or both multi-hot; got shapes {tuple(query_labels.shape)} and {tuple(gallery_labels.shape)}")
-        if not custom and query_labels.ndim == 2 and query_labels.shape[1] != gallery_labels.shape[1]:
-            raise ValueError(f"multi-hot labels must have the same number of classes; got {query_labels.shape[1]} and {gallery_labels.shape[1]}")
-        if (query_ids is None) != (gallery_ids is None):
-            raise ValueError("query_ids and gallery_ids go together: give both or neither")
+        gallery = check_embeddings("gallery", gallery, distance)
+        gallery_labels = check_labels("gallery_labels", gallery_labels, gallery.shape[0], custom)
+        check_query_gallery(query, query_labels, gallery, gallery_labels, custom)
     if query_ids is not None:
-        query_ids = _check_ids("query_ids", query_ids, query.shape[0])
-        gallery_ids = _check_ids("gallery_ids", gallery_ids, gallery.shape[0])
+        query_ids = check_rows("query_ids", query_ids, query.shape[0], unit="embedding")
+        gallery_ids = check_rows("gallery_ids", gallery_ids, gallery.shape[0], unit="embedding")
     check_same_device(query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels,
                       query_ids=query_ids, gallery_ids=gallery_ids)
-    if backend not in ("torch", "faiss"):
-        raise ValueError(f"backend must be 'torch' or 'faiss'; got {backend!r}")
-    if backend == "faiss":
-        if callable(distance) or distance == "hamming" or custom or query_labels.ndim != 1:
-            raise ValueError("backend='faiss' needs cosine, dot or euclidean distances and 1-D class labels")
-        if query.device.type != "cpu" or depth_needed(query_keys)[2]:
-            raise ValueError("backend='faiss' runs on CPU tensors and takes no whole-list keys (map, mrr, ndcg, auroc...)")
-    budget = DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-        raise ValueError(f"memory_budget must be a positive number of bytes; got {memory_budget!r}")
-    largest_k = depth_needed(query_keys)[0]
-    if largest_k > gallery.shape[0]:
-        big = [m.key for m in query_keys if isinstance(m.cutoff, int) and m.cutoff > gallery.shape[0]]
-        raise ValueError(f"k is larger than the gallery ({gallery.shape[0]} items) in {', '.join(big)}")
-    if per_class is not None and (custom or query_labels.ndim != 1):
-        raise ValueError("per_class needs 1-D class labels")
-    if per_class is not None and reduce == "none":
-        raise ValueError("per_class reduces over each label's queries; it cannot go with reduce='none'")
+    check_backend(backend, distance=distance, custom=custom, labels=query_labels, device=query.device,
+                  whole=depth_needed(query_keys)[2])
+    budget = check_memory_budget(memory_budget) or DEFAULT_MEMORY_BUDGET
+    check_cutoffs(query_keys, gallery.shape[0])
+    check_per_class(per_class, query_labels, custom)
     if categories is not None:
         check_categories(categories, query.shape[0], "query")
-    _check_finite("query embeddings", query)
-    if not self_gallery:
-        _check_finite("gallery embeddings", gallery)
-    if distance == "hamming":
-        for name, x in (("query", query), ("gallery", gallery)):
-            if not (bool(((x == 0) | (x == 1)).all()) or bool(((x == -1) | (x == 1)).all())):
-                raise ValueError(f"distance='hamming' needs binary codes in {{0, 1}} or {{-1, 1}}; {name} has other values")
-    if not custom and query_labels.ndim == 2:
-        for name, labels in (("query_labels", query_labels), ("gallery_labels", gallery_labels)):
-            if labels.dtype != torch.bool and not bool(((labels == 0) | (labels == 1)).all()):
-                raise ValueError(f"{name} as multi-hot [N, classes] must hold only 0 and 1")
+    check_embedding_values(query, query_labels, None if self_gallery else gallery,
+                           None if self_gallery else gallery_labels, distance=distance, custom=custom)
 
     results = MetricResults(n_queries=torch.tensor(query.shape[0]))
     if query_keys:

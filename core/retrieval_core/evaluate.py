@@ -16,7 +16,7 @@ from .aggregate import MetricResults, aggregate, encode_labels
 from .build import BLOCK_ELEMENTS, DEEP_BLOCK_DIVISOR, iter_flat_blocks, iter_groups, rank_dense, row_blocks
 from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
-from .validate import check_categories, check_scores, check_ties, check_values
+from .validate import check_categories, check_per_query_keys, check_score_options, check_scores, check_ties, check_values
 
 __all__ = ["evaluate_scores", "score_values", "ranking_values", "QueryValues"]
 
@@ -62,11 +62,7 @@ def score_values(
     """
     check_ties(ties)
     keys = parse_metrics(metrics)
-    set_level = [m.key for m in keys if not m.spec.per_query]
-    if set_level:
-        raise ValueError(
-            f"{', '.join(set_level)}: embedding-set metrics need embeddings; evaluate_embeddings computes them"
-        )
+    check_per_query_keys(keys, "evaluate_embeddings computes them")
     check_scores(preds, target, indexes=indexes, mask=mask)
     depth, at_r, whole = depth_needed(keys)
     if at_r or whole:
@@ -154,6 +150,7 @@ def evaluate_scores(
         >>> round(r["mrr@3"].item(), 4), r["precision@1"].item()
         (0.75, 0.5)
     """
+    check_score_options(ties=ties, empty=empty, reduce=reduce)
     check_scores(preds, target, indexes=indexes, mask=mask)
     check_values(preds, target)
     qv = score_values(preds, target, metrics, indexes=indexes, mask=mask, ties=ties)

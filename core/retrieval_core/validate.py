@@ -1,43 +1,96 @@
-"""Input checks with messages that say what was expected and what came.
+"""The input checks of score and embedding mode, once: the core's entry points
+(``evaluate_scores``, ``score_values``, ``evaluate_embeddings``) and the adapters'
+``RankingMetrics``/``EmbeddingMetrics`` (ignite and torchmetrics/Lightning) call
+these, so a bad input gets the same exception and message from each face (an
+adapter may name its inputs differently, e.g. ignite's ``y_pred``/``y``, and ignite
+puts the metric's name in front).
 
-Shape, dtype, device and argument checks are cheap and run wherever input
-arrives; :func:`check_values` (NaN, inf, negative gains) reads the data and runs
-once per evaluation, never per batch.
+* Structure (types, shapes, dtypes, devices) is cheap and checked wherever input
+  arrives, per batch in the adapters: :func:`check_scores`, :func:`check_score_batch`,
+  :func:`check_rows`, :func:`check_embeddings`, :func:`check_labels`,
+  :func:`check_batch_like_earlier`, :func:`check_query_gallery`, ...
+* Options are checked where they are given (constructors, entry points):
+  :func:`check_score_options`, :func:`check_embedding_options`, ...
+* Values (NaN, inf, negative gains, codes) are read from the data: once per
+  evaluation, never per batch. In score mode an adapter keeps :func:`value_flags`
+  of each batch as a summed state and calls :func:`raise_value_flags` at compute;
+  :func:`check_values` does both at once. :func:`check_embedding_values` reads the
+  embeddings and labels once, at evaluation.
+
+Example:
+    >>> import torch
+    >>> check_scores(torch.rand(2, 3), torch.ones(2, 4))
+    Traceback (most recent call last):
+    ...
+    ValueError: preds and target must be 2-D [queries, candidates] of the same shape, or 1-D with indexes=; got (2, 3) and (2, 4)
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import numbers
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
+
+from .search import DISTANCES
 
 TIES = ("stable",)
 TIES_LATER = ("expected", "optimistic", "pessimistic")
 EMPTY = ("skip", "zero", "one", "error")
 REDUCE = ("mean", "median", "min", "max", "none")
+PER_CLASS = (None, "macro", "all")
+BACKENDS = ("torch", "faiss")
+
+_KINDS = {"int": ("integer", "an integer", "integers"), "flag": ("bool", "a bool", "bools")}
 
 
 def _shape(t: Tensor) -> tuple:
     return tuple(t.shape)
 
 
+def _contains(name: str) -> str:
+    """``preds contain``, ``y contains``: the verb agrees with the input's name."""
+    return f"{name} contain" if name.endswith("s") else f"{name} contains"
+
+
+# -- generic ----------------------------------------------------------------------
+
+
 def check_tensor(name: str, value) -> Tensor:
+    """``value`` itself if it is a tensor.
+
+    Example:
+        >>> check_tensor("preds", [0.5])
+        Traceback (most recent call last):
+        ...
+        TypeError: preds must be a torch.Tensor; got list
+    """
     if not isinstance(value, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
     return value
 
 
-def check_preds_dtype(preds: Tensor) -> None:
-    if preds.dtype == torch.bool or preds.is_complex():
-        raise TypeError(f"preds must be a floating-point or integer tensor; got {preds.dtype}")
-
-
-def check_target_dtype(target: Tensor) -> None:
-    if target.is_complex():
-        raise TypeError(f"target must be a bool, integer or floating-point tensor; got {target.dtype}")
+def check_choice(name: str, value, choices: Sequence) -> None:
+    """
+    Example:
+        >>> check_choice("reduce", "sum", REDUCE)
+        Traceback (most recent call last):
+        ...
+        ValueError: reduce must be one of 'mean', 'median', 'min', 'max', 'none'; got 'sum'
+    """
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
 
 
 def check_same_device(**tensors: Optional[Tensor]) -> None:
+    """The given (not None) tensors share one device.
+
+    Example:
+        >>> check_same_device(preds=torch.zeros(1), target=torch.zeros(1, device="meta"))
+        Traceback (most recent call last):
+        ...
+        ValueError: preds and target must be on the same device; got cpu and meta
+    """
     present = {k: v for k, v in tensors.items() if v is not None}
     devices = {v.device for v in present.values()}
     if len(devices) > 1:
@@ -46,79 +99,128 @@ def check_same_device(**tensors: Optional[Tensor]) -> None:
         raise ValueError(f"{names} must be on the same device; got {got}")
 
 
-def check_scores(
-    preds,
-    target,
-    *,
-    indexes=None,
-    mask=None,
-) -> None:
-    """Check the structure of score-mode input (dense ``[Q, N]`` or flat with ``indexes``)."""
-    check_tensor("preds", preds)
-    check_tensor("target", target)
-    check_preds_dtype(preds)
-    check_target_dtype(target)
-    if preds.shape != target.shape:
-        raise ValueError(f"preds and target must have the same shape; got {_shape(preds)} and {_shape(target)}")
-    if indexes is None:
-        if preds.ndim != 2:
-            raise ValueError(
-                f"preds and target must be 2-D [queries, candidates], or 1-D with indexes=; got shape {_shape(preds)}"
-            )
-        if preds.numel() == 0:
-            raise ValueError(f"preds and target are empty; got shape {_shape(preds)}")
-    else:
-        check_tensor("indexes", indexes)
-        if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
-            raise TypeError(f"indexes must be an integer tensor; got {indexes.dtype}")
-        if preds.ndim != 1 or indexes.ndim != 1:
-            raise ValueError(
-                f"with indexes, preds, target and indexes must be 1-D; got {_shape(preds)} and {_shape(indexes)}"
-            )
-        if indexes.shape != preds.shape:
-            raise ValueError(
-                f"indexes must have one entry per prediction; got {indexes.numel()} indexes for {preds.numel()} predictions"
-            )
-        if preds.numel() == 0:
-            raise ValueError("preds, target and indexes are empty")
+def check_rows(name: str, value, n: int, *, kind: str = "int", unit: str = "row", lists: bool = False) -> Tensor:
+    """A 1-D tensor with one entry per ``unit`` (``n`` of them): ids and categories
+    (``kind="int"``, returned as int64) or query/gallery flags (``kind="flag"``:
+    bool, or integers where nonzero is True; returned as bool). ``lists=True`` also
+    takes a list or tuple (the adapters' batches).
+
+    Example:
+        >>> check_rows("ids", torch.tensor([3, 1]), 2).dtype
+        torch.int64
+        >>> check_rows("is_query", [1, 0], 2, kind="flag", lists=True).tolist()
+        [True, False]
+        >>> check_rows("ids", torch.arange(2), 3)
+        Traceback (most recent call last):
+        ...
+        ValueError: ids must be 1-D with one entry per row; got shape (2,) for 3 rows
+    """
+    word, article, plural = _KINDS[kind]
+    more = f" or a list of {plural}" if lists else ""
+    if lists and isinstance(value, (list, tuple)):
+        try:
+            value = torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"{name} must be a 1-D {word} tensor{more}; got {value!r:.80}") from None
+    if not lists:
+        check_tensor(name, value)
+    elif not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a 1-D {word} tensor{more}; got {type(value).__name__}")
+    if value.ndim != 1 or value.shape[0] != n:
+        raise ValueError(f"{name} must be 1-D with one entry per {unit}; got shape {_shape(value)} for {n} {unit}s")
+    if value.is_complex() or value.is_floating_point() or (kind == "int" and value.dtype == torch.bool):
+        also = " (0/1 integers are taken too)" if kind == "flag" else ""
+        raise TypeError(f"{name} must be {article} tensor; got {value.dtype}{also}")
+    if kind == "flag":
+        return value if value.dtype == torch.bool else value != 0
+    return value.to(torch.int64)
+
+
+# -- score mode: structure ----------------------------------------------------------
+
+
+def _check_score_tensors(preds, target, names: Tuple[str, str]) -> None:
+    p, t = names
+    check_tensor(p, preds)
+    check_tensor(t, target)
+    if preds.dtype == torch.bool or preds.is_complex():
+        raise TypeError(f"{p} must be a floating-point or integer tensor; got {preds.dtype}")
+    if target.is_complex():
+        raise TypeError(f"{t} must be a bool, integer or floating-point tensor; got {target.dtype}")
+
+
+def _check_dense(preds, target, mask, names: Tuple[str, str], dims: str, hint: str) -> None:
+    p, t = names
+    _check_score_tensors(preds, target, names)
+    if preds.ndim != 2 or preds.shape != target.shape:
+        raise ValueError(f"{p} and {t} must be 2-D {dims} of the same shape{hint}; got {_shape(preds)} and {_shape(target)}")
     if mask is not None:
         check_tensor("mask", mask)
-        if indexes is not None:
-            raise ValueError("mask is for dense [queries, candidates] input; the flat form needs none")
         if mask.dtype != torch.bool:
             raise TypeError(f"mask must be a bool tensor; got {mask.dtype}")
         if mask.shape != preds.shape:
-            raise ValueError(f"mask must have the shape of preds; got {_shape(mask)} and {_shape(preds)}")
-    check_same_device(preds=preds, target=target, indexes=indexes, mask=mask)
+            raise ValueError(f"mask must have the shape of {p}; got {_shape(mask)} and {_shape(preds)}")
+    check_same_device(**{p: preds, t: target, "mask": mask})
 
 
-def check_values(preds: Tensor, target: Tensor) -> None:
-    """NaN/inf scores, NaN/inf or negative gains. One sync for the whole input."""
-    # A sum is finite iff every term is, unless finite terms overflow: then look closer.
-    if preds.is_floating_point() and not bool(torch.isfinite(preds.sum())):
-        if not bool(torch.isfinite(preds).all()):
-            raise ValueError("preds contain NaN or inf; scores must be finite")
-    if target.is_floating_point() and not bool(torch.isfinite(target.sum())):
-        if not bool(torch.isfinite(target).all()):
-            raise ValueError("target contains NaN or inf; gains must be finite and >= 0")
-    if target.dtype != torch.bool and target.numel():
-        low = target.min()
-        if bool(low < 0):
-            raise ValueError(f"target gains must be >= 0; got a minimum of {low.item()}")
+def check_score_batch(
+    preds, target, *, mask=None, names: Tuple[str, str] = ("preds", "target"), dims: str = "[queries, candidates]"
+) -> None:
+    """One adapter batch of dense scores ``[B, N]`` and gains (``B`` may be 0);
+    ``names`` and ``dims`` as the adapter calls them.
+
+    Example:
+        >>> check_score_batch(torch.rand(3, 4), torch.ones(3, 3), names=("y_pred", "y"), dims="[batch, items]")
+        Traceback (most recent call last):
+        ...
+        ValueError: y_pred and y must be 2-D [batch, items] of the same shape; got (3, 4) and (3, 3)
+    """
+    _check_dense(preds, target, mask, names, dims, "")
 
 
-def check_choice(name: str, value, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+def check_scores(preds, target, *, indexes=None, mask=None) -> None:
+    """The structure of score-mode input: dense ``[Q, N]`` (optional ``mask``) or
+    flat ``[n]`` with ``indexes``; not empty.
 
-
-def check_ties(ties) -> None:
-    if ties in TIES_LATER:
-        raise NotImplementedError(f"ties={ties!r} is not implemented yet; use ties='stable'")
-    check_choice("ties", ties, TIES)
+    Example:
+        >>> check_scores(torch.rand(6), torch.ones(6), indexes=torch.zeros(5, dtype=torch.long))
+        Traceback (most recent call last):
+        ...
+        ValueError: indexes must have one entry per prediction; got 5 indexes for 6 predictions
+    """
+    if indexes is None:
+        _check_dense(preds, target, mask, ("preds", "target"), "[queries, candidates]", ", or 1-D with indexes=")
+        if preds.numel() == 0:
+            raise ValueError(f"preds and target are empty; got shape {_shape(preds)}")
+        return
+    _check_score_tensors(preds, target, ("preds", "target"))
+    if preds.shape != target.shape:
+        raise ValueError(f"preds and target must have the same shape; got {_shape(preds)} and {_shape(target)}")
+    check_tensor("indexes", indexes)
+    if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
+        raise TypeError(f"indexes must be an integer tensor; got {indexes.dtype}")
+    if preds.ndim != 1 or indexes.ndim != 1:
+        raise ValueError(f"with indexes, preds, target and indexes must be 1-D; got {_shape(preds)} and {_shape(indexes)}")
+    if indexes.shape != preds.shape:
+        raise ValueError(
+            f"indexes must have one entry per prediction; got {indexes.numel()} indexes for {preds.numel()} predictions"
+        )
+    if preds.numel() == 0:
+        raise ValueError("preds, target and indexes are empty")
+    if mask is not None:
+        raise ValueError("mask is for dense [queries, candidates] input; the flat form needs none")
+    check_same_device(preds=preds, target=target, indexes=indexes)
 
 
 def check_categories(categories, n: int, what: str) -> None:
+    """Core categories: a 1-D integer tensor or a sequence of labels, one per ``what``.
+
+    Example:
+        >>> check_categories(["a", "b", "c"], 2, "query (row)")
+        Traceback (most recent call last):
+        ...
+        ValueError: categories must have one entry per query (row); got 3 for 2
+    """
     length = categories.shape[0] if isinstance(categories, Tensor) else len(categories)
     if isinstance(categories, Tensor) and categories.ndim != 1:
         raise ValueError(f"categories must be 1-D; got shape {_shape(categories)}")
@@ -126,3 +228,362 @@ def check_categories(categories, n: int, what: str) -> None:
         raise TypeError(f"categories must be an integer tensor or a sequence of labels; got {categories.dtype}")
     if length != n:
         raise ValueError(f"categories must have one entry per {what}; got {length} for {n}")
+
+
+def check_per_query_keys(keys, remedy: str) -> None:
+    """Score mode takes per-query keys only; ``remedy`` says where set-level keys go.
+
+    Example:
+        >>> from retrieval_core import parse_metrics
+        >>> check_per_query_keys(parse_metrics(["mrr", "nmi"]), "use EmbeddingMetrics")
+        Traceback (most recent call last):
+        ...
+        ValueError: nmi: embedding-set metrics need embeddings; use EmbeddingMetrics
+    """
+    set_level = [m.key for m in keys if not m.spec.per_query]
+    if set_level:
+        raise ValueError(f"{', '.join(set_level)}: embedding-set metrics need embeddings; {remedy}")
+
+
+def check_compact_inputs(compact: bool, **given) -> None:
+    """``compact=True`` keeps sums and counts only: no per-query ``ids``/``categories``.
+
+    Example:
+        >>> check_compact_inputs(True, ids=torch.arange(3), categories=None)
+        Traceback (most recent call last):
+        ...
+        ValueError: compact=True keeps only sums and counts; it cannot take 'ids' (de-duplication and per-category results need per-query values): use compact=False
+    """
+    present = [k for k, v in given.items() if v is not None]
+    if compact and present:
+        raise ValueError(
+            f"compact=True keeps only sums and counts; it cannot take {', '.join(map(repr, present))} "
+            "(de-duplication and per-category results need per-query values): use compact=False"
+        )
+
+
+# -- score mode: values (read from the data) -------------------------------------------
+
+
+def value_flags(preds: Tensor, target: Tensor) -> Tensor:
+    """``[3]`` int64 flags of one batch: NaN/inf scores, NaN/inf gains, negative gains.
+
+    No host sync: an adapter sums them as a state and calls :func:`raise_value_flags`
+    once, at compute. One min/max pass over each input (a NaN propagates to both).
+
+    Example:
+        >>> value_flags(torch.tensor([[0.5, float("nan")]]), torch.tensor([[1, -1]])).tolist()
+        [1, 0, 1]
+    """
+    zero = torch.zeros((), dtype=torch.bool, device=preds.device)
+    bad_preds = bad_target = negative = zero
+    if preds.is_floating_point() and preds.numel():
+        lo, hi = torch.aminmax(preds)
+        bad_preds = ~(torch.isfinite(lo) & torch.isfinite(hi))
+    if target.dtype != torch.bool and target.numel():
+        lo, hi = torch.aminmax(target)
+        if target.is_floating_point():
+            bad_target = ~(torch.isfinite(lo) & torch.isfinite(hi))
+        negative = lo < 0
+    return torch.stack([bad_preds, bad_target.to(preds.device), negative.to(preds.device)]).to(torch.int64)
+
+
+def raise_value_flags(flags: Tensor, names: Tuple[str, str] = ("preds", "target")) -> None:
+    """Raise for summed :func:`value_flags` (one host read).
+
+    Example:
+        >>> raise_value_flags(torch.tensor([0, 0, 2]), names=("y_pred", "y"))
+        Traceback (most recent call last):
+        ...
+        ValueError: y contains negative gains; gains must be >= 0
+    """
+    bad_preds, bad_target, negative = flags.tolist()
+    p, t = names
+    if bad_preds:
+        raise ValueError(f"{_contains(p)} NaN or inf; scores must be finite")
+    if bad_target:
+        raise ValueError(f"{_contains(t)} NaN or inf; gains must be finite and >= 0")
+    if negative:
+        raise ValueError(f"{_contains(t)} negative gains; gains must be >= 0")
+
+
+def check_values(preds: Tensor, target: Tensor, names: Tuple[str, str] = ("preds", "target")) -> None:
+    """NaN/inf scores, NaN/inf or negative gains, with one host sync.
+
+    Example:
+        >>> check_values(torch.tensor([[0.5, float("inf")]]), torch.tensor([[1, 0]]))
+        Traceback (most recent call last):
+        ...
+        ValueError: preds contain NaN or inf; scores must be finite
+    """
+    raise_value_flags(value_flags(preds, target), names)
+
+
+# -- options ---------------------------------------------------------------------------
+
+
+def check_ties(ties) -> None:
+    """
+    Example:
+        >>> check_ties("expected")
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: ties='expected' is not implemented yet; use ties='stable'
+    """
+    if ties in TIES_LATER:
+        raise NotImplementedError(f"ties={ties!r} is not implemented yet; use ties='stable'")
+    check_choice("ties", ties, TIES)
+
+
+def check_score_options(*, ties="stable", empty="skip", reduce="mean", compact=False) -> None:
+    """The options of score mode (``compact``: the adapters' sums-and-counts state).
+
+    Example:
+        >>> check_score_options(compact=True, reduce="median")
+        Traceback (most recent call last):
+        ...
+        ValueError: compact=True keeps sums and counts, so reduce must be 'mean'; got 'median'
+    """
+    check_ties(ties)
+    check_choice("empty", empty, EMPTY)
+    check_choice("reduce", reduce, REDUCE)
+    if not isinstance(compact, bool):
+        raise TypeError(f"compact must be a bool; got {compact!r}")
+    if compact and reduce != "mean":
+        raise ValueError(f"compact=True keeps sums and counts, so reduce must be 'mean'; got {reduce!r}")
+
+
+def check_memory_budget(memory_budget) -> Optional[int]:
+    """A positive int of bytes, or None (the default budget).
+
+    Example:
+        >>> check_memory_budget(1e9)
+        Traceback (most recent call last):
+        ...
+        ValueError: memory_budget must be an int (number of bytes); got 1000000000.0 of type float
+    """
+    if memory_budget is None:
+        return None
+    if isinstance(memory_budget, bool) or not isinstance(memory_budget, numbers.Integral):
+        raise ValueError(
+            f"memory_budget must be an int (number of bytes); got {memory_budget!r} of type {type(memory_budget).__name__}"
+        )
+    if memory_budget <= 0:
+        raise ValueError(f"memory_budget must be a positive number of bytes; got {memory_budget!r}")
+    return int(memory_budget)
+
+
+def check_embedding_options(
+    *, distance="cosine", relevance=None, ties="stable", empty="skip", reduce="mean", per_class=None,
+    memory_budget=None,
+) -> None:
+    """The options of embedding mode (``evaluate_embeddings``, both ``EmbeddingMetrics``).
+
+    Example:
+        >>> check_embedding_options(distance="manhattan")
+        Traceback (most recent call last):
+        ...
+        ValueError: distance must be one of 'cosine', 'dot', 'euclidean', 'squared_euclidean', 'hamming' or a callable; got 'manhattan'
+    """
+    check_ties(ties)
+    check_choice("empty", empty, EMPTY)
+    check_choice("reduce", reduce, REDUCE)
+    if per_class not in PER_CLASS:
+        raise ValueError(f"per_class must be None, 'macro' or 'all'; got {per_class!r}")
+    if per_class is not None and reduce == "none":
+        raise ValueError("per_class reduces over each label's queries; it cannot go with reduce='none'")
+    if not callable(distance) and distance not in DISTANCES:
+        raise ValueError(f"distance must be one of {', '.join(map(repr, DISTANCES))} or a callable; got {distance!r}")
+    if relevance is not None and not callable(relevance):
+        raise TypeError(
+            f"relevance must be a callable f(query_labels, gallery_labels) -> gains; got {type(relevance).__name__}"
+        )
+    check_memory_budget(memory_budget)
+
+
+# -- embedding mode: structure ------------------------------------------------------------
+
+
+def check_embeddings(name: str, x, distance="cosine", *, batch: bool = False) -> Tensor:
+    """``[items, dim]`` embeddings, not empty (``batch=True``: an adapter's
+    ``[batch, dim]``, which may be empty); floating point, or integer/bool codes
+    for hamming and callable distances.
+
+    Example:
+        >>> check_embeddings("embeddings", torch.rand(3), batch=True)
+        Traceback (most recent call last):
+        ...
+        ValueError: embeddings must be 2-D [batch, dim]; got shape (3,)
+    """
+    check_tensor(name, x)
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D [{'batch' if batch else 'items'}, dim]; got shape {_shape(x)}")
+    if x.shape[0] == 0 and not batch:
+        raise ValueError(f"{name} is empty; got shape {_shape(x)}")
+    if x.is_complex() or (not x.is_floating_point() and distance != "hamming" and not callable(distance)):
+        raise TypeError(
+            f"{name} must be a floating-point tensor (integer or bool codes only with distance='hamming'); got {x.dtype}"
+        )
+    return x
+
+
+def check_labels(name: str, labels, n: int, custom: bool = False) -> Tensor:
+    """One label per embedding: ``[n]`` integer classes or ``[n, C]`` multi-hot
+    (bool or integer 0/1); anything with one entry per embedding when ``custom``
+    (a relevance callable reads them).
+
+    Example:
+        >>> check_labels("labels", torch.tensor([0.0, 1.0]), 2)
+        Traceback (most recent call last):
+        ...
+        TypeError: labels must be integer class labels; got torch.float32
+    """
+    check_tensor(name, labels)
+    if labels.ndim == 0 or labels.shape[0] != n:
+        raise ValueError(f"{name} must have one entry per embedding; got shape {_shape(labels)} for {n} embeddings")
+    if custom:
+        return labels
+    if labels.ndim > 2:
+        raise ValueError(f"{name} must be 1-D class labels or 2-D multi-hot [N, classes]; got shape {_shape(labels)}")
+    if labels.ndim == 1 and (labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool):
+        raise TypeError(f"{name} must be integer class labels; got {labels.dtype}")
+    if labels.ndim == 2 and (labels.is_complex() or labels.is_floating_point()):
+        raise TypeError(f"{name} as multi-hot [N, classes] must be bool or integer 0/1; got {labels.dtype}")
+    return labels
+
+
+def check_batch_like_earlier(embeddings: Tensor, labels: Tensor, dim: Optional[int], label_shape: Optional[tuple]) -> None:
+    """An adapter's batch against the earlier ones (``dim``: their embedding
+    dimension, ``label_shape``: their labels' shape past the batch dimension, ``()``
+    for class labels, ``(C,)`` for multi-hot; None before the first batch): the
+    states are concatenated at compute, which needs both to stay the same.
+
+    Example:
+        >>> check_batch_like_earlier(torch.rand(2, 5), torch.tensor([0, 1]), 3, ())
+        Traceback (most recent call last):
+        ...
+        ValueError: embeddings of every batch must have the same dimension; got 5 after 3
+    """
+    if dim is not None and embeddings.shape[1] != dim:
+        raise ValueError(f"embeddings of every batch must have the same dimension; got {embeddings.shape[1]} after {dim}")
+    now = _shape(labels)[1:]
+    if label_shape is not None and now != tuple(label_shape):
+        raise ValueError(
+            f"labels of every batch must have the same shape past the batch dimension; got {now} after "
+            f"{tuple(label_shape)} ({_label_form(now)} after {_label_form(tuple(label_shape))})"
+        )
+
+
+def _label_form(trailing: tuple) -> str:
+    if trailing == ():
+        return "1-D class labels"
+    if len(trailing) == 1:
+        return f"multi-hot labels of {trailing[0]} classes"
+    return f"labels of shape [batch, {', '.join(map(str, trailing))}]"
+
+
+def check_query_gallery(query: Tensor, query_labels: Tensor, gallery: Tensor, gallery_labels: Tensor, custom: bool) -> None:
+    """A separate gallery matches the queries: embedding dimension, label form and
+    number of multi-hot classes (any labels when ``custom``).
+
+    Example:
+        >>> check_query_gallery(torch.rand(2, 3), torch.tensor([0, 1]), torch.rand(2, 3), torch.ones(2, 4), False)
+        Traceback (most recent call last):
+        ...
+        ValueError: query_labels and gallery_labels must both be 1-D or both multi-hot; got shapes (2,) and (2, 4)
+    """
+    if gallery.shape[1] != query.shape[1]:
+        raise ValueError(f"query and gallery must have the same dimension; got {query.shape[1]} and {gallery.shape[1]}")
+    if custom:
+        return
+    if query_labels.ndim != gallery_labels.ndim:
+        raise ValueError(
+            "query_labels and gallery_labels must both be 1-D or both multi-hot; "
+            f"got shapes {_shape(query_labels)} and {_shape(gallery_labels)}"
+        )
+    if query_labels.ndim == 2 and query_labels.shape[1] != gallery_labels.shape[1]:
+        raise ValueError(
+            f"multi-hot labels must have the same number of classes; got {query_labels.shape[1]} and {gallery_labels.shape[1]}"
+        )
+
+
+def check_pairs(gallery, gallery_labels, query_ids, gallery_ids) -> None:
+    """What goes together in ``evaluate_embeddings``: gallery with its labels;
+    ids on both sides (a self-gallery takes only ``query_ids``).
+
+    Example:
+        >>> check_pairs(torch.rand(2, 3), None, None, None)
+        Traceback (most recent call last):
+        ...
+        ValueError: gallery and gallery_labels go together: give both or neither
+    """
+    if (gallery is None) != (gallery_labels is None):
+        raise ValueError("gallery and gallery_labels go together: give both or neither")
+    if gallery is None and gallery_ids is not None:
+        raise ValueError("gallery_ids needs a gallery; with gallery=None the query_ids serve both sides")
+    if gallery is not None and (query_ids is None) != (gallery_ids is None):
+        raise ValueError("query_ids and gallery_ids go together: give both or neither")
+
+
+def check_per_class(per_class, labels: Tensor, custom: bool) -> None:
+    """``per_class`` groups queries by 1-D class label."""
+    if per_class is not None and (custom or labels.ndim != 1):
+        raise ValueError("per_class needs 1-D class labels")
+
+
+def check_cutoffs(keys, n_gallery: int) -> None:
+    """No integer cutoff beyond the gallery.
+
+    Example:
+        >>> from retrieval_core import parse_metrics
+        >>> check_cutoffs(parse_metrics(["cmc@1", "precision@6"]), 5)
+        Traceback (most recent call last):
+        ...
+        ValueError: k is larger than the gallery (5 items) in precision@6
+    """
+    big = [m.key for m in keys if isinstance(m.cutoff, int) and m.cutoff > n_gallery]
+    if big:
+        raise ValueError(f"k is larger than the gallery ({n_gallery} items) in {', '.join(big)}")
+
+
+def check_backend(backend, *, distance, custom: bool, labels: Tensor, device: torch.device, whole: bool) -> None:
+    """``"torch"``, or ``"faiss"`` where it applies (``whole``: whole-list keys asked)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be 'torch' or 'faiss'; got {backend!r}")
+    if backend == "faiss":
+        if callable(distance) or distance == "hamming" or custom or labels.ndim != 1:
+            raise ValueError("backend='faiss' needs cosine, dot or euclidean distances and 1-D class labels")
+        if device.type != "cpu" or whole:
+            raise ValueError("backend='faiss' runs on CPU tensors and takes no whole-list keys (map, mrr, ndcg, auroc...)")
+
+
+# -- embedding mode: values (read from the data, once per evaluation) -----------------------
+
+
+def check_embedding_values(
+    query: Tensor, query_labels: Tensor, gallery: Optional[Tensor] = None, gallery_labels: Optional[Tensor] = None,
+    *, distance="cosine", custom: bool = False,
+) -> None:
+    """Finite embeddings, binary codes for hamming, 0/1 multi-hot labels
+    (``gallery=None``: the query set is its own gallery).
+
+    Example:
+        >>> check_embedding_values(torch.tensor([[0.0, float("nan")]]), torch.tensor([0]))
+        Traceback (most recent call last):
+        ...
+        ValueError: query embeddings contain NaN or inf
+    """
+    sides = [("query", query, "query_labels", query_labels)]
+    if gallery is not None:
+        sides.append(("gallery", gallery, "gallery_labels", gallery_labels))
+    for name, x, _, _ in sides:
+        if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+            raise ValueError(f"{_contains(name + ' embeddings')} NaN or inf")
+    if distance == "hamming":
+        for name, x, _, _ in sides:
+            if not (bool(((x == 0) | (x == 1)).all()) or bool(((x == -1) | (x == 1)).all())):
+                raise ValueError(f"distance='hamming' needs binary codes in {{0, 1}} or {{-1, 1}}; {name} has other values")
+    if not custom and query_labels.ndim == 2:
+        for _, _, name, labels in sides:
+            if labels.dtype != torch.bool and not bool(((labels == 0) | (labels == 1)).all()):
+                raise ValueError(f"{name} as multi-hot [N, classes] must hold only 0 and 1")

@@ -192,8 +192,8 @@ P, T = torch.rand(3, 4), torch.randint(0, 2, (3, 4))
         ((P.tolist(), T), TypeError, r"y_pred must be a torch.Tensor; got list"),
         ({"y_pred": P, "y": T, "ids": torch.arange(2)}, ValueError, r"ids must be 1-D with one entry per row; got shape \(2,\) for 3 rows"),
         ({"y_pred": P, "y": T, "ids": torch.rand(3)}, TypeError, r"ids must be an integer tensor; got torch.float32"),
-        ({"y_pred": P, "y": T, "categories": ["a", "b", "c"]}, TypeError, r"categories must be a 1-D int tensor"),
-        ((P > 0.5, T), TypeError, r"preds must be a floating-point or integer tensor; got torch.bool"),
+        ({"y_pred": P, "y": T, "categories": ["a", "b", "c"]}, TypeError, r"categories must be a 1-D integer tensor or a list of integers; got \['a', 'b', 'c'\]"),
+        ((P > 0.5, T), TypeError, r"y_pred must be a floating-point or integer tensor; got torch.bool"),
     ],
 )
 def test_bad_outputs(output, error, match):

@@ -141,7 +141,7 @@ def test_manual_sync_default_and_custom_dist_sync_fn():
         assert isinstance(m.values, torch.Tensor) and m.values.shape == (7, 1)
         close(m.compute(), expected)  # compute unsyncs a manually synced metric (torchmetrics' sync_context)
         assert isinstance(m.values, list) and len(m.values) == 2
-    assert (7, 1) in calls and (7,) in calls and (2,) in calls  # values, ids, invalid counts
+    assert (7, 1) in calls and (7,) in calls and (3,) in calls  # values, ids, invalid-value flags
 
 
 def test_ranking_no_update_gives_nan():
