@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
 
-from retrieval_core import set_metrics as sm
+from retrieval_core.set_metrics import _common, clustering, fnmr, mutual_info
 from retrieval_core.set_metrics import (
     ami,
     clustering_scores,
@@ -145,7 +145,7 @@ def test_mi_expected_term_in_small_blocks(monkeypatch):
     a = np.repeat(np.arange(12), rng.integers(1, 40, 12))
     b = rng.permutation(np.repeat(np.arange(9), len(a) // 9 + 1)[: len(a)])
     full = mutual_info_scores(torch.as_tensor(a), torch.as_tensor(b))
-    monkeypatch.setattr(sm, "_EMI_BLOCK", 7)
+    monkeypatch.setattr(mutual_info, "_EMI_BLOCK", 7)
     small = mutual_info_scores(torch.as_tensor(a), torch.as_tensor(b))
     assert abs(float(full[1]) - float(small[1])) < 1e-12
     _check_against_sklearn(a, b)
@@ -241,7 +241,7 @@ def test_kmeans_deterministic_and_chunk_independent(monkeypatch):
     x, _ = _blobs(50, np.random.default_rng(0).standard_normal((6, 4)) * 3, 1.0, seed=2)
     first = kmeans(x, 6, seed=5)
     assert torch.equal(first, kmeans(x, 6, seed=5))
-    monkeypatch.setattr(sm, "_CHUNK_ELEMENTS", 64)  # ten rows per chunk
+    monkeypatch.setattr(_common, "_CHUNK_ELEMENTS", 64)  # ten rows per chunk
     assert torch.equal(first, kmeans(x, 6, seed=5))
 
 
@@ -253,7 +253,7 @@ def test_kmeans_cluster_sums_paths_agree(dtype):
     labels = torch.randint(0, 7, (3000,), generator=g)
     ref = torch.zeros(7, 5, dtype=torch.float64).index_add_(0, labels, x.double())
     for one_hot in (False, True):
-        got = sm._cluster_sums(x, labels, 7, one_hot=one_hot)
+        got = clustering._cluster_sums(x, labels, 7, one_hot=one_hot)
         assert got.dtype == torch.float64
         # float32 rows are summed in float32 runs of 1024, then in float64
         tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-9)
@@ -278,7 +278,7 @@ def test_kmeans_edge_cases():
 def test_kmeans_relocates_empty_clusters(monkeypatch):
     x, y = _blobs(30, np.array([[0.0, 0.0], [40.0, 0.0], [0.0, 40.0]]), 0.5, seed=4)
     # every seed on the same point: clusters 1 and 2 start empty and must be re-seeded
-    monkeypatch.setattr(sm, "_kmeanspp", lambda x_, x_sq, k, gen: torch.zeros(k, dtype=torch.long))
+    monkeypatch.setattr(clustering, "_kmeanspp", lambda x_, x_sq, k, gen: torch.zeros(k, dtype=torch.long))
     labels = kmeans(x, 3)
     assert torch.bincount(labels, minlength=3).min() > 0
     assert float(nmi(y, labels)) == 1.0
@@ -370,7 +370,7 @@ def test_pcf_chunked_gram_is_the_same(monkeypatch):
     x = torch.tensor(_random_embeddings(np.random.default_rng(5), 300, 12))
     fr = [0.1, 0.45, 0.8, 0.97]
     full = pcf(x, fr)
-    monkeypatch.setattr(sm, "_CHUNK_ELEMENTS", 40)  # 3 rows per chunk
+    monkeypatch.setattr(_common, "_CHUNK_ELEMENTS", 40)  # 3 rows per chunk
     assert torch.equal(full, pcf(x, fr))
 
 
@@ -434,7 +434,7 @@ def test_fnmr_matches_oml_reference_and_numpy_quantile(dtype):
             pos = torch.tensor(rng.gamma(1.0, 2.0, n_pos) * 10).to(dtype)
         fmr = tuple(rng.uniform(0, 1, 6).tolist()) + (0.0, 0.001, 0.01, 0.1, 0.5, 1.0)
         want_thr = np.quantile(neg.numpy(), fmr)
-        got_thr = sm._fmr_thresholds(neg, list(fmr))
+        got_thr = fnmr._fmr_thresholds(neg, list(fmr))
         np.testing.assert_array_equal(got_thr.numpy(), want_thr)  # bit for bit
         got = fnmr_at_fmr(pos, neg, fmr)
         assert got.dtype == torch.float64
