@@ -13,7 +13,7 @@ from typing import Iterator, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from . import search
+from . import optional, search
 from .aggregate import MetricResults, aggregate, encode_labels, reduce_values
 from .build import rank_binary, rank_dense
 from .evaluate import ranking_values
@@ -132,11 +132,7 @@ def _faiss_ranking(faiss, q, labels, gallery_labels, depth, at_r, need_ideal, n_
 def _progress(it, enabled: bool, total: int):
     if not enabled:
         return it
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        raise ImportError("progress=True needs tqdm: pip install tqdm") from None
-    return tqdm(it, total=total, desc="retrieval-metrics", unit="chunk")
+    return optional.tqdm()(it, total=total, desc="retrieval-metrics", unit="chunk")
 
 
 def evaluate_embeddings(

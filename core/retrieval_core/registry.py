@@ -14,6 +14,7 @@ from typing import Callable, Dict, Iterable, Optional, Tuple, Union
 from torch import Tensor
 
 from . import kernels as K
+from . import set_level
 from .ranking import Ranking
 
 __all__ = ["MetricSpec", "MetricKey", "REGISTRY", "ALIASES", "parse_metrics", "metric_key", "known_metrics"]
@@ -27,8 +28,9 @@ class MetricSpec:
     """A metric name: its kernel, the cutoff forms it accepts, and its empty-query rule.
 
     ``plain`` is what the bare name means (``WHOLE``: the whole list, ``AT_R``:
-    cut at R, None: a cutoff is required). Set-level metrics (``kernel`` None) are
-    computed once per evaluation of embeddings, not per query.
+    cut at R, None: a cutoff is required). Set-level metrics have no ``kernel`` but a
+    ``set_metric`` (see :mod:`retrieval_core.set_level`), computed once per
+    evaluation of embeddings, not per query.
     """
 
     name: str
@@ -37,6 +39,7 @@ class MetricSpec:
     plain: Optional[str] = None
     needs_ideal: bool = False
     empty: Callable[[Ranking], Tensor] = K.no_relevant
+    set_metric: Optional[set_level.SetMetric] = None
 
     @property
     def per_query(self) -> bool:
@@ -46,6 +49,11 @@ class MetricSpec:
 def _spec(name, kernel, cutoffs, plain=None, needs_ideal=False, empty=K.no_relevant):
     forms = frozenset(cutoffs) | ({plain} if plain else frozenset())
     return MetricSpec(name, kernel, forms, plain, needs_ideal, empty)
+
+
+def _set_spec(name, set_metric, cutoffs, plain=None):
+    forms = frozenset(cutoffs) | ({plain} if plain else frozenset())
+    return MetricSpec(name, None, forms, plain, set_metric=set_metric)
 
 
 REGISTRY: Dict[str, MetricSpec] = {
@@ -70,10 +78,10 @@ REGISTRY: Dict[str, MetricSpec] = {
         _spec("wap", K.wap, {AT_K}),
         _spec("auroc", K.auroc, {AT_K}, plain=WHOLE, empty=K.no_relevant_or_irrelevant),
         # embedding-set metrics (shared/DESIGN.md), evaluated by evaluate_embeddings
-        _spec("fnmr", None, {AT_X}),
-        _spec("pcf", None, {AT_X}),
-        _spec("nmi", None, set(), plain=WHOLE),
-        _spec("ami", None, set(), plain=WHOLE),
+        _set_spec("fnmr", set_level.fnmr_values, {AT_X}),
+        _set_spec("pcf", set_level.pcf_values, {AT_X}),
+        _set_spec("nmi", set_level.nmi_values, set(), plain=WHOLE),
+        _set_spec("ami", set_level.ami_values, set(), plain=WHOLE),
     ]
 }
 ALIASES: Dict[str, str] = {"cmc": "hit_rate"}

@@ -11,6 +11,8 @@ from typing import Callable, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from . import optional
+
 DISTANCES = ("cosine", "dot", "euclidean", "squared_euclidean", "hamming")
 Distance = Union[str, Callable[[Tensor, Tensor], Tensor]]
 Relevance = Callable[[Tensor, Tensor], Tensor]
@@ -401,10 +403,7 @@ class FaissSearch:
     """
 
     def __init__(self, gallery: Tensor, distance: str):
-        try:
-            import faiss
-        except ImportError:
-            raise ImportError("backend='faiss' needs faiss: pip install faiss-cpu") from None
+        faiss = optional.faiss()
         self.l2 = distance in ("euclidean", "squared_euclidean")
         g = gallery.to(torch.float32).contiguous().numpy()
         self.index = faiss.IndexFlatL2(g.shape[1]) if self.l2 else faiss.IndexFlatIP(g.shape[1])

@@ -6,17 +6,65 @@
   gallery together when a separate gallery is given).
 * ``fnmr@x``: OML's FNMR at FMR = x over every query-gallery pair left after
   exclusion (positive: gain > 0), computed exactly, chunk by chunk.
+
+Each set-level :class:`~retrieval_core.registry.MetricSpec` carries the function
+here that computes it (its ``set_metric``): ``set_metric(keys, data)`` gets all the
+requested keys of that function at once (so one FNMR pass serves every ``fnmr@x``)
+and the evaluation's :class:`SetData`, and returns one value per key.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterator, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from . import search
-from .registry import MetricKey
 from .set_metrics import clustering_scores, fnmr_at_fmr_streaming, pcf
+
+if TYPE_CHECKING:
+    from .registry import MetricKey
+
+
+class SetData:
+    """The checked inputs of one embedding evaluation (see evaluate_embeddings);
+    ``gallery`` is None when the queries are their own gallery."""
+
+    def __init__(self, query: Tensor, query_labels: Tensor, *, gallery: Optional[Tensor],
+                 gallery_labels: Optional[Tensor], distance, query_ids: Optional[Tensor],
+                 gallery_ids: Optional[Tensor], relevance, memory_budget: int) -> None:
+        self.query, self.query_labels = query, query_labels
+        self.gallery, self.gallery_labels = gallery, gallery_labels
+        self.distance, self.relevance = distance, relevance
+        self.query_ids, self.gallery_ids = query_ids, gallery_ids
+        self.memory_budget = memory_budget
+        self._clustering: Optional[Tuple[Tensor, Tensor]] = None
+
+    def clustering(self) -> Tuple[Tensor, Tensor]:
+        """``(nmi, ami)`` of k-means clusters of the queries, computed once."""
+        if self._clustering is None:
+            if self.relevance is not None or self.query_labels.ndim != 1:
+                raise ValueError("nmi and ami need 1-D class labels to count the clusters")
+            q = self.query
+            self._clustering = clustering_scores(q if q.is_floating_point() else q.to(torch.float32), self.query_labels)
+        return self._clustering
+
+
+SetMetric = Callable[[Sequence["MetricKey"], SetData], List[Tensor]]
+
+
+def nmi_values(keys: Sequence[MetricKey], data: SetData) -> List[Tensor]:
+    return [data.clustering()[0] for _ in keys]
+
+
+def ami_values(keys: Sequence[MetricKey], data: SetData) -> List[Tensor]:
+    return [data.clustering()[1] for _ in keys]
+
+
+def pcf_values(keys: Sequence[MetricKey], data: SetData) -> List[Tensor]:
+    x = data.query if data.gallery is None else torch.cat([data.query, data.gallery.to(data.query.dtype)])
+    x = x if x.is_floating_point() else x.to(torch.float64)
+    return [pcf(x, m.cutoff) for m in keys]
 
 
 def _pairs(query, query_labels, gallery, gallery_labels, distance, query_ids, gallery_ids, relevance, rows):
@@ -38,6 +86,14 @@ def _pairs(query, query_labels, gallery, gallery_labels, distance, query_ids, ga
     return chunks
 
 
+def fnmr_values(keys: Sequence[MetricKey], data: SetData) -> List[Tensor]:
+    g, gl = (data.query, data.query_labels) if data.gallery is None else (data.gallery, data.gallery_labels)
+    rows = max(1, data.memory_budget // (16 * g.shape[0]))
+    make_chunks = _pairs(data.query, data.query_labels, g, gl, data.distance, data.query_ids, data.gallery_ids,
+                         data.relevance, rows)
+    return list(fnmr_at_fmr_streaming(make_chunks, [m.cutoff for m in keys]).unbind(0))
+
+
 def set_level_values(
     keys: Sequence[MetricKey],
     query: Tensor,
@@ -51,23 +107,14 @@ def set_level_values(
     relevance,
     memory_budget: int,
 ) -> Dict[str, Tensor]:
-    """``{key: value}`` for the set-level ``keys`` (checked inputs, see evaluate_embeddings)."""
-    out: Dict[str, Tensor] = {}
-    names = {m.spec.name for m in keys}
-    if names & {"nmi", "ami"}:
-        if relevance is not None or query_labels.ndim != 1:
-            raise ValueError("nmi and ami need 1-D class labels to count the clusters")
-        embeddings = query if query.is_floating_point() else query.to(torch.float32)
-        out["nmi"], out["ami"] = clustering_scores(embeddings, query_labels)
+    """``{key: value}`` for the set-level ``keys`` (checked inputs, see evaluate_embeddings),
+    each computed by its spec's ``set_metric``."""
+    data = SetData(query, query_labels, gallery=gallery, gallery_labels=gallery_labels, distance=distance,
+                   query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=memory_budget)
+    groups: Dict[SetMetric, List[MetricKey]] = {}
     for m in keys:
-        if m.spec.name == "pcf":
-            x = query if gallery is None else torch.cat([query, gallery.to(query.dtype)])
-            out[m.key] = pcf(x.to(torch.float64) if not x.is_floating_point() else x, m.cutoff)
-    fnmr = [m for m in keys if m.spec.name == "fnmr"]
-    if fnmr:
-        g, gl = (query, query_labels) if gallery is None else (gallery, gallery_labels)
-        rows = max(1, memory_budget // (16 * g.shape[0]))
-        make_chunks = _pairs(query, query_labels, g, gl, distance, query_ids, gallery_ids, relevance, rows)
-        values = fnmr_at_fmr_streaming(make_chunks, [m.cutoff for m in fnmr])
-        out.update({m.key: v for m, v in zip(fnmr, values.unbind(0))})
-    return {m.key: out[m.spec.name if m.spec.name in ("nmi", "ami") else m.key] for m in keys}
+        groups.setdefault(m.spec.set_metric, []).append(m)
+    out: Dict[str, Tensor] = {}
+    for compute, group in groups.items():
+        out.update(zip((m.key for m in group), compute(group, data)))
+    return {m.key: out[m.key] for m in keys}

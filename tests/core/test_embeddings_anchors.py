@@ -19,13 +19,21 @@ pytorch-metric-learning (PML) ``AccuracyCalculator``:
   pair of a query is closer than 1e-5 in cosine or euclidean terms, so both sides
   rank the same way and any difference is one of definition.
 
-Open Metric Learning (OML) ``calc_retrieval_metrics`` (copied in tests/oml_reference.py):
-fed with the ranked eligible gallery ids of each query (from a brute-force ranking)
-and the ids of its relevant eligible items. OML ``cmc@k`` = our ``cmc@k``, OML
-``precision@k`` = our ``precision_capped@k``, OML ``map@k`` = our ``map_hits@k``,
-for every query that has a relevant item. For a query with none (R = 0) ours is
-undefined (NaN, skipped) while OML gives NaN for precision (0/0), 0 for cmc and map,
-and 1.0 for all three when the query has no candidate at all.
+Open Metric Learning (OML): the package cannot be installed with the test extra
+(it requires numpy < 2, torchvision and opencv), so its documented per-query
+definitions of ``calc_retrieval_metrics`` are written out here (:func:`oml_values`)
+and fed with each query's eligible candidates in rank order (from a brute-force
+float64 ranking) and its number R of relevant eligible items. For a list ``g`` of
+relevance flags, best first, cut at ``k' = min(k, len(g))``:
+
+* ``cmc@k`` = 1 if some ``g_i`` (i <= k') is relevant, else 0 (our ``cmc@k``);
+* ``precision@k`` = hits within k' / ``min(k', R)`` (our ``precision_capped@k``);
+* ``map@k`` = ``sum_{i <= k'} g_i * n_i / i`` / hits within k', ``n_i`` the hits
+  within i, and 0 without a hit (our ``map_hits@k``);
+
+equal to ours for every query that has a relevant item. For a query with none
+(R = 0) ours is undefined (NaN, skipped) while OML's rules give NaN for precision
+(0/0), 0 for cmc and map, and 1.0 for all three when the query has no candidate.
 """
 from __future__ import annotations
 
@@ -37,7 +45,6 @@ import torch
 from torch import Tensor
 
 import retrieval_core as rc
-from tests import oml_reference as oml
 
 import pytorch_metric_learning.utils.accuracy_calculator as pml_calc
 from pytorch_metric_learning.distances import CosineSimilarity, LpDistance  # noqa: E402
@@ -236,19 +243,61 @@ def test_pml_return_per_class_is_per_class_all(which, self_set, query_reference)
 # ---------------------------------------------------------------- OML
 
 
-def ranked_lists(query, query_labels, gallery, gallery_labels, query_ids, gallery_ids):
-    """Per query: eligible gallery ids in rank order (similarity desc, index asc) and
-    the eligible relevant ids, from the full float64 cosine matrix."""
+def oml_values(relevant_in_order: List[bool], n_relevant: int, k: int) -> Tuple[float, float, float]:
+    """One query's OML ``(cmc@k, precision@k, map@k)`` from its candidates' relevance
+    in rank order and its number of relevant items (see the module docstring)."""
+    if not relevant_in_order:  # nothing to retrieve
+        value = 1.0 if n_relevant == 0 else 0.0
+        return value, value, value
+    top = relevant_in_order[:k]
+    hits = sum(top)
+    cmc = float(hits > 0)
+    denominator = min(len(top), n_relevant)
+    precision = hits / denominator if denominator else math.nan
+    hits_so_far, precision_sum = 0, 0.0
+    for rank, is_relevant in enumerate(top, start=1):
+        if is_relevant:
+            hits_so_far += 1
+            precision_sum += hits_so_far / rank
+    return cmc, precision, (precision_sum / hits if hits else 0.0)
+
+
+def test_oml_values_by_hand():
+    # flags 1 0 1 1, R = 5
+    assert oml_values([True, False, True, True], 5, 1) == (1.0, 1.0, 1.0)
+    assert oml_values([True, False, True, True], 5, 3) == (1.0, 2 / 3, (1 + 2 / 3) / 2)
+    assert oml_values([True, False, True, True], 5, 10) == (1.0, 3 / 4, (1 + 2 / 3 + 3 / 4) / 3)  # k' = 4
+    # precision divides by R when R < k: an ideal list scores 1
+    assert oml_values([True, True, False, False], 2, 4) == (1.0, 1.0, 1.0)
+    assert oml_values([False, False, True], 1, 2) == (0.0, 0.0, 0.0)
+    c, p, m = oml_values([False, False], 0, 2)  # R = 0 with candidates
+    assert (c, m) == (0.0, 0.0) and math.isnan(p)
+    assert oml_values([], 0, 3) == (1.0, 1.0, 1.0) and oml_values([], 2, 3) == (0.0, 0.0, 0.0)
+
+
+def ranked_relevance(query, query_labels, gallery, gallery_labels, query_ids, gallery_ids):
+    """Per query: relevance flags of its eligible gallery items in rank order
+    (cosine similarity desc, then lower index, from the full float64 matrix), and R."""
     q = torch.nn.functional.normalize(query.to(torch.float64), dim=1)
     g = torch.nn.functional.normalize(gallery.to(torch.float64), dim=1)
     sim = (q.unsqueeze(1) * g.unsqueeze(0)).sum(-1)
-    retrieved, relevant = [], []
+    flags, n_relevant = [], []
     for i in range(len(q)):
         cols = (gallery_ids != query_ids[i]).nonzero().squeeze(1)
         order = torch.sort(sim[i, cols], descending=True, stable=True).indices
-        retrieved.append(cols[order])
-        relevant.append(cols[gallery_labels[cols] == query_labels[i]])
-    return retrieved, relevant
+        relevant = gallery_labels[cols[order]] == query_labels[i]
+        flags.append(relevant.tolist())
+        n_relevant.append(int(relevant.sum()))
+    return flags, n_relevant
+
+
+def oml_table(flags, n_relevant, ks) -> Dict[str, Tensor]:
+    """``{"cmc@k" | "precision_capped@k" | "map_hits@k": per-query OML values}`` under our names."""
+    out = {}
+    for k in ks:
+        rows = torch.tensor([oml_values(f, r, k) for f, r in zip(flags, n_relevant)], dtype=torch.float64)
+        out.update({f"cmc@{k}": rows[:, 0], f"precision_capped@{k}": rows[:, 1], f"map_hits@{k}": rows[:, 2]})
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -266,34 +315,29 @@ def oml_case():
     return q.double(), ql, g.double(), gl, qids, gids
 
 
-def test_oml_calc_retrieval_metrics(oml_case):
+def test_oml_definitions(oml_case):
     q, ql, g, gl, qids, gids = oml_case
     ks = (1, 3, 10, 80)
-    retrieved, relevant = ranked_lists(q, ql, g, gl, qids, gids)
-    assert len(retrieved[3]) < 80 and len(retrieved[4]) == 80 and len(relevant[2]) == 0 and len(retrieved[2]) > 0
-    top = max(ks)
-    theirs = oml.calc_retrieval_metrics(
-        [r[:top] for r in retrieved], relevant, cmc_top_k=ks, precision_top_k=ks, map_top_k=ks, reduce=False, verbose=False
-    )
-    keys = [f"{name}@{k}" for k in ks for name in ("cmc", "precision_capped", "map_hits")]
-    got = rc.evaluate_embeddings(q, ql, keys, gallery=g, gallery_labels=gl, query_ids=qids, gallery_ids=gids, reduce="none")
-    empty = torch.tensor([len(r) == 0 for r in relevant])
+    flags, n_relevant = ranked_relevance(q, ql, g, gl, qids, gids)
+    assert len(flags[3]) < 80 and len(flags[4]) == 80 and n_relevant[2] == 0 and len(flags[2]) > 0
+    theirs = oml_table(flags, n_relevant, ks)
+    got = rc.evaluate_embeddings(q, ql, list(theirs), gallery=g, gallery_labels=gl, query_ids=qids, gallery_ids=gids,
+                                 reduce="none")
+    empty = torch.tensor([r == 0 for r in n_relevant])
     assert empty.tolist()[:3] == [True, True, True] and int(empty.sum()) == 3
-    for k in ks:
-        for oml_name, ours_name in (("cmc", "cmc"), ("precision", "precision_capped"), ("map", "map_hits")):
-            a = theirs[oml_name][k].to(torch.float64)
-            b = got[f"{ours_name}@{k}"]
-            assert torch.isnan(b).tolist() == empty.tolist(), (k, ours_name)  # ours: undefined exactly when R = 0
-            torch.testing.assert_close(b[~empty], a[~empty], rtol=0, atol=ATOL, msg=lambda m: f"{ours_name}@{k}: {m}")
-        # where R = 0, OML's own conventions (a defect we do not copy):
-        assert torch.isnan(theirs["precision"][k][empty]).all()  # 0 / min(0, k)
-        assert (theirs["cmc"][k][empty] == 0).all() and (theirs["map"][k][empty] == 0).all()
-    # the means: OML's precision mean is NaN as soon as one query has no relevant item;
+    for key, value in theirs.items():
+        assert torch.isnan(got[key]).tolist() == empty.tolist(), key  # ours: undefined exactly when R = 0
+        torch.testing.assert_close(got[key][~empty], value[~empty], rtol=0, atol=ATOL, msg=lambda m: f"{key}: {m}")
+    for k in ks:  # where R = 0, OML's conventions (which we do not follow)
+        assert torch.isnan(theirs[f"precision_capped@{k}"][empty]).all()  # 0 / min(k', 0)
+        assert (theirs[f"cmc@{k}"][empty] == 0).all() and (theirs[f"map_hits@{k}"][empty] == 0).all()
+    # OML's mean over all queries is NaN for precision as soon as one query has R = 0;
     # over the other queries it is our skip-mean
-    reduced = oml.reduce_metrics(theirs)
-    assert math.isnan(float(reduced["precision"][10]))
-    ours_mean = rc.evaluate_embeddings(q, ql, ["precision_capped@10"], gallery=g, gallery_labels=gl, query_ids=qids, gallery_ids=gids)
-    assert math.isclose(ours_mean["precision_capped@10"].item(), theirs["precision"][10][~empty].double().mean().item(), abs_tol=ATOL)
+    assert math.isnan(theirs["precision_capped@10"].mean().item())
+    ours_mean = rc.evaluate_embeddings(q, ql, ["precision_capped@10"], gallery=g, gallery_labels=gl, query_ids=qids,
+                                       gallery_ids=gids)
+    assert math.isclose(ours_mean["precision_capped@10"].item(), theirs["precision_capped@10"][~empty].mean().item(),
+                        abs_tol=ATOL)
 
 
 def test_oml_query_without_any_candidate():
@@ -303,16 +347,26 @@ def test_oml_query_without_any_candidate():
     g, gl = clusters(7, 4, 2, seed=22)
     qids = torch.tensor([0, 1, 2, 3, 4])
     gids = torch.tensor([0, 0, 0, 0, 0, 0, 0])  # query 0: every gallery item excluded
-    retrieved, relevant = ranked_lists(q, ql, g, gl, qids, gids)
-    assert len(retrieved[0]) == 0 and len(relevant[0]) == 0
-    theirs = oml.calc_retrieval_metrics(retrieved, relevant, cmc_top_k=(3,), precision_top_k=(3,), map_top_k=(3,),
-                                        reduce=False, verbose=False)
-    got = rc.evaluate_embeddings(q.double(), ql, ["cmc@3", "precision_capped@3", "map_hits@3"], gallery=g.double(),
-                                 gallery_labels=gl, query_ids=qids, gallery_ids=gids, reduce="none")
-    for oml_name in ("cmc", "precision", "map"):
-        assert theirs[oml_name][3][0].item() == 1.0
-    for key in got:
-        assert math.isnan(got[key][0].item())
+    flags, n_relevant = ranked_relevance(q, ql, g, gl, qids, gids)
+    assert flags[0] == [] and n_relevant[0] == 0
+    theirs = oml_table(flags, n_relevant, (3,))
+    got = rc.evaluate_embeddings(q.double(), ql, list(theirs), gallery=g.double(), gallery_labels=gl, query_ids=qids,
+                                 gallery_ids=gids, reduce="none")
+    for key, value in theirs.items():
+        assert value[0].item() == 1.0 and math.isnan(got[key][0].item())
         defined = ~torch.isnan(got[key])
-        name = {"cmc@3": "cmc", "precision_capped@3": "precision", "map_hits@3": "map"}[key]
-        torch.testing.assert_close(got[key][defined], theirs[name][3][defined].double(), rtol=0, atol=ATOL)
+        assert defined[1:].all()
+        torch.testing.assert_close(got[key][defined], value[defined], rtol=0, atol=ATOL)
+
+
+def test_oml_definitions_small_self_gallery(embeddings_labels):
+    """With the queries as their own gallery (each query's own row excluded) and every
+    class present more than once, every query has R > 0 and all three agree exactly."""
+    x, labels = embeddings_labels
+    ids = torch.arange(len(x))
+    flags, n_relevant = ranked_relevance(x, labels, x, labels, ids, ids)
+    assert min(n_relevant) > 0
+    theirs = oml_table(flags, n_relevant, (1, 5, 59))
+    got = rc.evaluate_embeddings(x, labels, list(theirs), reduce="none")
+    for key, value in theirs.items():
+        torch.testing.assert_close(got[key], value, rtol=0, atol=ATOL, msg=lambda m: f"{key}: {m}")

@@ -1,8 +1,5 @@
-"""Embedding-set metrics: k-means, NMI/AMI (sklearn), PCF and FNMR@FMR (OML).
-
-The OML references below are written out in numpy from the OML sources
-(OML-Team/open-metric-learning, ``oml/functional/metrics.py``: ``calc_fnmr_at_fmr``,
-``calc_pcf``; ``oml/utils/misc_torch.py``: ``PCA._fit``, ``PCA.calc_principal_axes_number``).
+"""Embedding-set metrics: k-means, NMI/AMI (against sklearn), PCF and FNMR@FMR
+(against OML's documented definitions, written out below in numpy).
 """
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
 
-from retrieval_core import set_metrics as sm
+from retrieval_core.set_metrics import _common, clustering, fnmr, mutual_info
 from retrieval_core.set_metrics import (
     ami,
     clustering_scores,
@@ -30,41 +27,36 @@ from retrieval_core.set_metrics import (
 HYP = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-# ----------------------------------------------------------------------------- OML references (numpy)
+# ----------------------------------------------------------------------------- OML definitions (numpy)
 
 
-def oml_calc_fnmr_at_fmr(pos_dist: np.ndarray, neg_dist: np.ndarray, fmr_vals: tuple) -> np.ndarray:
-    """OML ``oml/functional/metrics.py::calc_fnmr_at_fmr`` (OML 2.x/3.x), minus the final FloatTensor cast.
-
-        thresholds = np.quantile(neg_dist, fmr_vals)
-        fnmr_at_fmr = (pos_dist[None, :] >= thresholds[:, None]).sum(axis=1) / len(pos_dist)
-    """
-    thresholds = np.quantile(neg_dist, fmr_vals)
-    return (pos_dist[None, :] >= thresholds[:, None]).sum(axis=1) / len(pos_dist)
+def fnmr_definition(pos: np.ndarray, neg: np.ndarray, fmr) -> np.ndarray:
+    """FNMR at each FMR ``f`` as OML defines it: the threshold is the ``f``-quantile of
+    the negative distances (numpy's default, linear), and FNMR the share of positive
+    distances at or above it."""
+    return np.array([np.mean(pos >= threshold) for threshold in np.quantile(neg, fmr)])
 
 
-def oml_calc_pcf(embeddings: np.ndarray, pcf_variance: tuple) -> np.ndarray:
-    """OML ``calc_pcf`` = ``PCA(embeddings).calc_principal_axes_number(pcf_variance) / embeddings.shape[1]``.
-
-    ``oml/utils/misc_torch.py::PCA._fit``: mean = embeddings.mean(0); embeddings -= mean;
-    singular values of the centred matrix; explained_variance = s**2 / (n_samples - 1);
-    explained_variance_ratio = explained_variance / explained_variance.sum().
-    ``calc_principal_axes_number``: searchsorted(cumsum(ratio), pcf_variance, side="right") + 1.
-    (Here in float64 numpy instead of the input dtype.)
-    """
-    n_samples = embeddings.shape[0]
-    x = embeddings - embeddings.mean(axis=0, keepdims=True)
-    s = np.linalg.svd(x, compute_uv=False)
-    explained_variance = s**2 / (n_samples - 1)
-    ratio = explained_variance / explained_variance.sum()
-    n_components = np.searchsorted(np.cumsum(ratio), np.asarray(pcf_variance), side="right") + 1
-    return n_components / embeddings.shape[1]
+def explained_ratio(x: np.ndarray) -> np.ndarray:
+    """Cumulative explained variance ratio ``c_1..c_m`` (``m = min(N, D)``) of the centred data."""
+    variances = np.linalg.svd(x - x.mean(axis=0), compute_uv=False) ** 2  # up to the common 1 / (N - 1)
+    return np.cumsum(variances) / variances.sum()
 
 
-def oml_cumsum_ratio(embeddings: np.ndarray) -> np.ndarray:
-    x = embeddings - embeddings.mean(axis=0, keepdims=True)
-    s2 = np.linalg.svd(x, compute_uv=False) ** 2
-    return np.cumsum(s2 / s2.sum())
+def pcf_definition(x: np.ndarray, fractions) -> np.ndarray:
+    """PCF as OML defines it: ``(1 + #{k : c_k <= r}) / D`` for each fraction ``r``."""
+    c = explained_ratio(x)
+    return np.array([(1 + np.count_nonzero(c <= r)) / x.shape[1] for r in fractions])
+
+
+def test_definitions_by_hand():
+    # negatives 1..5: the 0.5-quantile is 3, the 0.1-quantile 1.4; positives >= it
+    pos, neg = np.array([0.0, 2.0, 3.0, 6.0]), np.array([5.0, 1.0, 4.0, 2.0, 3.0])
+    np.testing.assert_allclose(fnmr_definition(pos, neg, [0.5, 0.1, 1.0]), [0.5, 0.75, 0.25])
+    # squared spreads 8 and 2 along two axes, the third axis constant: c = (0.8, 1, 1)
+    x = np.array([[2.0, 0.0, 7.0], [-2.0, 0.0, 7.0], [0.0, 1.0, 7.0], [0.0, -1.0, 7.0]])
+    np.testing.assert_allclose(explained_ratio(x), [0.8, 1.0, 1.0])
+    np.testing.assert_array_equal(pcf_definition(x, [0.0, 0.5, 0.85, 0.99]), [1 / 3, 1 / 3, 2 / 3, 2 / 3])
 
 
 # ----------------------------------------------------------------------------- NMI / AMI
@@ -145,7 +137,7 @@ def test_mi_expected_term_in_small_blocks(monkeypatch):
     a = np.repeat(np.arange(12), rng.integers(1, 40, 12))
     b = rng.permutation(np.repeat(np.arange(9), len(a) // 9 + 1)[: len(a)])
     full = mutual_info_scores(torch.as_tensor(a), torch.as_tensor(b))
-    monkeypatch.setattr(sm, "_EMI_BLOCK", 7)
+    monkeypatch.setattr(mutual_info, "_EMI_BLOCK", 7)
     small = mutual_info_scores(torch.as_tensor(a), torch.as_tensor(b))
     assert abs(float(full[1]) - float(small[1])) < 1e-12
     _check_against_sklearn(a, b)
@@ -241,27 +233,27 @@ def test_kmeans_deterministic_and_chunk_independent(monkeypatch):
     x, _ = _blobs(50, np.random.default_rng(0).standard_normal((6, 4)) * 3, 1.0, seed=2)
     first = kmeans(x, 6, seed=5)
     assert torch.equal(first, kmeans(x, 6, seed=5))
-    monkeypatch.setattr(sm, "_CHUNK_ELEMENTS", 64)  # ten rows per chunk
+    monkeypatch.setattr(_common, "_CHUNK_ELEMENTS", 64)  # ten rows per chunk
     assert torch.equal(first, kmeans(x, 6, seed=5))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_kmeans_cluster_sums_paths_agree(dtype):
+def test_kmeans_cluster_sums_paths_agree(dtype, generator):
     # the one-hot matmul path (used off CPU, no float atomics) against CPU index_add_
-    g = torch.Generator().manual_seed(1)
+    g = generator
     x = torch.randn(3000, 5, generator=g).to(dtype)
     labels = torch.randint(0, 7, (3000,), generator=g)
     ref = torch.zeros(7, 5, dtype=torch.float64).index_add_(0, labels, x.double())
     for one_hot in (False, True):
-        got = sm._cluster_sums(x, labels, 7, one_hot=one_hot)
+        got = clustering._cluster_sums(x, labels, 7, one_hot=one_hot)
         assert got.dtype == torch.float64
         # float32 rows are summed in float32 runs of 1024, then in float64
         tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-9)
         torch.testing.assert_close(got, ref, **tol)
 
 
-def test_kmeans_edge_cases():
-    x = torch.randn(9, 3, generator=torch.Generator().manual_seed(0))
+def test_kmeans_edge_cases(generator):
+    x = torch.randn(9, 3, generator=generator)
     assert torch.equal(kmeans(x, 1), torch.zeros(9, dtype=torch.long))
     own = kmeans(x, 9)  # as many clusters as (distinct) points
     assert sorted(own.tolist()) == list(range(9))
@@ -278,7 +270,7 @@ def test_kmeans_edge_cases():
 def test_kmeans_relocates_empty_clusters(monkeypatch):
     x, y = _blobs(30, np.array([[0.0, 0.0], [40.0, 0.0], [0.0, 40.0]]), 0.5, seed=4)
     # every seed on the same point: clusters 1 and 2 start empty and must be re-seeded
-    monkeypatch.setattr(sm, "_kmeanspp", lambda x_, x_sq, k, gen: torch.zeros(k, dtype=torch.long))
+    monkeypatch.setattr(clustering, "_kmeanspp", lambda x_, x_sq, k, gen: torch.zeros(k, dtype=torch.long))
     labels = kmeans(x, 3)
     assert torch.bincount(labels, minlength=3).min() > 0
     assert float(nmi(y, labels)) == 1.0
@@ -325,22 +317,22 @@ def _random_embeddings(rng, n, d, rank=None):
 
 
 @pytest.mark.parametrize("n, d, rank", [(50, 8, None), (200, 16, None), (8, 20, None), (12, 12, None), (60, 10, 3), (5, 5, None), (2, 6, None)])
-def test_pcf_matches_oml_reference(n, d, rank):
+def test_pcf_matches_oml_definition(n, d, rank):
     rng = np.random.default_rng(n * 31 + d)
     for _ in range(3):
         x = _random_embeddings(rng, n, d, rank)
         fractions = tuple(rng.uniform(0.0, 1.0, 12).tolist()) + (0.0, 0.3, 0.9, 0.99)
-        cs = oml_cumsum_ratio(x)
+        cs = explained_ratio(x)
         # keep away from the cumulative ratios, where a rounding difference could flip a count
         fractions = tuple(f for f in fractions if np.min(np.abs(cs - f)) > 1e-9)
-        ref = oml_calc_pcf(x, fractions)
+        ref = pcf_definition(x, fractions)
         for dtype in (torch.float64, torch.float32):
             xt = torch.tensor(x, dtype=dtype)
             if dtype == torch.float32:
                 x32 = xt.numpy().astype(np.float64)
-                cs32 = oml_cumsum_ratio(x32)
+                cs32 = explained_ratio(x32)
                 keep = [f for f in fractions if np.min(np.abs(cs32 - f)) > 1e-6]
-                got, want = pcf(xt, keep), oml_calc_pcf(x32, tuple(keep))
+                got, want = pcf(xt, keep), pcf_definition(x32, keep)
             else:
                 got, want = pcf(xt, fractions), ref
             assert got.dtype == torch.float64
@@ -366,11 +358,28 @@ def test_pcf_oml_doc_example_and_edges():
     assert torch.isnan(pcf(torch.ones(5, 3), [0.5, 1.0])).all()
 
 
+def test_pcf_and_fnmr_of_labelled_embeddings_match_the_definitions(embeddings_labels):
+    x, labels = embeddings_labels
+    c = explained_ratio(x.numpy())
+    fractions = [f for f in (0.1, 0.25, 0.5, 0.75, 0.9, 0.95) if np.min(np.abs(c - f)) > 1e-9]
+    assert len(fractions) >= 4
+    np.testing.assert_array_equal(pcf(x, fractions).numpy(), pcf_definition(x.numpy(), fractions))
+    d = torch.cdist(x, x)
+    same = labels.unsqueeze(1) == labels.unsqueeze(0)
+    off_diagonal = ~torch.eye(len(x), dtype=torch.bool)
+    pos, neg = d[same & off_diagonal], d[~same]
+    fmr = [0.001, 0.01, 0.1, 0.2]
+    want = fnmr_definition(pos.numpy(), neg.numpy(), fmr)
+    assert 0 < want[-1] < want[0] < 1  # the data are neither trivial nor hopeless
+    np.testing.assert_array_equal(fnmr_at_fmr(pos, neg, fmr).numpy(), want)
+    np.testing.assert_array_equal(fnmr_at_fmr_streaming(_chunked(pos, neg, 50, 300), fmr, collect_limit=10).numpy(), want)
+
+
 def test_pcf_chunked_gram_is_the_same(monkeypatch):
     x = torch.tensor(_random_embeddings(np.random.default_rng(5), 300, 12))
     fr = [0.1, 0.45, 0.8, 0.97]
     full = pcf(x, fr)
-    monkeypatch.setattr(sm, "_CHUNK_ELEMENTS", 40)  # 3 rows per chunk
+    monkeypatch.setattr(_common, "_CHUNK_ELEMENTS", 40)  # 3 rows per chunk
     assert torch.equal(full, pcf(x, fr))
 
 
@@ -422,7 +431,7 @@ def test_fnmr_oml_doc_example():
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.int64, torch.int32])
-def test_fnmr_matches_oml_reference_and_numpy_quantile(dtype):
+def test_fnmr_matches_oml_definition_and_numpy_quantile(dtype):
     rng = np.random.default_rng(7)
     for trial in range(6):
         n_neg, n_pos = int(rng.integers(1, 2000)), int(rng.integers(1, 300))
@@ -434,11 +443,11 @@ def test_fnmr_matches_oml_reference_and_numpy_quantile(dtype):
             pos = torch.tensor(rng.gamma(1.0, 2.0, n_pos) * 10).to(dtype)
         fmr = tuple(rng.uniform(0, 1, 6).tolist()) + (0.0, 0.001, 0.01, 0.1, 0.5, 1.0)
         want_thr = np.quantile(neg.numpy(), fmr)
-        got_thr = sm._fmr_thresholds(neg, list(fmr))
+        got_thr = fnmr._fmr_thresholds(neg, list(fmr))
         np.testing.assert_array_equal(got_thr.numpy(), want_thr)  # bit for bit
         got = fnmr_at_fmr(pos, neg, fmr)
         assert got.dtype == torch.float64
-        np.testing.assert_array_equal(got.numpy(), oml_calc_fnmr_at_fmr(pos.numpy(), neg.numpy(), fmr))
+        np.testing.assert_array_equal(got.numpy(), fnmr_definition(pos.numpy(), neg.numpy(), fmr))
         stream = fnmr_at_fmr_streaming(_chunked(pos, neg, 37, 101), fmr)
         assert torch.equal(stream, got)
 
@@ -452,13 +461,13 @@ def test_fnmr_uses_greater_or_equal_and_signed_zero():
     posz = torch.tensor([0.0, -0.0, 0.5])
     mem = fnmr_at_fmr(posz, negz, [0.0, 0.3, 0.6])
     assert torch.equal(mem, fnmr_at_fmr_streaming(_chunked(posz, negz, 1, 1), [0.0, 0.3, 0.6], collect_limit=0))
-    np.testing.assert_array_equal(mem.numpy(), oml_calc_fnmr_at_fmr(posz.numpy(), negz.numpy(), (0.0, 0.3, 0.6)))
+    np.testing.assert_array_equal(mem.numpy(), fnmr_definition(posz.numpy(), negz.numpy(), (0.0, 0.3, 0.6)))
 
 
 @pytest.mark.parametrize("dtype, max_calls", [(torch.float32, 3), (torch.float64, 5), (torch.float16, 3)])
 @pytest.mark.parametrize("collect_limit", [0, 1, 1 << 16])
-def test_fnmr_streaming_pass_count(dtype, max_calls, collect_limit):
-    g = torch.Generator().manual_seed(0)
+def test_fnmr_streaming_pass_count(dtype, max_calls, collect_limit, generator):
+    g = generator
     neg = (torch.rand(20000, generator=g) * 4).to(dtype)
     pos = (torch.rand(3000, generator=g) * 2).to(dtype)
     calls = []
@@ -486,13 +495,13 @@ def test_fnmr_streaming_equals_in_memory_hypothesis(neg, pos, fmr, neg_size, pos
     dt = torch.float64 if double else torch.float32
     neg_t, pos_t = torch.tensor(neg, dtype=dt), torch.tensor(pos, dtype=dt)
     mem = fnmr_at_fmr(pos_t, neg_t, fmr)
-    np.testing.assert_array_equal(mem.numpy(), oml_calc_fnmr_at_fmr(pos_t.numpy(), neg_t.numpy(), tuple(fmr)))
+    np.testing.assert_array_equal(mem.numpy(), fnmr_definition(pos_t.numpy(), neg_t.numpy(), fmr))
     got = fnmr_at_fmr_streaming(_chunked(pos_t, neg_t, pos_size, neg_size), fmr, collect_limit=collect_limit)
     assert torch.equal(got, mem)
 
 
-def test_fnmr_streaming_uneven_and_empty_chunks():
-    g = torch.Generator().manual_seed(3)
+def test_fnmr_streaming_uneven_and_empty_chunks(generator):
+    g = generator
     neg = torch.randn(500, generator=g).double()
     pos = torch.randn(70, generator=g).double() - 1
 

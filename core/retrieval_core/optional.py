@@ -1,0 +1,44 @@
+"""Optional dependencies, imported here and nowhere else.
+
+Each is imported only when a feature that needs it is used; when it is missing
+the error says which feature needs what and how to install it, always as
+``<feature> needs <module>: pip install <package>``.
+
+Example:
+    >>> require("math", feature="an example", package="nothing").sqrt(4.0)
+    2.0
+    >>> require("no_such_module_xyz", feature="backend='xyz'", package="xyz-cpu")
+    Traceback (most recent call last):
+    ...
+    ImportError: backend='xyz' needs no_such_module_xyz: pip install xyz-cpu
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = ["require", "faiss", "tqdm", "pyplot"]
+
+
+def require(module: str, *, feature: str, package: str) -> ModuleType:
+    """Import ``module`` for ``feature``, or raise ImportError naming the pip ``package``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:  # missing, or installed but broken (the cause is chained)
+        top = module.split(".")[0]
+        raise ImportError(f"{feature} needs {top}: pip install {package}") from err
+
+
+def faiss() -> ModuleType:
+    """The faiss module, for ``backend='faiss'``."""
+    return require("faiss", feature="backend='faiss'", package="faiss-cpu")
+
+
+def tqdm():
+    """tqdm's auto progress bar class, for ``progress=True``."""
+    return require("tqdm.auto", feature="progress=True", package="tqdm").tqdm
+
+
+def pyplot(feature: str) -> ModuleType:
+    """matplotlib.pyplot, for ``feature`` (e.g. ``"plot()"``)."""
+    return require("matplotlib.pyplot", feature=feature, package="matplotlib")

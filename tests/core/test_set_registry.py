@@ -1,0 +1,41 @@
+"""The registry owns the set-level metrics: each spec carries its set_metric, and
+set_level computes whatever spec it is given, without looking at names."""
+import torch
+
+import retrieval_core as rc
+from retrieval_core import set_level
+from retrieval_core.registry import REGISTRY, WHOLE, MetricKey, MetricSpec
+
+
+def test_every_spec_is_per_query_or_set_level():
+    for name, spec in REGISTRY.items():
+        assert spec.per_query != (spec.set_metric is not None), name
+    assert {n for n, s in REGISTRY.items() if not s.per_query} == {"fnmr", "pcf", "nmi", "ami"}
+
+
+def test_a_new_set_level_spec_needs_no_change_in_set_level(embeddings_labels):
+    x, labels = embeddings_labels
+    calls = []
+
+    def count_rows(keys, data):
+        calls.append([m.key for m in keys])
+        return [torch.tensor(float(data.query.shape[0])) for _ in keys]
+
+    spec = MetricSpec("rows", None, frozenset({WHOLE}), WHOLE, set_metric=count_rows)
+    keys = [MetricKey("rows", spec, None), rc.parse_metrics(["pcf@0.5"])[0], MetricKey("rows_again", spec, None)]
+    out = set_level.set_level_values(keys, x, labels, gallery=None, gallery_labels=None, distance="euclidean",
+                                     query_ids=None, gallery_ids=None, relevance=None, memory_budget=1 << 20)
+    assert list(out) == ["rows", "pcf@0.5", "rows_again"]
+    assert out["rows"].item() == out["rows_again"].item() == 60.0
+    assert calls == [["rows", "rows_again"]]  # one call for all keys of one set_metric
+
+
+def test_nmi_and_ami_share_one_clustering(monkeypatch, embeddings_labels):
+    x, labels = embeddings_labels
+    runs = []
+    real = set_level.clustering_scores
+    monkeypatch.setattr(set_level, "clustering_scores", lambda *a, **k: runs.append(1) or real(*a, **k))
+    r = rc.evaluate_embeddings(x, labels, ["ami", "cmc@1", "nmi"])
+    assert len(runs) == 1
+    nmi, ami = real(x, labels)
+    assert r["nmi"].item() == nmi.item() and r["ami"].item() == ami.item()
