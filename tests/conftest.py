@@ -18,8 +18,10 @@ DEVICES = ("cpu", "cuda")
 
 @pytest.fixture(scope="session", params=DEVICES)
 def device(request) -> torch.device:
-    """``torch.device("cpu")``, then ``torch.device("cuda")`` where available."""
-    if request.param == "cuda" and not torch.cuda.is_available():
+    """``torch.device("cpu")``, then the current CUDA device (``cuda:0``...) where available."""
+    if request.param == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
         pytest.skip("no CUDA device: torch.cuda.is_available() is False")
-    return torch.device(request.param)
+    return torch.device("cuda", torch.cuda.current_device())  # with its index: equal to tensors' .device
 # ============================ end of the device fixture ============================

@@ -184,7 +184,7 @@ def test_results_stay_on_the_input_device(device):
     flat = rc.evaluate_scores(torch.rand(6, device=device), torch.ones(6, device=device), ["ndcg@2"],
                               indexes=torch.tensor([0, 0, 1, 1, 2, 2], device=device), reduce="none")
     for r in (dense, flat):
-        assert r["ndcg@2"].device == device and r.n_queries.device == device
+        assert r["ndcg@2"].device.type == device.type and r.n_queries.device.type == device.type
 
 
 def test_registry_lists_known_keys_and_builds_keys():
