@@ -29,6 +29,13 @@ Usage::
     .venv/bin/python benchmarks/bench_embeddings.py --sizes '' --profile --profile-n 200000 --profile-queries 2000
                                                                       # step split of a sample of the 200k run
 
+``--device cuda``: inputs on the GPU; the floor becomes bare torch (chunked ``x @ x.T`` and
+``topk(k)`` on the GPU, :func:`torch_floor`) since faiss-cpu cannot search there; the
+``backend='faiss'`` row is skipped; PML runs ``AccuracyCalculator(device=cuda,
+knn_func=CustomKNN(CosineSimilarity()))``; timed regions are bracketed by
+``torch.cuda.synchronize()`` and the memory subprocesses report
+``torch.cuda.max_memory_allocated`` over what the inputs hold. ``--profile`` is CPU-only.
+
 Timings run side by side in this process (median of repeats), with the timing helpers
 of ``bench_scores.py`` (other-load column from /proc/stat, ``--wait-idle``). Peak memory
 is measured per method and size in a fresh subprocess (``--memory METHOD --n N``) from
@@ -130,10 +137,38 @@ def ours_faiss(x, labels, keys=KEYS):
     return retrieval_core.evaluate_embeddings(x, labels, keys, progress=False, backend="faiss", **kw)
 
 
-def pml_calculator():
+def torch_floor_rows(n_gallery: int) -> int:
+    """Query rows per chunk of :func:`torch_floor`: float32 scores plus topk scratch
+    (8 bytes per pair) within ours' default memory budget on the device."""
+    try:
+        from retrieval_core import sizing
+
+        budget = sizing.memory_budget(bs.DEVICE)
+    except ImportError:  # a checkout before sizing.py
+        budget = 256 * 2**20
+    return max(1, budget // (8 * max(1, n_gallery)))
+
+
+def torch_floor(q: torch.Tensor, g: torch.Tensor, k: int, rows: Optional[int] = None):
+    """Bare torch exact k-NN floor: chunked ``q[c] @ g.T`` and ``topk(k)`` per chunk (no
+    normalisation, no exclusion, no labels); the top-k indices of every query."""
+    rows = rows or torch_floor_rows(g.shape[0])
+    return torch.cat([(q[s:s + rows] @ g.T).topk(k, dim=1).indices for s in range(0, q.shape[0], rows)])
+
+
+def pml_calculator(n: Optional[int] = None, include=PML_INCLUDE):
+    """PML's calculator: its default k-NN (faiss when importable) on CPU; on CUDA (faiss-cpu
+    cannot search there) ``CustomKNN(CosineSimilarity())`` on the device, in query batches of
+    :func:`torch_floor_rows` rows for ``n`` items (whole matrix when ``n`` is None)."""
     from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
-    return AccuracyCalculator(k="max_bin_count", include=PML_INCLUDE)
+    if bs.DEVICE.type == "cuda" or n is not None:
+        from pytorch_metric_learning.distances import CosineSimilarity
+        from pytorch_metric_learning.utils.inference import CustomKNN
+
+        knn = CustomKNN(CosineSimilarity(), batch_size=None if n is None else torch_floor_rows(n))
+        return AccuracyCalculator(k="max_bin_count", include=include, device=bs.DEVICE, knn_func=knn)
+    return AccuracyCalculator(k="max_bin_count", include=include)
 
 
 def pml_knn_note(calc) -> str:
@@ -164,10 +199,14 @@ def oml_status() -> str:
 def memory_child(method: str, n: int, seed: int) -> None:
     """Fresh process: build inputs, warm up on a tiny input, reset the peak mark, run once,
     print one JSON line. ``total_peak_kb`` is the whole process's VmHWM after the reset."""
-    x, labels = make_data(n, seed=seed)
-    small_x, small_l = make_data(2000, seed=seed + 7)
+    x, labels = (t.to(bs.DEVICE) for t in make_data(n, seed=seed))
+    small_x, small_l = (t.to(bs.DEVICE) for t in make_data(2000, seed=seed + 7))
     note = ""
-    if method == "floor":
+    if method == "floor" and bs.DEVICE.type == "cuda":
+        k = floor_k(labels)
+        torch_floor(small_x, small_x, floor_k(small_l))
+        run = lambda: torch_floor(x, x, k)  # noqa: E731
+    elif method == "floor":
         faiss_threads()
         k = floor_k(labels)
         floor_search(floor_build(small_x), small_x, floor_k(small_l))
@@ -183,13 +222,26 @@ def memory_child(method: str, n: int, seed: int) -> None:
         run = lambda: ours_faiss(x, labels)  # noqa: E731
     elif method == "pml":
         faiss_threads()
-        calc = pml_calculator()
+        calc = pml_calculator(n if bs.DEVICE.type == "cuda" else None)
         calc.get_accuracy(small_x, small_l)
         run = lambda: calc.get_accuracy(x, labels)  # noqa: E731
     else:
         raise SystemExit(f"unknown memory method {method!r}; one of {MEMORY_METHODS}")
     del small_x, small_l
     gc.collect()
+    if bs.DEVICE.type == "cuda":
+        inputs_bytes = torch.cuda.memory_allocated(bs.DEVICE)
+        out, extra, seconds = bs.cuda_peak(run)
+        values = {k: float(v) for k, v in out.items()} if isinstance(out, dict) else {}
+        print(json.dumps({
+            "method": method if not method.startswith("ours") or OURS_BUDGET is None else f"{method} (memory_budget={OURS_BUDGET} MiB)",
+            "n": n, "input_bytes": bs.nbytes(x, labels), "rss_inputs_kb": inputs_bytes / 1024,
+            "total_peak_kb": (inputs_bytes + extra) / 1024, "extra_kb": extra / 1024,
+            "lifetime_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "peak_reset": True,
+            "seconds": seconds, "threads": torch.get_num_threads(), "values": values,
+            "note": "CUDA memory: torch.cuda.memory_allocated / max_memory_allocated (RSS columns hold CUDA bytes)",
+        }))
+        return
     reset = bs._reset_peak()
     before = bs._status_kb()
     maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -218,7 +270,8 @@ def memory_child(method: str, n: int, seed: int) -> None:
 
 
 def run_child(method: str, n: int, seed: int, threads: int) -> Optional[dict]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--memory", method, "--n", str(n), "--seed", str(seed)]
+    cmd = [sys.executable, os.path.abspath(__file__), "--memory", method, "--n", str(n), "--seed", str(seed),
+           "--device", bs.DEVICE.type]
     if threads > 0:
         cmd += ["--threads", str(threads)]
     if OURS_BUDGET is not None:
@@ -340,12 +393,16 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: torch's choice)")
     ap.add_argument("--memory-budget", type=int, metavar="MIB",
                     help="memory_budget of ours in MiB (default: the library's 256 MiB)")
+    bs.add_device_arg(ap)
     ap.add_argument("--memory", metavar="METHOD", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    cuda = bs.set_device(args.device).type == "cuda"
+    if cuda and args.profile:
+        raise SystemExit("--profile splits the CPU run (private helpers, CPU profiler); run it with --device cpu")
     if args.memory_budget:
         global OURS_BUDGET
         OURS_BUDGET = args.memory_budget
@@ -361,15 +418,18 @@ def main(argv=None) -> None:
         idle = bs.wait_idle(args.wait_idle)
         print(f"(waited for an idle machine: {'ok' if idle else 'timed out, still busy'})", flush=True)
 
-    have_faiss = bs.have("faiss")
+    have_faiss = bs.have("faiss") and not cuda  # faiss-cpu: the CPU floor and backend='faiss' only
     have_pml = bs.have("pytorch_metric_learning")
     print(f"# bench_embeddings: N = {', '.join(map(str, sizes)) or '-'} ({DIM}-d, {CLASSES} classes, sigma {SIGMA}), "
           f"self-gallery; keys {', '.join(KEYS)}", flush=True)
     print(f"machine: {bs.machine_line()}", flush=True)
+    print(bs.device_line(), flush=True)
     print(f"command: {' '.join([os.path.relpath(sys.executable)] + sys.argv)}", flush=True)
     print(f"code: {bs.code_version()}", flush=True)
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}", flush=True)
-    if have_faiss:
+    if cuda:
+        print("floor on cuda: bare torch, chunked x @ x.T + topk(k) (faiss-cpu has no GPU search)", flush=True)
+    elif have_faiss:
         import faiss
 
         print(f"faiss {faiss.__version__}, OpenMP threads set to {faiss_threads()} (= torch threads)", flush=True)
@@ -387,7 +447,7 @@ def main(argv=None) -> None:
 
     results: Dict[int, dict] = {}
     for n in sizes:
-        x, labels = make_data(n, seed=args.seed)
+        x, labels = (t.to(bs.DEVICE) for t in make_data(n, seed=args.seed))
         k = floor_k(labels)
         counts = torch.bincount(labels, minlength=CLASSES)
         info = {"n": n, "input_bytes": bs.nbytes(x, labels), "largest_class": k, "smallest_class": int(counts.min()),
@@ -410,6 +470,9 @@ def main(argv=None) -> None:
             med, ts, _ = bs.timed(lambda: floor_search(index, x, k), repeat)
             add("floor", f"floor: faiss IndexFlatIP.search(k={k})", med, ts)
             del index
+        if cuda:
+            med, ts, _ = bs.timed(lambda: torch_floor(x, x, k), repeat)
+            add("floor", f"floor: torch x[chunk] @ x.T + topk({k}), {torch_floor_rows(n)}-row chunks", med, ts)
         med, ts, r = bs.timed(lambda: ours(x, labels), repeat)
         budget_note = "" if OURS_BUDGET is None else f", memory_budget={OURS_BUDGET} MiB"
         add("ours", f"ours: evaluate_embeddings (default backend='torch'{budget_note})", med, ts)
@@ -420,8 +483,10 @@ def main(argv=None) -> None:
                 "(faiss IndexFlatIP finds the candidates)")
             values["ours_faiss"] = {key: float(v) for key, v in r.items()}
         if calc is not None:
-            med, ts, r = bs.timed(lambda: calc.get_accuracy(x, labels), repeat)
-            add("pml", "PML AccuracyCalculator.get_accuracy", med, ts, "(k-NN: faiss IndexFlatL2, build inside)")
+            calc_n = pml_calculator(n) if cuda else calc
+            med, ts, r = bs.timed(lambda: calc_n.get_accuracy(x, labels), repeat)
+            add("pml", "PML AccuracyCalculator.get_accuracy", med, ts,
+                "(k-NN: CustomKNN(CosineSimilarity()) on cuda)" if cuda else "(k-NN: faiss IndexFlatL2, build inside)")
             values["pml"] = {key: float(v) for key, v in r.items()}
         info["rows"], info["values"] = rows, values
         results[n] = info
@@ -440,7 +505,8 @@ def main(argv=None) -> None:
             xf = "-" if floor is None else bs.fmt_r(r["seconds"] / floor)
             print(f"| {r['method']} | {bs.fmt_s(r['seconds'])} | {xf} | {bs.fmt_r(r['seconds'] / our)} | {ld} |")
         if floor is not None:
-            print(f"\nours / floor (search only) = {our / floor:.2f}x; ours / (build + search) = {our / (build + floor):.2f}x")
+            with_build = "" if build is None else f"; ours / (build + search) = {our / (build + floor):.2f}x"
+            print(f"\nours / floor (search only) = {our / floor:.2f}x{with_build}")
         if floor is not None and "ours_faiss" in get:
             print(f"ours backend='faiss' / floor = {get['ours_faiss'] / floor:.2f}x")
         if "pml" in get:
@@ -475,8 +541,8 @@ def main(argv=None) -> None:
               flush=True)
         for n in sizes:
             for method in MEMORY_METHODS:
-                if ((method in ("floor", "ours_faiss") and not have_faiss) or (method == "pml" and not have_pml)
-                        or (method == "ours_faiss" and not has_faiss_backend())):
+                if ((method == "ours_faiss" and not have_faiss) or (method == "floor" and not (have_faiss or cuda))
+                        or (method == "pml" and not have_pml) or (method == "ours_faiss" and not has_faiss_backend())):
                     continue
                 m = run_child(method, n, args.seed, args.threads)
                 if m:
@@ -620,7 +686,7 @@ def main(argv=None) -> None:
 
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": bs.machine_line(), "code": bs.code_version(), "keys": KEYS,
+            json.dump({"machine": bs.machine_line(), "device": bs.device_line(), "code": bs.code_version(), "keys": KEYS,
                        "results": {str(n): v for n, v in results.items()}, "memory": mem_rows,
                        "profile": prof, "large": large_rows}, f, indent=1)
 

@@ -11,7 +11,10 @@ metric (one ranking per batch), in full and compact mode.
 Usage::
 
     .venv/bin/python benchmarks/bench_ignite.py [--batches 10 --users 1000 --items 1000
-        --top-k 1,5,10 --repeat 5 --wait-idle 300 --threads N --json PATH]
+        --top-k 1,5,10 --repeat 5 --wait-idle 300 --threads N --json PATH --device cpu|cuda]
+
+``--device cuda``: batches on the GPU, every metric built with ``device=cuda``, timed
+regions bracketed by ``torch.cuda.synchronize()``.
 
 Medians of ``--repeat`` passes after one warm-up pass, side by side in this process.
 "other load" is the CPU (in cores) that other processes used during the timed
@@ -36,8 +39,8 @@ import ignite.metrics.rec_sys as ignite_rec_sys  # noqa: E402
 import ignite_retrieval  # noqa: E402
 
 
-def make_batches(n_batches: int, users: int, items: int, seed: int):
-    return [bs.make_data(users, items, seed + i) for i in range(n_batches)]
+def make_batches(n_batches: int, users: int, items: int, seed: int, device="cpu"):
+    return [tuple(t.to(device) for t in bs.make_data(users, items, seed + i)) for i in range(n_batches)]
 
 
 def epoch(metric, batches) -> Callable[[], object]:
@@ -60,9 +63,14 @@ def main(argv=None) -> None:
     ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json", metavar="PATH")
+    bs.add_device_arg(ap)
+    ap.add_argument("--quick", action="store_true", help="2 batches of 100 x 100, one repeat: a smoke test")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.batches, args.users, args.items, args.repeat = 2, 100, 100, 1
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    device = bs.set_device(args.device)
     if args.wait_idle > 0:
         bs.WAIT_IDLE = args.wait_idle
         idle = bs.wait_idle(args.wait_idle)
@@ -70,21 +78,22 @@ def main(argv=None) -> None:
     top_k = [int(k) for k in args.top_k.split(",")]
     print(f"# bench_ignite: {args.batches} batches of {args.users} x {args.items}, top_k={top_k}", flush=True)
     print(f"machine: {bs.machine_line()}", flush=True)
+    print(bs.device_line(), flush=True)
     print(f"command: {' '.join([os.path.relpath(sys.executable)] + sys.argv)}", flush=True)
     print(f"code: {bs.code_version()}", flush=True)
 
-    batches = make_batches(args.batches, args.users, args.items, args.seed)
+    batches = make_batches(args.batches, args.users, args.items, args.seed, device)
     keys_ndcg = [f"ndcg_exp@{k}" for k in top_k]
     keys_hit = [f"hit_rate@{k}" for k in top_k]
     methods: Dict[str, Callable[[], object]] = {
-        "ignite NDCG": epoch(ignite_rec_sys.NDCG(top_k=top_k), batches),
-        "ours NDCG": epoch(ignite_retrieval.NDCG(top_k=top_k), batches),
-        "ignite HitRate": epoch(ignite_rec_sys.HitRate(top_k=top_k), batches),
-        "ours HitRate": epoch(ignite_retrieval.HitRate(top_k=top_k), batches),
+        "ignite NDCG": epoch(ignite_rec_sys.NDCG(top_k=top_k, device=device), batches),
+        "ours NDCG": epoch(ignite_retrieval.NDCG(top_k=top_k, device=device), batches),
+        "ignite HitRate": epoch(ignite_rec_sys.HitRate(top_k=top_k, device=device), batches),
+        "ours HitRate": epoch(ignite_retrieval.HitRate(top_k=top_k, device=device), batches),
         "ours RankingMetrics (NDCG + HitRate keys)": epoch(
-            ignite_retrieval.RankingMetrics(keys_ndcg + keys_hit), batches),
+            ignite_retrieval.RankingMetrics(keys_ndcg + keys_hit, device=device), batches),
         "ours RankingMetrics compact": epoch(
-            ignite_retrieval.RankingMetrics(keys_ndcg + keys_hit, compact=True), batches),
+            ignite_retrieval.RankingMetrics(keys_ndcg + keys_hit, compact=True, device=device), batches),
     }
     rows: List[dict] = []
     outputs: Dict[str, object] = {}
@@ -118,7 +127,7 @@ def main(argv=None) -> None:
     print(f"  RankingMetrics = drop-ins: {same}; compact = full: {same_compact}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "agreement": agreement, "top_k": top_k, "args": vars(args)}, f, indent=1)
+            json.dump({"device": bs.device_line(), "rows": rows, "agreement": agreement, "top_k": top_k, "args": vars(args)}, f, indent=1)
 
 
 if __name__ == "__main__":

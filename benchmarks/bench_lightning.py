@@ -17,6 +17,11 @@ inputs exist), the helpers of bench_scores.py.
 Usage::
 
     .venv/bin/python benchmarks/bench_lightning.py [--queries 10000 --candidates 1000 --updates 100]
+    .venv/bin/python benchmarks/bench_lightning.py --device cuda   # inputs and both metrics on the GPU
+
+``--device cuda``: inputs on the GPU, each metric moved there (``.to("cuda")``), timed
+regions bracketed by ``torch.cuda.synchronize()``, peak memory from
+``torch.cuda.max_memory_allocated`` over what the inputs hold.
 """
 from __future__ import annotations
 
@@ -53,7 +58,7 @@ LABELS = {
 
 def make_inputs(n_queries: int, n_candidates: int, seed: int):
     """Flat grouped ``(indexes int64, preds float32, gains float32, relevant bool)``."""
-    preds, target = bs.make_data(n_queries, n_candidates, seed)
+    preds, target = (x.to(bs.DEVICE) for x in bs.make_data(n_queries, n_candidates, seed))
     p, t, i = bs.flat_grouped(preds, target)
     return i, p, t, t > 0
 
@@ -63,7 +68,7 @@ def run_method(method: str, inputs, n_queries: int, updates: int) -> float:
     import importlib
 
     module, cls = METHODS[method]
-    metric = getattr(importlib.import_module(module), cls)(top_k=K)
+    metric = getattr(importlib.import_module(module), cls)(top_k=K).to(bs.DEVICE)
     indexes, preds, gains, relevant = inputs
     target = gains if method.endswith("ndcg") else relevant
     per = indexes.numel() // n_queries * max(1, -(-n_queries // updates))  # entries of whole queries per batch
@@ -78,6 +83,13 @@ def memory_child(method: str, args) -> None:
     inputs = make_inputs(args.queries, args.candidates, args.seed)
     run_method(method, make_inputs(16, args.candidates, args.seed + 7), 16, 2)
     gc.collect()
+    target = inputs[2] if method.endswith("ndcg") else inputs[3]
+    if bs.DEVICE.type == "cuda":
+        value, extra, seconds = bs.cuda_peak(lambda: run_method(method, inputs, args.queries, args.updates))
+        print(json.dumps({"method": method, "input_bytes": bs.nbytes(inputs[0], inputs[1], target),
+                          "extra_kb": extra / 1024, "peak_reset": True, "seconds": seconds, "value": value,
+                          "memory": "cuda max_memory_allocated"}))
+        return
     reset = bs._reset_peak()
     before = bs._status_kb()
     maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -87,7 +99,6 @@ def memory_child(method: str, args) -> None:
     after = bs._status_kb()
     maxrss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     extra_kb = after["VmHWM"] - before["VmRSS"] if reset else maxrss_after - max(maxrss_before, before["VmRSS"])
-    target = inputs[2] if method.endswith("ndcg") else inputs[3]
     print(json.dumps({"method": method, "input_bytes": bs.nbytes(inputs[0], inputs[1], target),
                       "rss_inputs_kb": before["VmRSS"], "extra_kb": extra_kb, "peak_reset": reset,
                       "seconds": seconds, "value": value}))
@@ -98,7 +109,7 @@ def measure_memory(args) -> List[dict]:
     for method in METHODS:
         cmd = [sys.executable, os.path.abspath(__file__), "--memory", method, "--queries", str(args.queries),
                "--candidates", str(args.candidates), "--updates", str(args.updates), "--seed", str(args.seed),
-               "--threads", str(args.threads)]
+               "--threads", str(args.threads), "--device", bs.DEVICE.type]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not line:
@@ -121,10 +132,15 @@ def main(argv=None) -> None:
                     help="wait up to SECONDS for an idle machine before each method (see bench_scores.py)")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: torch's choice)")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    bs.add_device_arg(ap)
+    ap.add_argument("--quick", action="store_true", help="200 x 100 in 4 updates, one repeat: a smoke test")
     ap.add_argument("--memory", metavar="METHOD", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.quick and not args.memory:
+        args.queries, args.candidates, args.updates, args.repeat, args.slow_repeat = 200, 100, 4, 1, 1
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    bs.set_device(args.device)
     if args.memory:
         memory_child(args.memory, args)
         return
@@ -135,6 +151,7 @@ def main(argv=None) -> None:
     print(f"# bench_lightning: {Q} queries x {N} candidates (flat, grouped), {args.updates} updates, top_k={K}",
           flush=True)
     print(f"machine: {bs.machine_line()}", flush=True)
+    print(bs.device_line(), flush=True)
     print(f"command: {' '.join([os.path.relpath(sys.executable)] + sys.argv)}", flush=True)
     print(f"code: {bs.code_version()}", flush=True)
     import torchmetrics
@@ -190,7 +207,7 @@ def main(argv=None) -> None:
         print(f"- {name}: same value: |diff| = {diff:.1e} -> {'met' if diff <= 1e-5 else 'NOT met'} (float32 tolerance)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": bs.machine_line(), "queries": Q, "candidates": N, "updates": args.updates,
+            json.dump({"machine": bs.machine_line(), "device": bs.device_line(), "queries": Q, "candidates": N, "updates": args.updates,
                        "times": times, "values": values, "other_load": loads, "memory": list(mem.values())}, f, indent=1)
 
 

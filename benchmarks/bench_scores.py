@@ -8,11 +8,18 @@ keys ndcg@10, map@10, mrr@10, precision@10, recall@10 evaluated together.
 Usage::
 
     .venv/bin/python benchmarks/bench_scores.py [--queries 10000 --candidates 1000 --repeat 5 --quick]
+    .venv/bin/python benchmarks/bench_scores.py --device cuda --queries 100000   # on a GPU
 
 Timings run side by side in this process (median of repeats). Peak memory is
 measured per method in a fresh subprocess (``--memory METHOD``) from
 ``/proc/self/status`` (VmHWM reset through ``/proc/self/clear_refs`` after the
 inputs exist; ``ru_maxrss`` as fallback).
+
+``--device cuda`` runs ours, the topk floor, torchmetrics and ignite on the GPU
+(inputs built on CPU with the same seeds, then moved): every timed region is
+bracketed by ``torch.cuda.synchronize()``, and the peak-memory subprocesses report
+``torch.cuda.max_memory_allocated`` over what the inputs hold. ranx and pytrec_eval
+stay on CPU (Python dicts).
 
 Only the standard library, torch and the benchmarked packages are needed
 (psutil is not used). Missing optional packages are reported and skipped.
@@ -60,7 +67,7 @@ def make_data(n_queries: int, n_candidates: int, seed: int) -> Tuple[torch.Tenso
 
 def flat_grouped(preds, target):
     q, n = preds.shape
-    return preds.view(-1), target.view(-1), torch.arange(q).repeat_interleave(n)
+    return preds.view(-1), target.view(-1), torch.arange(q, device=preds.device).repeat_interleave(n)
 
 
 def shuffle_perm(numel: int, seed: int) -> torch.Tensor:
@@ -73,6 +80,62 @@ def query_perm(n_queries: int, seed: int) -> torch.Tensor:
 
 def nbytes(*ts: torch.Tensor) -> int:
     return sum(t.numel() * t.element_size() for t in ts)
+
+
+# --------------------------------------------------------------------------- device
+
+DEVICE = torch.device("cpu")  # set by set_device(); the other benchmarks share it
+
+
+def add_device_arg(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where inputs live and ours runs (cuda: synchronised timings, CUDA peak memory)")
+
+
+def set_device(name: str) -> torch.device:
+    """Select the benchmark device; a clear exit when CUDA is asked for and absent."""
+    global DEVICE
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch.cuda.is_available() is False (no GPU or a CPU-only torch)")
+    DEVICE = torch.device(name)
+    return DEVICE
+
+
+def sync() -> None:
+    """Wait for the device's queued work (CUDA kernels run asynchronously); no-op on CPU."""
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize(DEVICE)
+
+
+def device_line() -> str:
+    """The device, and the block sizes the package picks for it (when it has sizing.py)."""
+    if DEVICE.type == "cuda":
+        props = torch.cuda.get_device_properties(DEVICE)
+        free, total = torch.cuda.mem_get_info(DEVICE)
+        line = (f"device cuda: {props.name}, {total / 2**30:.1f} GiB ({free / 2**30:.1f} free), "
+                f"CUDA {torch.version.cuda}")
+    else:
+        line = "device cpu"
+    try:
+        from retrieval_core import sizing
+
+        line += "; sizes: " + ", ".join(f"{k} {v}" for k, v in sizing.summary(DEVICE).items() if k != "device")
+    except ImportError:
+        pass
+    return line
+
+
+def cuda_peak(run: Callable[[], object]) -> Tuple[object, int, float]:
+    """Run once on the CUDA device: (output, bytes allocated above what was allocated
+    before the run, seconds). The inputs are allocated before, so they are not counted."""
+    sync()
+    torch.cuda.reset_peak_memory_stats(DEVICE)
+    before = torch.cuda.memory_allocated(DEVICE)
+    t0 = time.perf_counter()
+    out = run()
+    sync()
+    seconds = time.perf_counter() - t0
+    return out, torch.cuda.max_memory_allocated(DEVICE) - before, seconds
 
 
 # --------------------------------------------------------------------------- timing
@@ -108,8 +171,10 @@ def _timed_once(fn, repeat, warmup):
     busy0, own0, w0 = _busy_seconds(), _own_seconds(), time.perf_counter()
     for _ in range(repeat):
         gc.collect()
+        sync()
         t0 = time.perf_counter()
         out = fn()
+        sync()  # CUDA: the kernels fn queued are part of its time
         times.append(time.perf_counter() - t0)
     busy1, own1, wall = _busy_seconds(), _own_seconds(), time.perf_counter() - w0
     load = None if busy0 is None or wall < 0.05 else max(0.0, (busy1 - busy0) - (own1 - own0)) / wall
@@ -212,7 +277,7 @@ def tm_metric(key: str, p, t_graded, t_binary, i) -> float:
     import torchmetrics.retrieval as R
 
     cls = getattr(R, TM_CLASSES[key])
-    metric = cls(top_k=K, empty_target_action="skip")
+    metric = cls(top_k=K, empty_target_action="skip").to(p.device)
     # NDCG takes graded gains; the others insist on a binary target.
     metric.update(p, t_graded if key.startswith("ndcg") else t_binary, indexes=i)
     return float(metric.compute())
@@ -221,7 +286,8 @@ def tm_metric(key: str, p, t_graded, t_binary, i) -> float:
 def ignite_metric(name: str, preds, target) -> float:
     from ignite.metrics.rec_sys import NDCG, HitRate
 
-    metric = HitRate(top_k=[K]) if name == "HitRate" else NDCG(top_k=[K])  # NDCG: exp gain (default)
+    cls = HitRate if name == "HitRate" else NDCG  # NDCG: exp gain (default)
+    metric = cls(top_k=[K], device=preds.device)
     metric.update((preds, target))
     return float(metric.compute()[0])
 
@@ -278,8 +344,8 @@ def _reset_peak() -> bool:
 def memory_child(method: str, n_queries: int, n_candidates: int, seed: int) -> None:
     """Runs in a fresh process: build inputs, warm up on a tiny input, reset the peak,
     run the method once, print one JSON line."""
-    preds, target = make_data(n_queries, n_candidates, seed)
-    small = make_data(16, n_candidates, seed + 7)
+    preds, target = (t.to(DEVICE) for t in make_data(n_queries, n_candidates, seed))
+    small = tuple(t.to(DEVICE) for t in make_data(16, n_candidates, seed + 7))
     if method == "floor":
         inputs = (preds,)
         run = lambda a: topk_floor(a[0])  # noqa: E731
@@ -291,7 +357,7 @@ def memory_child(method: str, n_queries: int, n_candidates: int, seed: int) -> N
     elif method in ("flat_grouped", "flat_shuffled", "tm_ndcg"):
         p, t, i = flat_grouped(preds, target)
         if method == "flat_shuffled":
-            perm = shuffle_perm(p.numel(), seed)
+            perm = shuffle_perm(p.numel(), seed).to(DEVICE)
             p, t, i = p[perm], t[perm], i[perm]
             del perm
         del preds, target
@@ -306,6 +372,12 @@ def memory_child(method: str, n_queries: int, n_candidates: int, seed: int) -> N
     run(warm)
     del warm, small
     gc.collect()
+    if DEVICE.type == "cuda":
+        out, extra, seconds = cuda_peak(lambda: run(inputs))
+        del out
+        print(json.dumps({"method": method, "input_bytes": nbytes(*inputs), "extra_kb": extra / 1024,
+                          "peak_reset": True, "seconds": seconds, "memory": "cuda max_memory_allocated"}))
+        return
     reset = _reset_peak()
     before = _status_kb()
     maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -352,6 +424,8 @@ def measure_memory(args) -> List[dict]:
             str(args.seed),
             "--threads",
             str(args.threads),
+            "--device",
+            DEVICE.type,
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -470,11 +544,13 @@ def main(argv=None) -> None:
                     help="before each method wait up to SECONDS until no other process uses the CPU, and "
                          f"retry (up to {RETRIES} times) a measurement during which others used > {BUSY_LOAD} cores")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: torch's choice)")
+    add_device_arg(ap)
     ap.add_argument("--memory", metavar="METHOD", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    set_device(args.device)
     if args.memory:
         memory_child(args.memory, args.queries, args.candidates, args.seed)
         return
@@ -488,19 +564,20 @@ def main(argv=None) -> None:
     Q, N = args.queries, args.candidates
     print(f"# bench_scores: {Q} queries x {N} candidates, keys {', '.join(KEYS)}", flush=True)
     print(f"machine: {machine_line()}", flush=True)
+    print(device_line(), flush=True)
     print(f"command: {' '.join([os.path.relpath(sys.executable)] + sys.argv)}", flush=True)
     print(f"code: {code_version()}", flush=True)
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}", flush=True)
 
-    preds, target = make_data(Q, N, args.seed)
+    preds, target = (t.to(DEVICE) for t in make_data(Q, N, args.seed))
     n_rel = int((target > 0).sum())
     n_empty = int((~(target > 0).any(1)).sum())
     print(f"relevant entries: {n_rel} ({n_rel / target.numel():.3%}); queries without a relevant: {n_empty}", flush=True)
     fp, ft, fi = flat_grouped(preds, target)
-    perm = shuffle_perm(fp.numel(), seed=args.seed)
+    perm = shuffle_perm(fp.numel(), seed=args.seed).to(DEVICE)
     sp, st, si = fp[perm], ft[perm], fi[perm]
     del perm
-    qperm = query_perm(Q, args.seed)
+    qperm = query_perm(Q, args.seed).to(DEVICE)
     qp, qt = preds[qperm].reshape(-1), target[qperm].reshape(-1)
     qi = qperm.repeat_interleave(N)
     del qperm
@@ -574,7 +651,7 @@ def main(argv=None) -> None:
     trec = None
     if not args.quick and (have("ranx") or have("pytrec_eval")):
         t0 = time.perf_counter()
-        trec = to_trec_dicts(preds, target)
+        trec = to_trec_dicts(preds.cpu(), target.cpu())
         conv = time.perf_counter() - t0
         conversions.append(("tensors -> python dicts (full run, 10M entries)" if Q * N == 10**7 else
                             "tensors -> python dicts (full run)", conv, ""))
@@ -592,7 +669,7 @@ def main(argv=None) -> None:
         conv = time.perf_counter() - t0
         if conv > RANX_MAX_CONVERSION_S:
             note = f"(full-run conversion took {conv:.0f} s > {RANX_MAX_CONVERSION_S:.0f} s: run truncated to top 100 per query; @10 metrics unchanged)"
-            q100, r100 = to_trec_dicts(preds, target, keep_top=100)
+            q100, r100 = to_trec_dicts(preds.cpu(), target.cpu(), keep_top=100)
             t0 = time.perf_counter()
             qrels, run = ranx.Qrels(q100), ranx.Run(r100)
             conv = time.perf_counter() - t0
@@ -692,7 +769,9 @@ def main(argv=None) -> None:
     # ------------------------------------------------------------------ memory
     mem_rows: List[dict] = []
     if not args.no_memory:
-        print("\n## peak memory (fresh subprocess per method; extra = VmHWM - VmRSS after inputs)\n", flush=True)
+        how = ("torch.cuda.max_memory_allocated - allocated after inputs" if DEVICE.type == "cuda"
+               else "VmHWM - VmRSS after inputs")
+        print(f"\n## peak memory (fresh subprocess per method; extra = {how})\n", flush=True)
         mem_rows = measure_memory(args)
         print("| method | inputs MiB | extra peak MiB | (inputs + extra) / inputs | extra / inputs | <= inputs + 25% |")
         print("|---|---:|---:|---:|---:|---|")
@@ -733,7 +812,7 @@ def main(argv=None) -> None:
 
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": machine_line(), "queries": Q, "candidates": N, "rows": rows,
+            json.dump({"machine": machine_line(), "device": device_line(), "queries": Q, "candidates": N, "rows": rows,
                        "conversions": conversions, "values": values, "memory": mem_rows,
                        "profile": prof}, f, indent=1)
 

@@ -1,5 +1,6 @@
-"""Shared fixtures: a seeded generator and small random data in the shapes the
-core takes (dense scores/targets, embeddings with class labels).
+"""Shared fixtures: the ``device`` every value test runs on (CPU, and CUDA where
+present), a seeded generator and small random data in the shapes the core takes
+(dense scores/targets, embeddings with class labels).
 
 Each fixture is built anew for every test (function scope), from a fixed seed, so
 tests neither share state nor depend on their order.
@@ -42,3 +43,25 @@ def embeddings_labels(generator) -> Tuple[Tensor, Tensor]:
     labels = labels[torch.randperm(60, generator=generator)]
     centres = 2.0 * torch.randn(5, 8, generator=generator, dtype=torch.float64)
     return centres[labels] + torch.randn(60, 8, generator=generator, dtype=torch.float64), labels
+
+
+# ===================================================================================
+# device fixture: run a test on CPU and on CUDA.
+# The CUDA case is skipped (with its reason) where torch sees no CUDA device, so the
+# suite stays green on CPU-only CI; on a GPU machine it runs. Session-scoped so that
+# hypothesis' @given tests can take it (no function-scoped fixture health check).
+# Helpers to compare a device's results with CPU's: tests/devices.py.
+# ===================================================================================
+
+DEVICES = ("cpu", "cuda")
+
+
+@pytest.fixture(scope="session", params=DEVICES)
+def device(request) -> torch.device:
+    """``torch.device("cpu")``, then the current CUDA device (``cuda:0``...) where available."""
+    if request.param == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: torch.cuda.is_available() is False")
+    return torch.device("cuda", torch.cuda.current_device())  # with its index: equal to tensors' .device
+# ============================ end of the device fixture ============================

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import sklearn  # noqa: F401  (a test dependency)
 
@@ -32,10 +33,32 @@ def test_engine_example_and_ddp_example_agree():
     assert all(0.0 <= float(v) <= 1.0 for v in last)
     assert float(last[0]) > 0.9  # cmc@1 of a trained digits embedding
 
-    out = _run("ignite_ddp.py", "--epochs", "2")
+    out = _run("ignite_ddp.py", "--epochs", "2", "--device", "cpu")  # the CPU run compares with the engine's log
+    assert "evaluation: 2 processes on cpu, backend gloo" in out
     one = re.findall(r"^1 process: " + METRIC + "$", out, flags=re.M)
     ranks = re.findall(r"^rank (\d)/2 \(271 digits, 541 in all\): " + METRIC + "$", out, flags=re.M)
     assert one == [last], out  # the same training, evaluated in one process
     assert sorted(r[0] for r in ranks) == ["0", "1"], out
     assert all(r[1:] == last for r in ranks), out
     assert "2 processes give the one-process values: True" in out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch.cuda.is_available() is False")
+def test_ddp_example_on_the_gpu_gives_the_one_process_values():
+    out = _run("ignite_ddp.py", "--epochs", "2", "--device", "cuda", timeout=300)
+    backend = "nccl" if torch.cuda.device_count() >= 2 else "gloo"
+    assert f"evaluation: 2 processes on cuda, backend {backend}" in out, out
+    assert re.search(r"^1 process on cuda(:\d)?: " + METRIC + "$", out, flags=re.M), out
+    assert len(re.findall(r"^rank (\d)/2 \(271 digits, 541 in all\): " + METRIC + "$", out, flags=re.M)) == 2, out
+    assert "2 processes give the one-process values: True" in out
+
+
+def test_ddp_example_refuses_what_the_machine_cannot_do():
+    if not torch.cuda.is_available():
+        with pytest.raises(AssertionError, match=r"--device cuda: torch.cuda.is_available\(\) is False"):
+            _run("ignite_ddp.py", "--device", "cuda", timeout=60)
+    if torch.cuda.device_count() < 2:
+        with pytest.raises(AssertionError, match=r"--backend nccl needs a GPU per process"):
+            _run("ignite_ddp.py", "--backend", "nccl", timeout=60)
+    with pytest.raises(AssertionError, match=r"--device must be auto, cpu or cuda; got 'tpu'"):
+        _run("ignite_ddp.py", "--device", "tpu", timeout=60)
