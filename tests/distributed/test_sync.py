@@ -18,6 +18,17 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
 
 
+def test_shape_code_refuses_what_it_cannot_move():
+    # checked before any collective; every rank holds the same kind of state, so all raise
+    from retrieval_core.distributed import _shape_code
+
+    with pytest.raises(TypeError, match=r"gather_cat cannot move tensors of dtype torch.float8_e4m3fn; expected one of"):
+        _shape_code(torch.zeros(2, dtype=torch.float8_e4m3fn))
+    with pytest.raises(ValueError, match="gather_cat takes tensors of at most 6 dimensions; got 7"):
+        _shape_code(torch.zeros((1,) * 7))
+    assert _shape_code(torch.zeros(3, 2, dtype=torch.uint32))[:5].tolist() == [6, 3, 2, 3, 2]
+
+
 def test_dtypes_cover_gloo_gaps():
     # the dtypes gloo cannot move itself are among those tested
     names = {str(d) for d in DTYPES}
