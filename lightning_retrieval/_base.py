@@ -1,14 +1,18 @@
 """State handling shared by the torchmetrics adapters: states, their synchronisation,
 and the compute-side steps of the core run with ``gather=False`` on the gathered states.
 
-Synchronisation. torchmetrics gathers states itself before ``compute`` (through
-``dist_sync_fn``, by default ``gather_all_tensors``). That default breaks on a rank
-that saw no batch: torchmetrics puts a 1-D float placeholder in its list states,
-which then meets 2-D or integer states of the other ranks in one ``all_gather``
-(an error or a hang). So :meth:`CoreStateMetric._sync_dist` gathers with the core's
-``gather_cat`` (sizes, dtypes and shapes exchanged first; uneven and empty ranks
-fine) and sums with ``all_reduce_sum``, whenever the default ``dist_sync_fn`` is in
-use. A user-supplied ``dist_sync_fn`` gets torchmetrics' own treatment, unchanged.
+Synchronisation. torchmetrics gathers states itself before ``compute``, calling
+``dist_sync_fn(state, group=...)`` for each state and then applying the state's
+``dist_reduce_fx`` ("cat" or "sum" here) to the per-rank list it returns. Its
+default function breaks on a rank that saw no batch: torchmetrics puts a 1-D
+float placeholder in the list states, which then meets 2-D or integer states of
+the other ranks in one ``all_gather`` (an error or a hang). So, unless the user
+passes a ``dist_sync_fn`` (which is then used unchanged), these metrics pass the
+core's :func:`~retrieval_core.distributed.gather_per_rank` through that public
+argument: sizes, dtypes and shapes are exchanged first (uneven and empty ranks
+fine, every dtype exact), and an empty rank's placeholder comes back as zero rows
+of the other ranks' dtype and shape. Only torchmetrics' documented API is used
+for this: the ``dist_sync_fn`` argument and ``add_state``'s reductions.
 
 Compute. After the sync the states already hold every rank's rows, and a compute
 that is not synced (``sync_on_compute=False``, the batch value of ``forward``) must
@@ -16,41 +20,38 @@ stay local; so the metrics call the core's ``finalize_*`` steps with ``gather=Fa
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 from torchmetrics import Metric
-from torchmetrics.utilities.data import dim_zero_cat, dim_zero_sum
-from torchmetrics.utilities.distributed import gather_all_tensors
 
 from retrieval_core.aggregate import MetricResults
-from retrieval_core.distributed import all_reduce_sum, gather_cat
+from retrieval_core.distributed import gather_per_rank
 
-__all__ = ["CoreStateMetric", "finalize_scores_local", "finalize_compact_local", "finalize_embeddings_local"]
+__all__ = ["CoreStateMetric"]
 
 
 class CoreStateMetric(Metric):
     """A ``torchmetrics.Metric`` whose "cat" and "sum" states sync through the core's
-    gather routine (uneven sizes, ranks without data, 2-D states: no hang)."""
+    gather routine by default (uneven sizes, ranks without data, 2-D states, any
+    dtype: no hang). A ``dist_sync_fn`` given by the user replaces it."""
 
     is_differentiable = False
     full_state_update = False
 
-    def _sync_dist(self, dist_sync_fn=gather_all_tensors, process_group=None) -> None:
-        if dist_sync_fn is not None and dist_sync_fn is not gather_all_tensors:
-            super()._sync_dist(dist_sync_fn, process_group=process_group)
-            return
-        group = process_group or self.process_group
-        # every rank walks the states in the same (registration) order
-        for attr, reduction in self._reductions.items():
-            value = getattr(self, attr)
-            if reduction is dim_zero_cat:
-                setattr(self, attr, gather_cat(self._cat_or_empty(value), group))
-            elif reduction is dim_zero_sum:
-                setattr(self, attr, all_reduce_sum(value, group))
-            else:  # pragma: no cover - every state here is registered as "cat" or "sum"
-                raise TypeError(f"state {attr!r} has a reduction this adapter cannot sync: {reduction}")
+    def __init__(self, **kwargs: Any) -> None:
+        if kwargs.get("dist_sync_fn") is None:
+            kwargs["dist_sync_fn"] = gather_per_rank
+        super().__init__(**kwargs)
+
+    def sync(self, dist_sync_fn=None, process_group=None, should_sync: bool = True,
+             distributed_available=None) -> None:
+        """torchmetrics' ``sync``; without a ``dist_sync_fn`` it uses the metric's own
+        (the core's gather, or the one given at construction), as ``compute`` does."""
+        super().sync(dist_sync_fn=dist_sync_fn if dist_sync_fn is not None else self.dist_sync_fn,
+                     process_group=process_group, should_sync=should_sync,
+                     distributed_available=distributed_available)
 
     def _wrap_compute(self, compute):
         """torchmetrics rebuilds the returned dict (squeeze, clone), which drops the

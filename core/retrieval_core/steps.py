@@ -62,11 +62,23 @@ def finalize_scores(
     gather: bool = True,
 ) -> MetricResults:
     """Gather per-query values from every rank (unless ``gather=False``: already
-    gathered), drop repeated query ids (keeping the first), and aggregate."""
+    gathered), drop repeated query ids and aggregate.
+
+    A repeated id with the same row (per-query values, NaN equal to NaN, and
+    category: a query repeated by DistributedSampler's padding) counts once; an id
+    repeated with a different row is a ``ValueError`` (see
+    :func:`~retrieval_core.distributed.drop_duplicates`).
+
+    Example:
+        >>> values = torch.tensor([[1.0], [0.5], [1.0]], dtype=torch.float64)
+        >>> finalize_scores(values, ["mrr"], ids=torch.tensor([3, 8, 3]))["mrr"].item()
+        0.75
+    """
     values, ids, categories = _gather_present(gather, group, values, ids, categories)
     if ids is not None:
-        rest = (values,) if categories is None else (values, categories)
-        ids, values, *cats = drop_duplicates(ids, *rest)
+        rest, names = ((values,), ["per-query values"]) if categories is None else (
+            (values, categories), ["per-query values", "categories"])
+        ids, values, *cats = drop_duplicates(ids, *rest, names=names)
         categories = cats[0] if cats else None
     return aggregate(values, keys, empty=empty, reduce=reduce, categories=categories)
 
@@ -86,6 +98,11 @@ def finalize_embeddings(
 ) -> MetricResults:
     """Gather embedding state from every rank, drop repeated ``ids`` and evaluate.
 
+    An id repeated with the same row (embedding, label, flags, category: a sample
+    repeated by DistributedSampler's padding) counts once; an id repeated with a
+    different row is a ``ValueError`` (ids must identify dataset items; see
+    :func:`~retrieval_core.distributed.drop_duplicates`).
+
     Without flags every item is both a query and a gallery item (PML's layout);
     with ``is_query``/``is_gallery`` (OML's layout) the flagged subsets are used. An
     item is never matched with itself (nor with another item of the same id).
@@ -93,8 +110,10 @@ def finalize_embeddings(
     embeddings, labels, ids, is_query, is_gallery, categories = _gather_present(
         gather, group, embeddings, labels, ids, is_query, is_gallery, categories)
     if ids is not None:
-        present = [t for t in (labels, is_query, is_gallery, categories) if t is not None]
-        ids, embeddings, *present = drop_duplicates(ids, embeddings, *present)
+        named = [(n, t) for n, t in (("labels", labels), ("is_query", is_query), ("is_gallery", is_gallery),
+                                     ("categories", categories)) if t is not None]
+        ids, embeddings, *present = drop_duplicates(ids, embeddings, *(t for _, t in named),
+                                                    names=["embeddings"] + [n for n, _ in named])
         labels, rest = present[0], iter(present[1:])
         is_query = None if is_query is None else next(rest)
         is_gallery = None if is_gallery is None else next(rest)

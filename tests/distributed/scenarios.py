@@ -1,10 +1,10 @@
-"""Cases run by every rank of a multi-process run (``worker.py``) and, as the
-reference, by one process without a process group.
+"""The ignite suite of the multi-process harness (``harness.py``): cases run by
+every rank of a group and, as the reference, by one process without a process group.
 
 Each case builds the same data on every rank (fixed seeds), gives each rank its
 share, runs the metric (through an ``Engine`` when the rank has batches, by
 ``compute()`` alone when it has none: both enter the same collectives) and returns
-the result, or the error raised, as JSON-friendly values.
+the result (the harness records an error raised).
 
 Shares:
 * ``uneven``: batches of different sizes, dealt round-robin to the first
@@ -13,11 +13,15 @@ Shares:
 * ``sampler``: a shuffled ``DistributedSampler`` (it pads with repeated samples
   when the dataset does not divide), ids passed so the repeats are dropped;
 * ``nobody``: no rank sees data (NotComputableError everywhere).
+
+Repeated ids: DistributedSampler's padding repeats a sample, which is dropped (also
+when the repeat was recomputed with a small numeric difference); ids counted from 0
+in every batch repeat with different rows, an error on every rank. Labels and
+embeddings of every dtype that one process accepts sync exactly.
 """
 from __future__ import annotations
 
 import math
-import traceback
 from typing import Any, Callable, Dict, List
 
 import torch
@@ -128,6 +132,56 @@ def _mixed_ids_case(rank: int, world: int) -> Any:
     return _run(ir.RankingMetrics(["ndcg@5"]), batches)
 
 
+def _padding_recomputed_case(rank: int, world: int) -> Any:
+    """DistributedSampler padding whose repeated rows were recomputed with a tiny
+    numeric difference (as a GPU may give in another batch): still dropped."""
+    x, labels = _embedding_data()
+    n = x.shape[0]
+    idx = torch.tensor(list(DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=3)))
+    is_pad = rank + world * torch.arange(idx.numel()) >= n  # global positions past the dataset: the repeats
+    g = torch.Generator().manual_seed(100 + rank)
+    noise = 1e-4 * x[idx].abs().amax(1, keepdim=True) * torch.randn(idx.numel(), x.shape[1], generator=g)
+    emb = x[idx] + is_pad[:, None] * noise
+    batches = [{"embeddings": e, "labels": labels[i], "ids": i} for e, i in zip(emb.split(4), idx.split(4))]
+    return _run(ir.EmbeddingMetrics(EMB_KEYS), batches)
+
+
+def _ids_from_zero_case(kind: str) -> Callable[[int, int], Any]:
+    """ids counted from 0 in every batch: they repeat with different rows (an error)."""
+    def case(rank: int, world: int) -> Any:
+        if kind == "ranking":
+            preds, target, _ = _ranking_data()
+            rows = _uneven_rows(N_QUERIES, rank, world)
+            batches = [{"y_pred": preds[r], "y": target[r], "ids": torch.arange(len(r))} for r in rows]
+            return _run(ir.RankingMetrics(RANK_KEYS), batches)
+        x, labels = _embedding_data()
+        rows = _uneven_rows(x.shape[0], rank, world)
+        batches = [{"embeddings": x[r], "labels": labels[r], "ids": torch.arange(len(r))} for r in rows]
+        return _run(ir.EmbeddingMetrics(EMB_KEYS), batches)
+    return case
+
+
+INT_DTYPES = [d for d in (torch.uint8, getattr(torch, "uint16", None), getattr(torch, "uint32", None),
+                          getattr(torch, "uint64", None), torch.int8, torch.int16, torch.int32, torch.int64) if d]
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+def _dtypes_case(rank: int, world: int) -> Dict[str, Any]:
+    """Labels of every integer dtype, multi-hot labels of bool and uint8, embeddings
+    of every floating dtype: each gathered and evaluated (uneven share, flags)."""
+    x, labels = _embedding_data()
+    multi_hot = torch.nn.functional.one_hot(labels, 5)
+    rows = _uneven_rows(x.shape[0], rank, world)
+    variants = [(f"labels {d}", x, labels.to(d)) for d in INT_DTYPES]
+    variants += [(f"multi-hot {d}", x, multi_hot.to(d)) for d in (torch.bool, torch.uint8)]
+    variants += [(f"embeddings {d}", x.to(d), labels) for d in FLOAT_DTYPES]
+    out = {}
+    for name, emb, lab in variants:
+        batches = [{"embeddings": emb[r], "labels": lab[r], "ids": r, "is_query": r % 3 != 0} for r in rows]
+        out[name] = _run(ir.EmbeddingMetrics(EMB_KEYS), batches)
+    return out
+
+
 RANK_KEYS = ["ndcg@5", "map@r", "mrr", "hit_rate@3", "precision@2", "recall@10"]
 EMB_KEYS = ["cmc@1", "map@r", "precision_capped@5", "ndcg@3"]
 
@@ -153,20 +207,13 @@ CASES: Dict[str, Callable[[int, int], Any]] = {
     "embeddings_sampler_flags": _embedding_case(lambda: ir.EmbeddingMetrics(EMB_KEYS, distance="euclidean"), "sampler", flags=True),
     "embeddings_uneven_multi_hot": _embedding_case(lambda: ir.EmbeddingMetrics(EMB_KEYS, reduce="none"), "uneven", multi_hot=True),
     "embeddings_uneven_no_ids": _embedding_case(lambda: ir.EmbeddingMetrics(EMB_KEYS, per_class="macro"), "uneven", ids=False),
+    "embeddings_padding_recomputed": _padding_recomputed_case,
+    "embeddings_ids_from_zero": _ids_from_zero_case("embedding"),
+    "ranking_ids_from_zero": _ids_from_zero_case("ranking"),
+    "embeddings_every_dtype": _dtypes_case,
 }
-
-
-def run_cases(rank: int, world: int) -> Dict[str, Any]:
-    """Every case on this rank: its result, or ``{"error": ..., "message": ...}``."""
-    out: Dict[str, Any] = {}
-    for name, case in CASES.items():
-        try:
-            out[name] = case(rank, world)
-        except Exception as error:  # recorded and compared, like results
-            out[name] = {"error": type(error).__name__, "message": str(error)}
-            if type(error).__name__ not in ("NotComputableError", "ValueError"):
-                out[name]["traceback"] = traceback.format_exc()
-    return out
+SCENARIOS = CASES  # the harness's name
+WORLDS = (2, 3)
 
 
 def same(a: Any, b: Any, tol: float = 1e-9) -> bool:

@@ -1,13 +1,16 @@
-"""Scenarios for the 2-process (gloo) tests: what each rank feeds to which metric.
+"""The torchmetrics suite of the multi-process harness (``tests/distributed/harness.py``):
+what each of 2 gloo ranks feeds to which metric.
 
 A scenario's reference is one process fed rank 0's batches, then rank 1's: the
 same rows in the same order as the gathered state (core's gather_cat concatenates
 in rank order), so values must agree exactly, ``reduce="none"`` included.
+Scenarios in ``ERRORS`` must raise on every rank (and in one process).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 from torch.utils.data import DistributedSampler
@@ -18,6 +21,12 @@ import lightning_retrieval as lr
 from tests.lightning.data import clustered_embeddings, dense_batches, flat_queries
 
 WORLD = 2
+WORLDS = (WORLD,)
+INT_DTYPES = [d for d in (torch.uint8, getattr(torch, "uint16", None), getattr(torch, "uint32", None),
+                          getattr(torch, "uint64", None), torch.int8, torch.int16, torch.int32, torch.int64) if d]
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+# ids that repeat with different rows: a ValueError on every rank
+ERRORS = {"embedding_ids_from_zero": "repeat with different rows", "ranking_ids_from_zero": "repeat with different rows"}
 RANK_KEYS = ["ndcg@5", "map@r", "mrr", "precision@3", "auroc"]
 EMB_KEYS = ["cmc@1", "map@r", "ndcg@5", "precision@3"]
 
@@ -116,6 +125,39 @@ def scenarios() -> Dict[str, Scenario]:
         lambda **kw: lr.EmbeddingMetrics(EMB_KEYS + ["nmi"], **kw),
         {0: [("update", (x[:4], y[:4]), {})], 1: [("update", (x[4:10], y[4:10]), {}), ("update", (x[10:], y[10:]), {})]})
 
+    # DistributedSampler padding whose repeat was recomputed with a tiny numeric
+    # difference (as another batch on a GPU may give): still dropped
+    padded = []
+    for r in range(WORLD):
+        rows_r = _sampler_rows(23, r, 5)
+        is_pad = r + WORLD * torch.arange(sum(len(t) for t in rows_r)) >= 23
+        noise = 1e-4 * torch.randn(len(is_pad), x.shape[1], generator=torch.Generator().manual_seed(r))
+        xr = x[torch.cat(rows_r)] + is_pad[:, None] * noise
+        padded.append([("update", (e, y[i]), {"ids": i}) for e, i in zip(xr.split(5), rows_r)])
+    s["embedding_padding_recomputed"] = Scenario(lambda **kw: lr.EmbeddingMetrics(EMB_KEYS, **kw),
+                                                 {0: padded[0], 1: padded[1]},
+                                                 reference_rows=_embedding_calls(x, y, [torch.arange(23)]))
+    # ids counted from 0 in every batch: repeated with different rows, an error
+    s["embedding_ids_from_zero"] = Scenario(
+        lambda **kw: lr.EmbeddingMetrics(EMB_KEYS, **kw),
+        {0: [("update", (x[:6], y[:6]), {"ids": torch.arange(6)})],
+         1: [("update", (x[6:16], y[6:16]), {"ids": torch.arange(10)}),
+             ("update", (x[16:], y[16:]), {"ids": torch.arange(7)})]})
+    s["ranking_ids_from_zero"] = Scenario(
+        lambda **kw: lr.RankingMetrics(RANK_KEYS, **kw),
+        {0: [("update", (p, t), {"ids": torch.arange(len(i))}) for p, t, i, _ in b[:2]],
+         1: [("update", (p, t), {"ids": torch.arange(len(i))}) for p, t, i, _ in b[2:]]})
+    # every dtype one process accepts: labels (integers; multi-hot bool/uint8), embeddings (floats)
+    multi_hot = torch.nn.functional.one_hot(y, 4)
+    variants = [(f"labels_{d}", x, y.to(d)) for d in INT_DTYPES]
+    variants += [(f"multi_hot_{d}", x, multi_hot.to(d)) for d in (torch.bool, torch.uint8)]
+    variants += [(f"embeddings_{d}", x.to(d), y) for d in FLOAT_DTYPES]
+    for name, xd, yd in variants:
+        s[f"embedding_{name.replace('torch.', '')}"] = Scenario(
+            lambda **kw: lr.EmbeddingMetrics(EMB_KEYS, **kw),
+            {0: _embedding_calls(xd, yd, [torch.arange(0, 5)], is_query=is_query),
+             1: _embedding_calls(xd, yd, [torch.arange(5, 12), torch.arange(12, 23)], is_query=is_query)})
+
     # drop-ins: queries split across ranks (equal ids form one query), uneven counts, empty rank
     indexes, preds, target = flat_queries(33, 30, 12)
     calls = _flat_calls(indexes, preds, target, 5)
@@ -133,11 +175,25 @@ def scenarios() -> Dict[str, Scenario]:
     s["dropins_empty_rank"] = Scenario(dropins, {0: [], 1: calls})
     s["dropin_curve_uneven"] = Scenario(lambda **kw: lr.RetrievalPrecisionRecallCurve(max_k=6, **kw),
                                         {0: calls[:1], 1: calls[1:]})
+    # drop-in states of other dtypes: indexes of every integer dtype, preds of every
+    # floating dtype, bool / uint8 targets
+    for k, d in enumerate(INT_DTYPES + FLOAT_DTYPES):
+        p = preds.to(d) if d in FLOAT_DTYPES else preds
+        idx = indexes.to(d) if d in INT_DTYPES else indexes
+        tgt = (target > 0).to(torch.bool if k % 2 else torch.uint8)
+        typed = _flat_calls(idx, p, tgt, 5)
+        s[f"dropins_{str(d).replace('torch.', '')}"] = Scenario(
+            lambda **kw: lr.RetrievalMAP(top_k=5, **kw), {0: typed[:2], 1: typed[2:]})
     return s
 
 
+CUSTOM_SYNC_CALLS: List[Tuple[int, ...]] = []
+
+
 def custom_sync(tensor, group=None):
-    """A user-supplied dist_sync_fn (torchmetrics' default gather, wrapped)."""
+    """A user-supplied dist_sync_fn (torchmetrics' default gather, wrapped); its
+    calls are counted, so the test sees it was used."""
+    CUSTOM_SYNC_CALLS.append(tuple(tensor.shape))
     return gather_all_tensors(tensor, group)
 
 
@@ -156,3 +212,28 @@ def plain(value):
     if isinstance(value, (tuple, list)):
         return [plain(v) for v in value]
     return value.detach().to(torch.float64).cpu()
+
+
+def run(name: str, rank: int, world: int) -> Dict[str, Any]:
+    """One scenario on this rank (in a harness group): ``compute`` (and the
+    ``forward`` values, when recorded) as plain tensors, and how many times the
+    user's ``custom_sync`` ran."""
+    import torch.distributed as dist
+
+    sc = CASES[name]
+    kwargs: Dict[str, Any] = {}
+    if sc.local:
+        kwargs["sync_on_compute"] = False
+    if sc.with_group:
+        kwargs["process_group"] = dist.new_group(list(range(world)))
+    CUSTOM_SYNC_CALLS.clear()
+    metric = sc.make(**kwargs)
+    outs = apply(metric, sc.feeds[rank])
+    result = {"compute": plain(metric.compute()), "custom_sync_calls": len(CUSTOM_SYNC_CALLS)}
+    if sc.record_forward:
+        result["forward"] = plain(outs)
+    return result
+
+
+CASES = scenarios()
+SCENARIOS = {name: functools.partial(run, name) for name in CASES}  # the harness's entry points

@@ -1,36 +1,27 @@
 """Two gloo processes against one process: uneven update counts, ranks without data,
-DistributedSampler padding removed by ids, local computes, a process group.
+DistributedSampler padding removed by ids, ids that repeat with different rows (an
+error on every rank), states of every dtype, local computes, a process group, a
+user's dist_sync_fn.
 
-The processes run in a subprocess with a timeout (and collectives with a timeout),
-so a hang fails the test instead of blocking it.
+The processes run through the shared harness (``tests/distributed/harness.py``:
+one group for every suite, with timeouts), so a hang or a crash fails the test
+with each rank's stderr instead of blocking it.
 """
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from tests.lightning.ddp_cases import WORLD, apply, plain, scenarios
+from tests.distributed import harness
+from tests.lightning.ddp_cases import CASES, ERRORS, WORLD, apply, plain
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SUBPROCESS_TIMEOUT_S = 240
-SCENARIOS = scenarios()
+SUITE = "tests.lightning.ddp_cases"
+SCENARIOS = CASES
 
 
 @pytest.fixture(scope="module")
-def ddp_results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ddp")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
-    try:
-        proc = subprocess.run([sys.executable, "-m", "tests.lightning.ddp_worker", str(out)], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the 2-process run hung (no result in {SUBPROCESS_TIMEOUT_S} s)\n{exc.stderr}")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return [torch.load(out / f"rank{r}.pt") for r in range(WORLD)]
+def ddp_results():
+    return [ranks[SUITE] for ranks in harness.shared_results(WORLD)]
 
 
 def reference(name: str, rows=None):
@@ -54,22 +45,38 @@ def assert_same(got, expected, path=""):
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-12, equal_nan=True, msg=lambda m: f"{path}: {m}")
 
 
-GLOBAL = [n for n, sc in SCENARIOS.items() if not sc.local]
+GLOBAL = [n for n, sc in SCENARIOS.items() if not sc.local and n not in ERRORS]
 
 
 @pytest.mark.filterwarnings("ignore:The ``compute`` method")  # scenarios where a process saw no data
 @pytest.mark.parametrize("name", GLOBAL)
 def test_two_processes_equal_one(ddp_results, name):
     for rank in range(WORLD):
-        res = ddp_results[rank][name]
-        assert "error" not in res, res.get("error")
+        res = harness.value(ddp_results[rank][name], f"rank {rank}, {name}")
         assert_same(res["compute"], reference(name), f"rank {rank}")
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_repeated_ids_with_different_rows_fail_on_every_rank(ddp_results, name):
+    with pytest.raises(ValueError, match=ERRORS[name]):
+        reference(name)
+    for rank in range(WORLD):
+        kind, message = harness.error(ddp_results[rank][name], f"rank {rank}, {name}")
+        assert kind == "ValueError" and ERRORS[name] in message, (rank, message)
+        assert "ids must identify dataset items" in message
+
+
+def test_custom_dist_sync_fn_is_used(ddp_results):
+    for rank in range(WORLD):
+        assert ddp_results[rank]["ranking_custom_sync_fn"]["value"]["custom_sync_calls"] > 0
+        assert ddp_results[rank]["ranking_uneven"]["value"]["custom_sync_calls"] == 0
 
 
 def test_local_compute_without_sync(ddp_results):
     sc = SCENARIOS["ranking_local"]
     for rank in range(WORLD):
-        assert_same(ddp_results[rank]["ranking_local"]["compute"], reference("ranking_local", sc.feeds[rank]))
+        got = harness.value(ddp_results[rank]["ranking_local"])["compute"]
+        assert_same(got, reference("ranking_local", sc.feeds[rank]))
 
 
 def test_forward_values_are_local_batches(ddp_results):
@@ -77,7 +84,7 @@ def test_forward_values_are_local_batches(ddp_results):
     for rank in range(WORLD):
         metric = sc.make()
         expected = [plain(out) for out in apply(metric, sc.feeds[rank])]
-        assert_same(ddp_results[rank]["ranking_forward"]["forward"], expected, f"rank {rank}")
+        assert_same(harness.value(ddp_results[rank]["ranking_forward"])["forward"], expected, f"rank {rank}")
 
 
 @pytest.mark.filterwarnings("ignore:The ``compute`` method")
@@ -87,5 +94,8 @@ def test_scenarios_cover_the_issue():
     assert {"ranking_empty_rank", "ranking_compact_empty_rank", "embedding_empty_rank_flags",
             "dropins_empty_rank", "all_ranks_empty"} <= set(empty)
     assert {"ranking_uneven", "dropins_uneven", "embedding_no_ids_uneven"} <= set(uneven)
+    assert {"embedding_labels_uint16", "embedding_labels_uint32", "embedding_labels_uint64",
+            "embedding_labels_int16", "embedding_embeddings_bfloat16", "embedding_multi_hot_bool",
+            "dropins_int16", "dropins_float16"} <= set(SCENARIOS)
     nan = reference("all_ranks_empty")
     assert torch.isnan(nan["mrr"]) and torch.isnan(nan["cmc@1"])

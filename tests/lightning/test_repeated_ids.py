@@ -1,0 +1,55 @@
+"""torchmetrics adapters, one process: ids that repeat across batches with different
+rows are an error (not a silent loss of rows); a repeated row (padding) counts once."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import retrieval_core
+from lightning_retrieval import EmbeddingMetrics, RankingMetrics
+from tests.lightning.data import clustered_embeddings, dense_batches
+
+KEYS = ["cmc@1", "map@r", "precision@3"]
+
+
+def test_embedding_ids_counted_from_zero_in_every_batch():
+    x, y = clustered_embeddings(9, 40)
+    m = EmbeddingMetrics(KEYS)
+    for i in range(0, 40, 10):
+        m.update(x[i:i + 10], y[i:i + 10], ids=torch.arange(10))
+    with pytest.raises(ValueError, match=r"ids 0, 1, 2, 3, 4 and 5 more repeat with different rows .*"
+                                         r"ids must identify dataset items"):
+        m.compute()
+    m = EmbeddingMetrics(KEYS)
+    for i in range(0, 40, 10):
+        m.update(x[i:i + 10], y[i:i + 10], ids=torch.arange(i, i + 10))
+    expected = retrieval_core.evaluate_embeddings(x, y, KEYS)
+    got = m.compute()
+    assert {k: v.item() for k, v in got.items()} == pytest.approx({k: v.item() for k, v in expected.items()}, abs=1e-12)
+
+
+def test_embedding_padding_repeat_counts_once():
+    x, y = clustered_embeddings(10, 23)
+    m = EmbeddingMetrics(KEYS)
+    for r in torch.cat([torch.arange(23), torch.tensor([0])]).split(6):
+        m.update(x[r], y[r], ids=r)
+    expected = retrieval_core.evaluate_embeddings(x, y, KEYS)
+    assert {k: v.item() for k, v in m.compute().items()} == pytest.approx(
+        {k: v.item() for k, v in expected.items()}, abs=1e-12)
+
+
+def test_ranking_ids_counted_from_zero_in_every_batch():
+    batches = dense_batches(12, [4, 4, 4])
+    m = RankingMetrics(["ndcg@5", "mrr"])
+    for p, t, _, _ in batches:
+        m.update(p, t, ids=torch.arange(4))
+    with pytest.raises(ValueError, match=r"repeat with different rows \(per-query values: \d+ rows\)"):
+        m.compute()
+    # the first batch again (padding): counted once
+    m = RankingMetrics(["ndcg@5", "mrr"])
+    for p, t, i, _ in batches + batches[:1]:
+        m.update(p, t, ids=i)
+    preds, target = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+    expected = retrieval_core.evaluate_scores(preds, target, ["ndcg@5", "mrr"])
+    assert {k: v.item() for k, v in m.compute().items()} == pytest.approx(
+        {k: v.item() for k, v in expected.items()}, abs=1e-12)
