@@ -99,10 +99,9 @@ def _evaluate_rank(local_rank: int, state_dict, test_set, out_dir: str, device_t
         metric_device = device if backend == "nccl" else torch.device("cpu")
         metrics = make_device_evaluator(model, device, metric_device).run(loader).metrics
     values = {k: metrics[k] for k in METRICS}
-    shown = " | ".join(f"{k} {values[k]:.4f}" for k in METRICS)
-    print(f"rank {rank}/{world} ({len(sampler)} digits, {len(test_set)} in all): {shown}", flush=True)
+    # the parent prints every rank's line: ranks printing at once could interleave them
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-        json.dump(values, f)
+        json.dump({"values": values, "digits": len(sampler)}, f)
 
 
 def _free_port() -> int:
@@ -132,7 +131,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as out_dir:
         with idist.Parallel(backend=backend, nproc_per_node=args.nproc, master_port=_free_port()) as parallel:
             parallel.run(_evaluate_rank, model.state_dict(), test_set, out_dir, device.type, backend)
-        ranks = [json.load(open(os.path.join(out_dir, f"rank{r}.json"))) for r in range(args.nproc)]
+        ranks = []
+        for r in range(args.nproc):
+            with open(os.path.join(out_dir, f"rank{r}.json")) as f:
+                saved = json.load(f)
+            shown = " | ".join(f"{k} {saved['values'][k]:.4f}" for k in METRICS)
+            print(f"rank {r}/{args.nproc} ({saved['digits']} digits, {len(test_set)} in all): {shown}", flush=True)
+            ranks.append(saved["values"])
     same = all(math.isclose(r[k], reference[k], abs_tol=1e-9) for r in ranks for k in METRICS)
     print(f"{args.nproc} processes give the one-process values: {same}", flush=True)
     if not same:
