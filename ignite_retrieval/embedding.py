@@ -29,7 +29,8 @@ class EmbeddingMetrics(RetrievalMetric):
     ``update`` (and so an ``Engine``'s output) takes ``(embeddings, labels)`` or a
     mapping with keys ``"embeddings"`` (``[B, D]``), ``"labels"`` (``[B]`` integer
     classes or ``[B, C]`` multi-hot) and optionally ``"ids"`` (``[B]`` dataset
-    indices: an item seen twice, as DistributedSampler pads, counts once),
+    indices: an item seen twice with the same row, as DistributedSampler pads,
+    counts once; an id repeated with a different row is a ``ValueError``),
     ``"is_query"`` / ``"is_gallery"`` (``[B]`` bool) and ``"categories"``
     (``[B]`` integer labels: adds ``"{key}/{label}"`` results).
 

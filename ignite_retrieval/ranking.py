@@ -36,7 +36,8 @@ class RankingMetrics(RetrievalMetric):
     and gains ``y[B, N]`` (bool, or integer/float >= 0 for graded relevance).
     ``update`` (and so an ``Engine``'s output) takes ``(y_pred, y)`` or a mapping
     with keys ``"y_pred"``, ``"y"`` and optionally ``"ids"`` (``[B]`` integer query
-    ids: a query seen twice, as DistributedSampler pads, counts once) and
+    ids: a query seen twice with the same values, as DistributedSampler pads,
+    counts once; an id repeated with different values is a ``ValueError``) and
     ``"categories"`` (``[B]`` integer labels: adds ``"{key}/{label}"`` results).
 
     Per-query values are computed in ``update`` by ``retrieval_core`` and kept

@@ -60,7 +60,8 @@ class RankingMetrics(CoreStateMetric):
     ``update(preds, target, *, ids=None, categories=None, mask=None)`` takes
     ``preds[B, N]`` scores and ``target[B, N]`` gains (bool, or >= 0) of ``B`` queries;
     ``mask[B, N]`` marks real candidates. ``ids[B]`` (int) are query ids: a query
-    seen twice (DistributedSampler padding) counts once. ``categories[B]`` (int)
+    seen twice with the same row (DistributedSampler padding) counts once; an id
+    repeated with a different row is a ``ValueError``. ``categories[B]`` (int)
     add ``"{key}/{category}"`` results. The per-query values are computed in
     ``update``; the states are ``values [n, M]`` float64 (NaN = undefined), ``ids``
     and ``categories`` ("cat"), or ``sums [3, M]`` ("sum") with ``compact=True``,
@@ -164,7 +165,8 @@ class EmbeddingMetrics(CoreStateMetric):
     ``update(embeddings, labels, *, ids=None, is_query=None, is_gallery=None,
     categories=None)`` stores a batch: ``embeddings[B, D]``, ``labels[B]`` (int) or
     ``[B, C]`` multi-hot, ``ids[B]`` (int) sample ids (an item seen twice, e.g.
-    DistributedSampler padding, counts once; an item is never matched with one of
+    DistributedSampler padding, counts once (an id repeated with a different row
+    is a ``ValueError``); an item is never matched with one of
     the same id), ``is_query[B]``/``is_gallery[B]`` (bool; without them every item
     is both a query and a gallery item, and never retrieves itself),
     ``categories[B]`` (int) per query. States are "cat" lists of those tensors.
