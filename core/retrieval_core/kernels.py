@@ -5,7 +5,7 @@
 averages, syncs or loops over queries. Values of queries for which a metric is
 undefined (see :data:`EMPTY_RULES`) are arbitrary here; the evaluator marks them.
 
-Notation (shared/DESIGN.md): hits@k = relevant candidates among the first k,
+Notation (docs/metrics.md): hits@k = relevant candidates among the first k,
 R = ``ranking.n_relevant``, P@i = hits@i / i, rel_i = 1 if rank i is relevant.
 """
 from __future__ import annotations

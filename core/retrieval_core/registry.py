@@ -77,7 +77,7 @@ REGISTRY: Dict[str, MetricSpec] = {
         _spec("acg", K.acg, {AT_K}),
         _spec("wap", K.wap, {AT_K}),
         _spec("auroc", K.auroc, {AT_K}, plain=WHOLE, empty=K.no_relevant_or_irrelevant),
-        # embedding-set metrics (shared/DESIGN.md), evaluated by evaluate_embeddings
+        # embedding-set metrics (docs/metrics.md), evaluated by evaluate_embeddings
         _set_spec("fnmr", set_level.fnmr_values, {AT_X}),
         _set_spec("pcf", set_level.pcf_values, {AT_X}),
         _set_spec("nmi", set_level.nmi_values, set(), plain=WHOLE),

@@ -1,7 +1,7 @@
 """Anchor tests against scikit-learn's ``ndcg_score`` and ignite's ``rec_sys`` metrics
 (``HitRate``, ``NDCG``), on dense ``[Q, N]`` scores without ties.
 
-Mapping (shared/DESIGN.md):
+Mapping (docs/metrics.md):
 
 * sklearn ``ndcg_score(k=k)`` = our ``ndcg@k`` (linear gain); with ties sklearn
   averages over tie orders, ours is stable (asserted in ``test_sklearn_ties_differ``).

@@ -17,7 +17,7 @@ Differences from our definitions, each asserted below:
 
 * RetrievalAUROC gives 0 for a query with no negative; ours is undefined there.
 * torchmetrics zeroes the target of an entry whose score is <= 0 (precision,
-  recall, MAP, MRR); ours keeps it (shared/DESIGN.md: never copy the defect).
+  recall, MAP, MRR); ours keeps it (docs/metrics.md: an anchor's defect is never copied).
 * RetrievalMAP(top_k=k) divides by the hits in the top k (our ``map_hits@k``), not
   by R (our ``map@k``, trec map_cut).
 """
@@ -237,7 +237,7 @@ def test_map_top_k_divides_by_hits_not_r():
 
 def test_torchmetrics_zeroes_targets_of_nonpositive_scores():
     """torchmetrics drops the relevance of an entry scored <= 0 (precision, recall, MAP,
-    MRR); ours ranks it like any other score (shared/DESIGN.md: not copied)."""
+    MRR); ours ranks it like any other score (docs/metrics.md: not copied)."""
     preds = torch.tensor([0.5, -0.2, -0.7])
     target = torch.tensor([0, 1, 0])
     indexes = torch.zeros(3, dtype=torch.long)
