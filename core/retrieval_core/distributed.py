@@ -428,6 +428,7 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
     signature = {
         "rows": query.shape[0], "gallery_rows": None if gallery is None else gallery.shape[0],
         "dim": query.shape[1], "labels": list(query_labels.shape[1:]),
+        "dtype": str(query.dtype), "label_dtype": str(query_labels.dtype),
         "gallery": gallery is not None, "ids": query_ids is not None,
         "categories": None if categories is None else ("tensor" if isinstance(categories, Tensor) else "labels"),
     }
@@ -441,7 +442,8 @@ def _check_signatures(signatures: List[Dict[str, Any]]) -> None:
         got = [s[field] for s in signatures]
         if len(set(map(str, got))) > 1:
             raise ValueError(f"every rank must pass {what} or none; per rank: {got}")
-    for field, what in (("dim", "the embedding dimension"), ("labels", "the label shape past the first dimension")):
+    for field, what in (("dim", "the embedding dimension"), ("labels", "the label shape past the first dimension"),
+                        ("dtype", "the query dtype"), ("label_dtype", "the query label dtype")):
         got = {r: s[field] for r, s in enumerate(signatures) if s["rows"] or s["gallery_rows"]}
         if len(set(map(str, got.values()))) > 1:
             raise ValueError(f"ranks holding rows must agree on {what}; per rank: {got}")
