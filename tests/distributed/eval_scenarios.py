@@ -49,15 +49,15 @@ def bounds(world: int, layout: str = "uneven", n: int = N) -> List[int]:
         return [0, n]
     if layout == "first_empty":
         return [0, 0, n] if world == 2 else [0, 0, 30, n]
+    if layout == "narrow":  # shards narrower than search.MIN_ROWS
+        return [0, 5, n] if world == 2 else [0, 5, 9, n]
     return [0, 17, n] if world == 2 else [0, 17, 17, n]
 
 
 def _rows(t, rank: int, world: int, layout: str = "uneven"):
     if t is None:
         return None
-    b = bounds(world, layout, len(t))
-    if isinstance(t, list):
-        return t[b[rank]:b[rank + 1]]
+    b = bounds(world, layout, len(t))  # shorter inputs (a gallery): the same cuts, clamped
     return t[b[rank]:b[rank + 1]]
 
 
@@ -67,7 +67,7 @@ def plain(r) -> Dict[str, Any]:
 
 def _case(metrics, *, layout: str = "uneven", gallery: bool = False, ids: bool = False, labels: str = "class",
           categories: Optional[str] = None, shard: bool = False, transform: Optional[Callable] = None,
-          **options) -> Callable[[int, int], Any]:
+          gallery_rows: int = 40, **options) -> Callable[[int, int], Any]:
     """A case: the same data on every rank, each rank passes its share."""
 
     def case(rank: int, world: int) -> Dict[str, Any]:
@@ -83,8 +83,9 @@ def _case(metrics, *, layout: str = "uneven", gallery: bool = False, ids: bool =
         full: Dict[str, Any] = {"query_ids": item_ids if ids else None, "categories": cats}
         if gallery:  # a separate gallery: other points, ids overlapping the queries' in part
             g = torch.Generator().manual_seed(5)
-            full.update(gallery=x[:40].flip(0) + 0.3 * torch.randn(40, DIM, generator=g),
-                        gallery_labels=lab[:40].flip(0), gallery_ids=(item_ids[:40] + 3 * 20) if ids else None)
+            m = gallery_rows
+            full.update(gallery=x[:m].flip(0) + 0.3 * torch.randn(m, DIM, generator=g),
+                        gallery_labels=lab[:m].flip(0), gallery_ids=(item_ids[:m] + 3 * 20) if ids else None)
         mine = {k: _rows(v, rank, world, layout) for k, v in full.items()}
         recorded: List[tuple] = []
         original = D.gather_cat
@@ -150,6 +151,9 @@ CASES.update(_both("float64_euclidean", PER_QUERY, distance="euclidean", transfo
 CASES.update(_both("first_rank_empty", PER_QUERY + K_SET, PER_QUERY, layout="first_empty", ids=True))
 CASES.update(_both("per_class_all_zero", PER_QUERY, per_class="all", empty="zero", categories="strings"))
 CASES.update(_both("callable_distance", PER_QUERY + K_WHOLE, PER_QUERY, distance=_l1, gallery=True))
+CASES.update(_both("narrow_shards", PER_QUERY, layout="narrow", ids=True))
+CASES.update(_both("narrow_shards_euclidean", PER_QUERY, layout="narrow", distance="euclidean", gallery=True))
+CASES.update(_both("tiny_gallery", ["cmc@1", "precision@3", "map@r"], gallery=True, gallery_rows=10))
 CASES["set_level_gallery_ids"] = _case(K_SET, gallery=True, ids=True, distance="euclidean")
 
 
