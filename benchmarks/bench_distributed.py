@@ -18,8 +18,9 @@ CPU time of each process is reported too: on a machine shared with other work
 the wall-time ratio depends on the free cores, the CPU split does not.
 
 Wall time: the slowest rank's, from a barrier to the end of the call (median of
-``--repeat``; one untimed warm-up call first in every process). Peak memory: VmHWM over the RSS before the call (the rank's share
-of the inputs is loaded; ``/proc/self/clear_refs`` resets the peak), per rank and
+``--repeat``; one untimed warm-up call first in every process). Peak memory:
+VmHWM over the RSS before the call (the rank's share of the inputs is loaded;
+``/proc/self/clear_refs`` resets the peak), per rank and
 mode, next to the expected size of the shard (N/W x D x 4 bytes) and of one query
 chunk of scores (rows x shard x 24 bytes, from ``--memory-budget``). The results of
 every mode are compared with the one-process result (bit for bit).
@@ -210,8 +211,9 @@ def main(argv: Optional[List[str]] = None) -> None:
               + ", ".join(f"+{p / MIB:.1f}" for p in peaks) + f" MiB   same values as 1 process: {same}")
     shard_bytes = shard_rows * dim * 4
     chunk_bytes = chunk_rows * shard_rows * 24
+    whole = args.n * dim * 4
     print(f"sharded, expected per rank: shard {shard_bytes / MIB:.1f} MiB + one chunk of {chunk_rows} queries "
-          f"x {shard_rows} items x 24 B = {chunk_bytes / MIB:.1f} MiB (whole gallery: {args.n * dim * 4 / MIB:.1f} MiB)")
+          f"x {shard_rows} items x 24 B = {chunk_bytes / MIB:.1f} MiB (whole gallery: {whole / MIB:.1f} MiB)")
     report.update(shard_bytes=shard_bytes, chunk_bytes=chunk_bytes)
     if args.json:
         with open(args.json, "w") as f:

@@ -319,7 +319,8 @@ def _share_values(query, query_labels, query_keys, gallery, gallery_labels, quer
     return torch.stack([r[m.key] for m in query_keys], 1)
 
 
-def _set_values(set_keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, options) -> Dict[str, Tensor]:
+def _set_values(set_keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids,
+                options) -> Dict[str, Tensor]:
     """The set-level values of the whole evaluation (rank 0 computes them)."""
     from .embeddings import evaluate_embeddings as evaluate_one
 

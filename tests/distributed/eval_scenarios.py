@@ -206,10 +206,37 @@ def _undefined_queries(rank: int, world: int):
     return D.evaluate_embeddings(_rows(x, rank, world), _rows(labels, rank, world), ["map@r"], empty="error")
 
 
+def _label_dtype_differs(rank: int, world: int):
+    x, labels, _, _ = _data()
+    mine = _rows(labels, rank, world)
+    return D.evaluate_embeddings(_rows(x, rank, world), mine.to(torch.int32) if rank == 0 else mine, ["cmc@1"])
+
+
+def _no_gallery_rows_sharded(rank: int, world: int):
+    x, labels, _, _ = _data()
+    return D.evaluate_embeddings(_rows(x, rank, world), _rows(labels, rank, world), ["cmc@1"],
+                                 gallery=x[:0], gallery_labels=labels[:0], shard_gallery=True)
+
+
+def _split_sizes_differ(rank: int, world: int):
+    x, labels, _, _ = _data()
+    return D.evaluate_split(x[: N - rank], labels[: N - rank], ["cmc@1"])
+
+
+def _unknown_error_type(rank: int, world: int):
+    def fn():
+        if rank == 0:
+            raise KeyError("missing on purpose")
+        return None, None
+    return D.agree(fn)
+
+
 ERRORS: Dict[str, tuple] = {
     # name: (case, exception type, message part, also raised by one process)
-    "error_nan_on_last_rank": (_nan_on_rank_1, "ValueError", "query embeddings contain NaN or inf (raised on rank", False),
-    "error_dims_differ": (_dims_differ, "ValueError", "ranks holding rows must agree on the embedding dimension", False),
+    "error_nan_on_last_rank": (_nan_on_rank_1, "ValueError", "query embeddings contain NaN or inf (raised on rank",
+                               False),
+    "error_dims_differ": (_dims_differ, "ValueError", "ranks holding rows must agree on the embedding dimension",
+                          False),
     "error_ids_on_rank_0": (_ids_on_rank_0, "ValueError", "every rank must pass query_ids (and gallery_ids) or none",
                             False),
     "error_relevance_fails_sharded": (_relevance_fails_on_last_rank, "ValueError",
@@ -224,6 +251,16 @@ ERRORS: Dict[str, tuple] = {
     "error_undefined_queries": (_undefined_queries, "ValueError", "empty='error' forbids them", True),
     "error_bad_shard_option": (_simple(["cmc@1"], shard_gallery="yes"), "TypeError",
                                "shard_gallery must be a bool; got 'yes'", True),
+    "error_faiss_sharded": (_simple(["cmc@1"], shard_gallery=True, backend="faiss"), "ValueError",
+                            "shard_gallery=True searches with the torch backend; got backend='faiss'", True),
+    "error_label_dtype_differs": (_label_dtype_differs, "ValueError",
+                                  "ranks holding rows must agree on the query label dtype", False),
+    "error_no_gallery_rows_sharded": (_no_gallery_rows_sharded, "ValueError", "gallery is empty; got shape (0, 6)",
+                                      True),
+    "error_split_sizes_differ": (_split_sizes_differ, "ValueError",
+                                 "evaluate_split needs the same rows on every rank (gathered states)", False),
+    "error_unknown_type": (_unknown_error_type, "RuntimeError", "KeyError: 'missing on purpose' (raised on rank 0",
+                           False),
 }
 CASES.update({name: spec[0] for name, spec in ERRORS.items()})
 
