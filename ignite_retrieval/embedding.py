@@ -40,7 +40,9 @@ class EmbeddingMetrics(RetrievalMetric):
 
     The state is the embeddings and their metadata (on ``device``); ``compute``
     gathers it from every process, drops repeated ids and evaluates with
-    ``retrieval_core.evaluate_embeddings`` (chunked, never a ``[Q, G]`` matrix).
+    ``retrieval_core.evaluate_embeddings`` (chunked, never a ``[Q, G]`` matrix);
+    with several processes each evaluates a share of the queries and the
+    per-query values are gathered (the same result on every process).
 
     Args:
         metrics: per-query keys (``"cmc@1"``, ``"map@r"``, ``"precision_capped@5"``...)

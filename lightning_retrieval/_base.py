@@ -48,7 +48,10 @@ class CoreStateMetric(Metric):
     def sync(self, dist_sync_fn=None, process_group=None, should_sync: bool = True,
              distributed_available=None) -> None:
         """torchmetrics' ``sync``; without a ``dist_sync_fn`` it uses the metric's own
-        (the core's gather, or the one given at construction), as ``compute`` does."""
+        (the core's gather, or the one given at construction), as ``compute`` does.
+        The group synced over is remembered (``synced_group``) for a compute that
+        divides its work between the ranks that now hold the same state."""
+        self.synced_group = process_group if process_group is not None else self.process_group
         super().sync(dist_sync_fn=dist_sync_fn if dist_sync_fn is not None else self.dist_sync_fn,
                      process_group=process_group, should_sync=should_sync,
                      distributed_available=distributed_available)

@@ -176,7 +176,9 @@ class EmbeddingMetrics(CoreStateMetric):
 
     ``compute()`` evaluates once over everything seen (every rank when synced) and
     returns a ``dict[str, Tensor]`` for ``log_dict``; with no data it gives NaN for
-    each key.
+    each key. When synced, the ranks divide the work: each evaluates a share of
+    the queries against the whole gallery and the per-query values are gathered
+    (the same result on every rank as one process's).
 
     ``forward(...)`` only accumulates (as ``update``) and returns an empty dict (so
     a ``MetricCollection``'s forward still gives a dict for ``log_dict``): retrieval
@@ -255,4 +257,8 @@ class EmbeddingMetrics(CoreStateMetric):
         optional = {name: self._state(name) for name in ("ids", "is_query", "is_gallery", "categories")}
         labels = self._state("labels")
         _same_rows(embeddings.shape[0], labels=labels, **optional)
-        return self._counted(finalize_embeddings(embeddings, labels, self.keys, gather=False, **optional, **self.options))
+        # synced: every rank holds every rank's state, and the ranks divide the evaluation
+        synced = self._is_synced
+        return self._counted(finalize_embeddings(embeddings, labels, self.keys, gather=False, split=synced,
+                                                 group=getattr(self, "synced_group", None) if synced else None,
+                                                 **optional, **self.options))

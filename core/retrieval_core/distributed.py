@@ -6,17 +6,28 @@ trimmed, so the collective never sees unequal shapes and never hangs. Rows trave
 as their raw bytes (``uint8``), which every backend can move, whatever the dtype
 (gloo cannot move ``int16`` or ``uint16/32/64`` itself); dtype and values come
 back exactly. Without an initialised process group everything is the identity.
+
+:func:`evaluate_embeddings` divides an embedding evaluation between the ranks:
+each evaluates its own queries (against the gathered gallery, or against every
+rank's gallery shard with ``shard_gallery=True``) and only the per-query values
+travel; every rank then aggregates the same values. :func:`evaluate_split` is
+its form for state that every rank already holds whole (the adapters' gathered
+states): each rank takes a contiguous share of the queries. :func:`agree` runs a
+local step on every rank and raises the same error on every rank when it failed
+on any, so no rank is left waiting in a later collective.
 """
 from __future__ import annotations
 
+import json
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["world_size", "gather_per_rank", "gather_cat", "all_reduce_sum", "drop_duplicates", "ROW_RTOL"]
+__all__ = ["world_size", "gather_per_rank", "gather_cat", "all_reduce_sum", "drop_duplicates", "ROW_RTOL",
+           "agree", "evaluate_embeddings", "evaluate_split"]
 
 _MAX_DIMS = 8
 # every dtype a state may hold; the index is what ranks exchange (uint16/32/64: torch >= 2.3)
@@ -31,6 +42,11 @@ def world_size(group=None) -> int:
     if not (dist.is_available() and dist.is_initialized()):
         return 1
     return dist.get_world_size(group)
+
+
+def rank_of(group=None) -> int:
+    """This process's rank in ``group`` (0 without a process group)."""
+    return dist.get_rank(group) if world_size(group) > 1 else 0
 
 
 def _shape_code(t: Tensor) -> Tensor:
@@ -198,3 +214,437 @@ def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]]
         )
     keep = torch.full((n_keep,), n, dtype=torch.int64, device=device).scatter_reduce(0, group, order, "amin")
     return (ids[keep], *(a[keep] for a in arrays))
+
+
+# -- agreement: the same error on every rank ------------------------------------------
+
+# exceptions re-raised with their own type on the ranks where they did not happen
+_RAISED = {t.__name__: t for t in (ValueError, TypeError, NotImplementedError, ImportError, RuntimeError)}
+
+
+def _comm_device(hint, group) -> torch.device:
+    """Where the small exchanges of this module live: ``hint``'s device, else the
+    backend's (nccl moves CUDA tensors only)."""
+    if isinstance(hint, Tensor):
+        return hint.device
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def exchange_text(text: str, group=None, device=None) -> List[str]:
+    """Every rank's ``text``, in rank order (one gather of its UTF-8 bytes).
+
+    Example:
+        >>> exchange_text("hello")  # one process
+        ['hello']
+    """
+    if world_size(group) == 1:
+        return [text]
+    data = torch.tensor(list(text.encode("utf-8")), dtype=torch.uint8, device=device)
+    return [bytes(t.tolist()).decode("utf-8") for t in gather_per_rank(data, group)]
+
+
+def agree(fn: Callable[[], Tuple[Any, Any]], *, group=None, device=None) -> Tuple[Any, List[Any]]:
+    """Run ``fn() -> (result, info)`` on every rank (``fn`` itself holds no
+    collective); returns ``(result, [info of each rank])`` (``info``: anything JSON
+    writes). When ``fn`` raised on any rank, every rank raises: a rank's own
+    exception when it raised on every rank, else the first failing rank's error
+    with its type (ValueError, TypeError, ... ; RuntimeError for others) and
+    message, plus ``(raised on rank r of n)``.
+
+    Example:
+        >>> agree(lambda: (3, {"rows": 3}))  # one process
+        (3, [{'rows': 3}])
+    """
+    n = world_size(group)
+    if n == 1:
+        result, info = fn()
+        return result, [info]
+    error: Optional[Exception] = None
+    try:
+        result, info = fn()
+    except Exception as exc:  # noqa: BLE001 - every rank learns of it and raises
+        result, info, error = None, None, exc
+    mine = json.dumps([None if error is None else [type(error).__name__, str(error)], info])
+    every = [json.loads(t) for t in exchange_text(mine, group, device)]
+    failed = [(r, e) for r, (e, _) in enumerate(every) if e is not None]
+    if failed:
+        if error is not None and len(failed) == n:
+            raise error
+        r, (name, message) = failed[0]
+        text = f"{message} (raised on rank {r} of {n})"
+        kind = _RAISED.get(name)
+        raise (kind(text) if kind is not None else RuntimeError(f"{name}: {text}")) from error
+    return result, [i for _, i in every]
+
+
+def _from_rank0(value: Optional[Tensor], group, device) -> Tensor:
+    """Rank 0's 0-d ``value`` on every rank (exact, any dtype)."""
+    mine = value.reshape(1) if value is not None else torch.empty(0, dtype=torch.float64, device=device)
+    return gather_per_rank(mine, group)[0].reshape(())
+
+
+def _gather_categories(categories, group):
+    if categories is None or world_size(group) == 1:
+        return categories
+    if isinstance(categories, Tensor):
+        return gather_cat(categories, group)
+    every: List[Any] = [None] * world_size(group)
+    dist.all_gather_object(every, list(categories), group=group)
+    return [c for part in every for c in part]
+
+
+# -- evaluation divided between ranks ---------------------------------------------------
+
+def _share(n: int, rank: int, world: int) -> slice:
+    """Rank ``rank``'s contiguous share of ``n`` rows (sizes differ by at most one)."""
+    return slice(n * rank // world, n * (rank + 1) // world)
+
+
+def _share_values(query, query_labels, query_keys, gallery, gallery_labels, query_ids, gallery_ids, options,
+                  show: bool) -> Tensor:
+    """``[q, M]`` per-query values of this rank's queries against the whole gallery
+    (the single-process evaluator with ``reduce="none"``; NaN = undefined)."""
+    from .embeddings import evaluate_embeddings as evaluate_one
+
+    if query.shape[0] == 0:
+        return torch.empty(0, len(query_keys), dtype=torch.float64, device=query.device)
+    r = evaluate_one(
+        query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
+        gallery_ids=gallery_ids, distance=options["distance"], relevance=options["relevance"], ties=options["ties"],
+        empty="skip", reduce="none", memory_budget=options["memory_budget"], progress=show,
+        backend=options["backend"],
+    )
+    return torch.stack([r[m.key] for m in query_keys], 1)
+
+
+def _set_values(set_keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids,
+                options) -> Dict[str, Tensor]:
+    """The set-level values of the whole evaluation (rank 0 computes them)."""
+    from .embeddings import evaluate_embeddings as evaluate_one
+
+    r = evaluate_one(
+        query, query_labels, set_keys, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
+        gallery_ids=gallery_ids, distance=options["distance"], relevance=options["relevance"], ties=options["ties"],
+        memory_budget=options["memory_budget"], backend=options["backend"],
+    )
+    return {m.key: r[m.key] for m in set_keys}
+
+
+def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tensor]], n_queries: int, *,
+             all_labels: Optional[Tensor], categories, options, group, device):
+    """Gather the per-query values (rank order = global query order), aggregate them
+    as one process does, and take rank 0's set-level values: the same on every rank."""
+    from .aggregate import MetricResults, aggregate
+    from .embeddings import _per_class
+    from .registry import split_scopes
+
+    query_keys, set_keys = split_scopes(keys)
+    results = MetricResults(n_queries=torch.tensor(n_queries))
+    if query_keys:
+        values = gather_cat(values, group)
+        names = [m.key for m in query_keys]
+        results = aggregate(values, names, empty=options["empty"], reduce=options["reduce"], categories=categories)
+        if options["per_class"] is not None:
+            results.update(_per_class(values, names, all_labels, options["empty"], options["reduce"],
+                                      options["per_class"]))
+    for m in set_keys:
+        results[m.key] = _from_rank0(None if set_values is None else set_values[m.key], group, device)
+    ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
+    ordered.update((k, v) for k, v in results.items() if k not in ordered)
+    return ordered
+
+
+def _evaluate_share(keys, query, query_labels, query_ids, *, gallery, gallery_labels, gallery_ids, self_gallery: bool,
+                    all_query, all_labels, all_ids, categories, n_queries: int, options, group, device):
+    """This rank's queries against the whole gallery (held by every rank), rank 0's
+    set-level values, then :func:`_combine`."""
+    from .registry import split_scopes
+
+    query_keys, set_keys = split_scopes(keys)
+    rank = rank_of(group)
+
+    def local():
+        values = None
+        if query_keys:
+            values = _share_values(query, query_labels, query_keys, gallery, gallery_labels, query_ids, gallery_ids,
+                                   options, show=bool(options["progress"]) and rank == 0)
+        set_values = None
+        if set_keys and rank == 0:
+            set_values = _set_values(set_keys, all_query, all_labels, all_ids, None if self_gallery else gallery,
+                                     None if self_gallery else gallery_labels,
+                                     None if self_gallery else gallery_ids, options)
+        return (values, set_values), None
+
+    (values, set_values), _ = agree(local, group=group, device=device)
+    return _combine(keys, values, set_values, n_queries, all_labels=all_labels, categories=categories,
+                    options=options, group=group, device=device)
+
+
+def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend) -> Dict[str, Any]:
+    return dict(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce, per_class=per_class,
+                memory_budget=memory_budget, progress=progress, backend=backend)
+
+
+def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids, categories,
+                 shard_gallery, options):
+    """This rank's inputs, checked as the single-process evaluator checks them
+    (zero rows allowed): ``(checked inputs, signature for the other ranks)``."""
+    from .registry import depth_needed, parse_metrics, split_scopes
+    from .validate import (
+        check_backend, check_categories, check_embedding_options, check_embedding_values, check_embeddings,
+        check_labels, check_pairs, check_per_class, check_query_gallery, check_rows, check_same_device,
+    )
+
+    distance, relevance = options["distance"], options["relevance"]
+    check_embedding_options(distance=distance, relevance=relevance, ties=options["ties"], empty=options["empty"],
+                            reduce=options["reduce"], per_class=options["per_class"],
+                            memory_budget=options["memory_budget"])
+    if not isinstance(shard_gallery, bool):
+        raise TypeError(f"shard_gallery must be a bool; got {shard_gallery!r}")
+    keys = parse_metrics(metrics)
+    if shard_gallery:
+        _check_shardable(keys, options["backend"])
+    custom = relevance is not None
+    check_pairs(gallery, gallery_labels, query_ids, gallery_ids)
+    query = check_embeddings("query", query, distance, batch=True)
+    query_labels = check_labels("query_labels", query_labels, query.shape[0], custom)
+    if query_ids is not None:
+        query_ids = check_rows("query_ids", query_ids, query.shape[0], unit="embedding")
+    if gallery is not None:
+        gallery = check_embeddings("gallery", gallery, distance, batch=True)
+        gallery_labels = check_labels("gallery_labels", gallery_labels, gallery.shape[0], custom)
+        check_query_gallery(query, query_labels, gallery, gallery_labels, custom)
+        if gallery_ids is not None:
+            gallery_ids = check_rows("gallery_ids", gallery_ids, gallery.shape[0], unit="embedding")
+    check_same_device(query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels,
+                      query_ids=query_ids, gallery_ids=gallery_ids)
+    check_backend(options["backend"], distance=distance, custom=custom, labels=query_labels, device=query.device,
+                  whole=depth_needed(split_scopes(keys)[0])[2])
+    check_per_class(options["per_class"], query_labels, custom)
+    if categories is not None:
+        check_categories(categories, query.shape[0], "query")
+    check_embedding_values(query, query_labels, gallery, gallery_labels, distance=distance, custom=custom)
+    signature = {
+        "rows": query.shape[0], "gallery_rows": None if gallery is None else gallery.shape[0],
+        "dim": query.shape[1], "labels": list(query_labels.shape[1:]),
+        "dtype": str(query.dtype), "label_dtype": str(query_labels.dtype),
+        "gallery": gallery is not None, "ids": query_ids is not None,
+        "categories": None if categories is None else ("tensor" if isinstance(categories, Tensor) else "labels"),
+    }
+    return (keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids), signature
+
+
+def _check_signatures(signatures: List[Dict[str, Any]]) -> None:
+    """What must agree between ranks (so that every rank enters the same collectives)."""
+    for field, what in (("gallery", "a gallery"), ("ids", "query_ids (and gallery_ids)"),
+                        ("categories", "categories")):
+        got = [s[field] for s in signatures]
+        if len(set(map(str, got))) > 1:
+            raise ValueError(f"every rank must pass {what} or none; per rank: {got}")
+    for field, what in (("dim", "the embedding dimension"), ("labels", "the label shape past the first dimension"),
+                        ("dtype", "the query dtype"), ("label_dtype", "the query label dtype")):
+        got = {r: s[field] for r, s in enumerate(signatures) if s["rows"] or s["gallery_rows"]}
+        if len(set(map(str, got.values()))) > 1:
+            raise ValueError(f"ranks holding rows must agree on {what}; per rank: {got}")
+
+
+def _check_shardable(keys, backend) -> None:
+    from .registry import split_scopes
+
+    query_keys, set_keys = split_scopes(keys)
+    whole = [m.key for m in query_keys if m.cutoff is None]
+    if whole:
+        raise ValueError(
+            f"shard_gallery=True ranks each query's top candidates only; whole-list keys ({', '.join(whole)}) "
+            "need the whole gallery per query: use shard_gallery=False"
+        )
+    if set_keys:
+        raise ValueError(
+            f"set-level keys ({', '.join(m.key for m in set_keys)}) need every embedding on one rank: "
+            "use shard_gallery=False"
+        )
+    if backend != "torch":
+        raise ValueError(f"shard_gallery=True searches with the torch backend; got backend={backend!r}")
+
+
+def evaluate_embeddings(
+    query: Tensor,
+    query_labels: Tensor,
+    metrics: Sequence[str],
+    *,
+    gallery: Optional[Tensor] = None,
+    gallery_labels: Optional[Tensor] = None,
+    query_ids: Optional[Tensor] = None,
+    gallery_ids: Optional[Tensor] = None,
+    group=None,
+    shard_gallery: bool = False,
+    distance="cosine",
+    relevance=None,
+    ties: str = "stable",
+    empty: str = "skip",
+    reduce: str = "mean",
+    categories=None,
+    per_class: Optional[str] = None,
+    memory_budget: Optional[int] = None,
+    progress: bool = False,
+    backend: str = "torch",
+):
+    """:func:`retrieval_core.evaluate_embeddings` with the rows spread over the ranks
+    of ``group``, the work divided between them.
+
+    Each rank passes its own rows (``query``, labels, ids, categories and, unless
+    the queries are their own gallery, ``gallery`` rows): sizes may differ, and a
+    rank may pass zero rows (``[0, D]``). Every rank returns the same
+    :class:`~retrieval_core.MetricResults` as the single-process call on the
+    concatenation of all ranks' rows in rank order. Options as there, plus:
+
+    * ``group``: the process group (default: the whole world). Without an
+      initialised process group this is the single-process call.
+    * ``shard_gallery``: False (default): the gallery is gathered to every rank and
+      each rank evaluates its own queries against it. True: the gallery never
+      leaves its rank; queries are broadcast chunk by chunk, each rank ranks them
+      within its shard and the shards' candidates are merged (memory per rank: its
+      shard plus one query chunk). Per-query keys cut at ``k`` or ``r`` only.
+
+    With ``gallery=None`` every item is a query against all the others; without
+    ``query_ids`` the items' global positions serve as ids (an item never
+    retrieves itself). Per-query values equal one process's bit for bit (the
+    stable order: score, then global gallery position); set-level keys (nmi, ami,
+    pcf, fnmr) are computed once, on rank 0, and sent to every rank. Input errors
+    are raised on every rank (see :func:`agree`), so no rank is left waiting.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> r = evaluate_embeddings(x, torch.tensor([0, 0, 1, 1]), ["cmc@1", "map@r"])  # one process
+        >>> r["cmc@1"].item(), r["map@r"].item()
+        (1.0, 1.0)
+    """
+    from .embeddings import evaluate_embeddings as evaluate_one
+    from .registry import parse_metrics, split_scopes
+
+    options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend)
+    if world_size(group) == 1:
+        if not isinstance(shard_gallery, bool):
+            raise TypeError(f"shard_gallery must be a bool; got {shard_gallery!r}")
+        if shard_gallery:
+            _check_shardable(parse_metrics(metrics), backend)
+        return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
+                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories, **options)
+    device = _comm_device(query, group)
+    checked, signatures = agree(
+        lambda: _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids,
+                             categories, shard_gallery, options), group=group, device=device)
+    _check_signatures(signatures)
+    keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids = checked
+    rows = [s["rows"] for s in signatures]
+    n_queries, rank = sum(rows), rank_of(group)
+    if n_queries == 0:  # what one process says of an empty query set, on every rank
+        return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
+                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories, **options)
+    query_keys, set_keys = split_scopes(keys)
+    self_gallery = gallery is None
+    if self_gallery and query_ids is None:  # global positions serve as ids
+        start = sum(rows[:rank])
+        query_ids = torch.arange(start, start + rows[rank], device=query.device)
+    categories = _gather_categories(categories, group)
+    if shard_gallery:
+        from .sharded import sharded_values
+
+        values = sharded_values(query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels,
+                                query_ids=query_ids, gallery_ids=gallery_ids, signatures=signatures,
+                                options=options, group=group, device=device)
+        all_labels = gather_cat(query_labels, group) if per_class is not None else None
+        return _combine(keys, values, None, n_queries, all_labels=all_labels, categories=categories,
+                        options=options, group=group, device=device)
+    if self_gallery:
+        gallery, gallery_labels, gallery_ids = (gather_cat(t, group) for t in (query, query_labels, query_ids))
+        all_query, all_labels, all_ids = gallery, gallery_labels, gallery_ids
+    else:
+        gallery, gallery_labels = gather_cat(gallery, group), gather_cat(gallery_labels, group)
+        gallery_ids = None if gallery_ids is None else gather_cat(gallery_ids, group)
+        need_labels = bool(set_keys) or per_class is not None
+        all_query = gather_cat(query, group) if set_keys else None
+        all_labels = gather_cat(query_labels, group) if need_labels else None
+        all_ids = gather_cat(query_ids, group) if set_keys and query_ids is not None else None
+    return _evaluate_share(keys, query, query_labels, query_ids, gallery=gallery, gallery_labels=gallery_labels,
+                           gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=all_query,
+                           all_labels=all_labels, all_ids=all_ids, categories=categories, n_queries=n_queries,
+                           options=options, group=group, device=device)
+
+
+def evaluate_split(
+    query: Tensor,
+    query_labels: Tensor,
+    metrics: Sequence[str],
+    *,
+    gallery: Optional[Tensor] = None,
+    gallery_labels: Optional[Tensor] = None,
+    query_ids: Optional[Tensor] = None,
+    gallery_ids: Optional[Tensor] = None,
+    categories=None,
+    group=None,
+    distance="cosine",
+    relevance=None,
+    ties: str = "stable",
+    empty: str = "skip",
+    reduce: str = "mean",
+    per_class: Optional[str] = None,
+    memory_budget: Optional[int] = None,
+    progress: bool = False,
+    backend: str = "torch",
+):
+    """:func:`retrieval_core.evaluate_embeddings` of inputs that every rank of
+    ``group`` holds whole (e.g. gathered adapter states): each rank evaluates a
+    contiguous ``1/world`` share of the queries, the per-query values are gathered
+    and every rank aggregates them, with the same result as one process.
+
+    The ranks must hold the same rows; a different number of rows on some rank
+    is a ``ValueError`` on every rank.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> evaluate_split(x, torch.tensor([0, 0, 1, 1]), ["cmc@1"])["cmc@1"].item()  # one process
+        1.0
+    """
+    from .embeddings import evaluate_embeddings as evaluate_one
+    from .registry import parse_metrics
+    from .validate import check_categories, check_embedding_options, check_labels, check_per_class, check_rows
+
+    options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend)
+    n = world_size(group)
+    if n == 1 or not isinstance(query, Tensor) or query.ndim != 2 or query.shape[0] == 0:
+        return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
+                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories, **options)
+    device = _comm_device(query, group)
+
+    def check():
+        check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
+                                per_class=per_class, memory_budget=memory_budget)
+        keys = parse_metrics(metrics)
+        check_labels("query_labels", query_labels, query.shape[0], relevance is not None)
+        if query_ids is not None:
+            check_rows("query_ids", query_ids, query.shape[0], unit="embedding")
+        check_per_class(per_class, query_labels, relevance is not None)
+        if categories is not None:
+            check_categories(categories, query.shape[0], "query")
+        return keys, [query.shape[0], None if gallery is None else int(gallery.shape[0])]
+
+    keys, sizes = agree(check, group=group, device=device)
+    if any(s != sizes[0] for s in sizes):
+        raise ValueError(
+            "evaluate_split needs the same rows on every rank (gathered states); got [queries, gallery] rows "
+            f"per rank {sizes}"
+        )
+    self_gallery = gallery is None
+    if self_gallery:
+        if query_ids is None:
+            query_ids = torch.arange(query.shape[0], device=query.device)
+        gallery, gallery_labels, gallery_ids = query, query_labels, query_ids
+    part = _share(query.shape[0], rank_of(group), n)
+    return _evaluate_share(
+        keys, query[part], query_labels[part], None if query_ids is None else query_ids[part], gallery=gallery,
+        gallery_labels=gallery_labels, gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=query,
+        all_labels=query_labels, all_ids=query_ids, categories=categories, n_queries=query.shape[0],
+        options=options, group=group, device=device)

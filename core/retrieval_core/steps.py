@@ -5,17 +5,19 @@ Adapters keep state tensors and call these; all math lives here and below.
 * Score mode keeps per-query ``values[n, M]`` (from :func:`score_values` at update),
   optional query ``ids`` and ``categories``; or, compact, per-key sums and counts.
 * Embedding mode keeps embeddings, labels and optional ids, query/gallery flags
-  and categories, and evaluates once at compute.
+  and categories, and evaluates once at compute; with several ranks holding the
+  gathered state, each evaluates a share of the queries (see :func:`finalize_embeddings`).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from .aggregate import MetricResults, aggregate
-from .distributed import all_reduce_sum, drop_duplicates, gather_cat
+from .distributed import all_reduce_sum, drop_duplicates, evaluate_split, gather_cat, world_size
 from .embeddings import evaluate_embeddings
 
 __all__ = ["compact_sums", "finalize_compact", "finalize_scores", "finalize_embeddings"]
@@ -94,9 +96,17 @@ def finalize_embeddings(
     categories: Optional[Tensor] = None,
     group=None,
     gather: bool = True,
+    split: Optional[bool] = None,
     **options,
 ) -> MetricResults:
     """Gather embedding state from every rank, drop repeated ``ids`` and evaluate.
+
+    With ``split`` (default: ``gather``, as every rank then holds the same state)
+    and several ranks in ``group``, the ranks divide the evaluation: each
+    evaluates a contiguous share of the queries against the whole gallery and
+    the per-query values are gathered (:func:`~retrieval_core.distributed.evaluate_split`);
+    the result is the same on every rank as one process's. ``split=False`` keeps
+    the evaluation local (a rank's own, unsynchronised state).
 
     An id repeated with the same row (embedding, label, flags, category: a sample
     repeated by DistributedSampler's padding) counts once; an id repeated with a
@@ -119,11 +129,13 @@ def finalize_embeddings(
         is_gallery = None if is_gallery is None else next(rest)
         categories = None if categories is None else next(rest)
     item_ids = ids if ids is not None else torch.arange(embeddings.shape[0], device=embeddings.device)
+    divided = (gather if split is None else split) and world_size(group) > 1
+    evaluate = partial(evaluate_split, group=group) if divided else evaluate_embeddings
     if is_query is None and is_gallery is None:
-        return evaluate_embeddings(embeddings, labels, metrics, query_ids=item_ids, categories=categories, **options)
+        return evaluate(embeddings, labels, metrics, query_ids=item_ids, categories=categories, **options)
     q = torch.ones_like(item_ids, dtype=torch.bool) if is_query is None else is_query.bool()
     g = torch.ones_like(item_ids, dtype=torch.bool) if is_gallery is None else is_gallery.bool()
-    return evaluate_embeddings(
+    return evaluate(
         embeddings[q], labels[q], metrics, gallery=embeddings[g], gallery_labels=labels[g],
         query_ids=item_ids[q], gallery_ids=item_ids[g],
         categories=None if categories is None else categories[q], **options,
