@@ -42,3 +42,23 @@ def embeddings_labels(generator) -> Tuple[Tensor, Tensor]:
     labels = labels[torch.randperm(60, generator=generator)]
     centres = 2.0 * torch.randn(5, 8, generator=generator, dtype=torch.float64)
     return centres[labels] + torch.randn(60, 8, generator=generator, dtype=torch.float64), labels
+
+
+# ===================================================================================
+# device fixture: run a test on CPU and on CUDA.
+# The CUDA case is skipped (with its reason) where torch sees no CUDA device, so the
+# suite stays green on CPU-only CI; on a GPU machine it runs. Session-scoped so that
+# hypothesis' @given tests can take it (no function-scoped fixture health check).
+# Helpers to compare a device's results with CPU's: tests/devices.py.
+# ===================================================================================
+
+DEVICES = ("cpu", "cuda")
+
+
+@pytest.fixture(scope="session", params=DEVICES)
+def device(request) -> torch.device:
+    """``torch.device("cpu")``, then ``torch.device("cuda")`` where available."""
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device: torch.cuda.is_available() is False")
+    return torch.device(request.param)
+# ============================ end of the device fixture ============================
