@@ -5,7 +5,7 @@
   and :func:`iter_flat_blocks` cuts it into padded dense blocks of similar-sized
   queries, so the flat path shares the dense builder and its scratch memory stays
   bounded (never a ``[Q, max group size]`` matrix).
-* :func:`sorted_flat_blocks` is the flat path of devices where a host read is a
+* :func:`sorted_flat_parts` is the flat path of devices where a host read is a
   synchronisation (``sizing.sync_free``): one sort puts every entry in its final
   place, and padded blocks are cut from it with a constant number of host reads.
 
@@ -31,7 +31,7 @@ from . import sizing
 from .ranking import Ranking
 
 __all__ = [
-    "rank_dense", "rank_binary", "rank_flat", "group_flat", "iter_groups", "iter_flat_blocks", "sorted_flat_blocks",
+    "rank_dense", "rank_binary", "rank_flat", "group_flat", "iter_groups", "iter_flat_blocks", "sorted_flat_parts",
     "row_blocks", "Groups", "BLOCK_ELEMENTS", "SELECTS",
 ]
 
@@ -503,17 +503,15 @@ def _desc_score_key32(preds: Tensor) -> Optional[Tensor]:
     return torch.bitwise_not(bits)  # ~x = -1 - x: decreasing
 
 
-def _flat_order(indexes: Tensor, preds: Tensor) -> Tuple[Tensor, Tensor, Tensor, int]:
-    """One stable sort of the flat entries by (query id, score desc, position).
+def _flat_order(indexes: Tensor, preds: Tensor, low: int, span: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """One stable sort of flat entries with ids in ``[low, low + span)`` by (query id,
+    score desc, position).
 
-    Returns ``(order, run_key, starts, low)``: the entries in rank order query by
-    query, a key per sorted entry equal within a query and increasing with the id,
-    the first sorted position of each query, and the amount to add to ``run_key``
-    to get the ids back. Two host reads: the id range, and the number of queries.
+    Returns ``(order, run_key, starts)``: the entries in rank order query by query, a
+    key per sorted entry equal within a query and increasing with the id (``id - low``),
+    and the first sorted position of each query (one host read: the number of queries).
     """
-    n = indexes.numel()
-    low, high = torch.stack(torch.aminmax(indexes)).to(torch.int64).tolist()
-    score_key = _desc_score_key32(preds) if high - low < 2**31 - 1 else None
+    score_key = _desc_score_key32(preds) if span <= 2**31 else None
     if score_key is not None:
         # (id - low) in the high 32 bits, the score's rank key in the low 32: one sort
         key = indexes.to(torch.int64) - low
@@ -529,50 +527,99 @@ def _flat_order(indexes: Tensor, preds: Tensor) -> Tuple[Tensor, Tensor, Tensor,
         scores = _int_scores(preds) if not preds.is_floating_point() else preds + 0.0
         order = torch.argsort(scores, descending=True, stable=True)
         del scores
-        run_key, by_id = torch.sort(indexes[order], stable=True)
+        run_key, by_id = torch.sort(indexes[order].to(torch.int64) - low, stable=True)
         order = order[by_id]
-        low = 0
     change = (run_key[1:] != run_key[:-1]).nonzero().squeeze(1)
     starts = torch.cat([change.new_zeros(1), change + 1])
-    return order, run_key, starts, low
+    return order, run_key, starts
 
 
-def sorted_flat_blocks(
+# The sorted flat path sorts id ranges one at a time when one sort of every entry
+# (sizing.BYTES_PER_GROUPED_ENTRY bytes each: positions, composite keys, the sort's
+# output and scratch, copies) would take more than SORT_MEMORY_SHARE times the inputs'
+# bytes, or more than the device's bucket of entries; at most sizing.max_buckets ranges.
+SORT_MEMORY_SHARE = 1.25
+SORT_MEMORY_FLOOR = 64 * 2**20  # scratch below this is never split
+
+
+def _n_sorted_parts(n: int, input_bytes: int, device, span: int) -> int:
+    entries = sizing.bucket_entries(device) if BUCKET_ENTRIES is None else BUCKET_ENTRIES
+    parts = -(-n // entries)
+    scratch = n * sizing.BYTES_PER_GROUPED_ENTRY
+    if scratch > SORT_MEMORY_FLOOR:
+        allowed = max(1, int(SORT_MEMORY_SHARE * input_bytes) - n)  # less the int8 range number per entry
+        parts = max(parts, -(-scratch // allowed))
+    return max(1, min(parts, sizing.max_buckets(device), span))
+
+
+def sorted_flat_parts(
     indexes: Tensor,
     preds: Tensor,
     target: Tensor,
     block_elements: int,
     with_max_relevant: bool = False,
-) -> Tuple[Tensor, Optional[int], Iterator[Tuple[Tensor, Tensor, Tensor, Optional[Tensor]]]]:
+) -> Iterator[Tuple[Tensor, Optional[int], Iterator[Tuple[Tensor, Tensor, Tensor, Optional[Tensor]]]]]:
     """The flat form cut into padded blocks whose rows are already in rank order.
 
-    Returns ``(ids, max_relevant, blocks)``: the query ids (increasing), the largest
-    R of all queries (with ``with_max_relevant``, else None), and an iterator of
-    ``(query positions, preds[b, s], target[b, s], mask[b, s] or None)`` blocks, to be
-    ranked with ``select="presorted"``. Queries are bucketed by size within a factor
-    of two (padding at most doubles a block) and each bucket is cut into blocks of
-    about ``block_elements`` entries. Three host reads per call, whatever the input:
-    the id range, the number of queries, and the bucket sizes (with the largest R).
+    Yields ``(ids, max_relevant, blocks)`` for disjoint, increasing ranges of ids:
+    the query ids (increasing), the largest R of those queries (with
+    ``with_max_relevant``, else None), and an iterator of ``(query positions,
+    preds[b, s], target[b, s], mask[b, s] or None)`` blocks, to be ranked with
+    ``select="presorted"``; consume each part's blocks before the next part.
+    Queries are bucketed by size within a factor of two (padding at most doubles a
+    block) and each bucket is cut into blocks of about ``block_elements`` entries.
+
+    Host reads: the id range, then per part the number of queries and the bucket
+    sizes (with the largest R), and, when there are several parts, the part's
+    entries. Their count does not depend on the number of blocks: one part unless
+    one sort would exceed the memory bounds (see ``_n_sorted_parts``).
 
     Example:
-        >>> ids, _, blocks = sorted_flat_blocks(torch.tensor([5, 2, 5, 2, 2]),
+        >>> ((ids, _, blocks),) = sorted_flat_parts(torch.tensor([5, 2, 5, 2, 2]),
         ...     torch.tensor([1.0, 2.0, 9.0, 3.0, 2.0]), torch.tensor([1, 0, 0, 1, 1]), 100)
-        >>> ids.tolist(), [(q.tolist(), p.tolist(), t.tolist()) for q, p, t, m in blocks]
-        ([2, 5], [([1], [[9.0, 1.0]], [[0, 1]]), ([0], [[3.0, 2.0, 2.0]], [[1, 0, 1]])])
+        >>> (q, p, t, m), = blocks  # one block: queries of 3 and 2 entries, padded to 3
+        >>> ids.tolist(), q.tolist(), m.tolist(), p[m].tolist(), t[m].tolist()
+        ([2, 5], [0, 1], [[True, True, True], [True, True, False]], [3.0, 2.0, 2.0, 9.0, 1.0], [1, 0, 1, 0, 1])
     """
+    n = indexes.numel()
+    low, high = torch.stack(torch.aminmax(indexes)).to(torch.int64).tolist()
+    span = high - low + 1
+    input_bytes = n * (preds.element_size() + target.element_size() + indexes.element_size())
+    parts = 1 if high - low >= 2**62 else _n_sorted_parts(n, input_bytes, indexes, span)
+    if parts == 1:
+        yield _presorted_part(indexes, preds, target, low, span, block_elements, with_max_relevant)
+        return
+    width = -(-span // parts)
+    part_of = torch.empty(n, dtype=torch.int8, device=indexes.device)
+    for rows in row_blocks(n, 1, sizing.bucket_entries(indexes)):  # in slices: no int64 temporary of size n
+        part_of[rows] = torch.div(indexes[rows] - low, width, rounding_mode="floor").to(torch.int8)
+    for b in range(parts):
+        where = (part_of == b).nonzero().squeeze(1)  # in order of appearance
+        if where.numel():
+            part = _presorted_part(indexes[where], preds[where], target[where], low + b * width, width,
+                                   block_elements, with_max_relevant)
+            del where  # the part holds its own copies
+            yield part
+            del part
+
+
+def _presorted_part(indexes, preds, target, low, span, block_elements, with_max_relevant):
+    """``(ids, max_relevant, blocks)`` of :func:`sorted_flat_parts` for entries whose ids
+    lie in ``[low, low + span)``."""
     device = preds.device
     n = indexes.numel()
-    order, run_key, starts, low = _flat_order(indexes, preds)
+    order, run_key, starts = _flat_order(indexes, preds, low, span)
     ids = (run_key[starts] + low).to(indexes.dtype)
     del run_key
     sizes = torch.diff(starts, append=starts.new_full((1,), n))
     bucket = torch.log2(sizes.to(torch.float64)).floor().to(torch.int64)
     # per size bucket: queries, widest and narrowest query; then the largest R: one read
-    stats = torch.zeros(3 * _N_SIZE_BUCKETS + 1, dtype=torch.int64, device=device)
-    stats[:_N_SIZE_BUCKETS].index_add_(0, bucket, torch.ones_like(bucket))
-    stats[_N_SIZE_BUCKETS:2 * _N_SIZE_BUCKETS].scatter_reduce_(0, bucket, sizes, "amax")
-    stats[2 * _N_SIZE_BUCKETS:3 * _N_SIZE_BUCKETS] = n
-    stats[2 * _N_SIZE_BUCKETS:3 * _N_SIZE_BUCKETS].scatter_reduce_(0, bucket, sizes, "amin")
+    nb = _N_SIZE_BUCKETS
+    stats = torch.zeros(3 * nb + 1, dtype=torch.int64, device=device)
+    stats[:nb].index_add_(0, bucket, torch.ones_like(bucket))
+    stats[nb:2 * nb].scatter_reduce_(0, bucket, sizes, "amax")
+    stats[2 * nb:3 * nb] = n
+    stats[2 * nb:3 * nb].scatter_reduce_(0, bucket, sizes, "amin")
     if with_max_relevant:
         hit = (target != 0)[order]
         cum = hit.cumsum(0, dtype=torch.int32 if n < 2**31 else torch.int64)
@@ -580,14 +627,12 @@ def sorted_flat_blocks(
         del hit, cum
         stats[-1] = n_relevant.max()
     stats = stats.tolist()
-    counts = stats[:_N_SIZE_BUCKETS]
-    widths = stats[_N_SIZE_BUCKETS:2 * _N_SIZE_BUCKETS]
-    narrowest = stats[2 * _N_SIZE_BUCKETS:3 * _N_SIZE_BUCKETS]
+    counts, widths, narrowest = stats[:nb], stats[nb:2 * nb], stats[2 * nb:3 * nb]
     members_all = torch.argsort(bucket, stable=True)
 
     def blocks():
         start = 0
-        for b in range(_N_SIZE_BUCKETS):
+        for b in range(nb):
             if counts[b] == 0:
                 continue
             members = members_all[start:start + counts[b]]
@@ -619,7 +664,7 @@ def rank_flat(
 ) -> Tuple[Tensor, Ranking]:
     """Rank the flat form ``(indexes, preds, target)`` to ``depth``: ``(query ids, Ranking)``
     with queries in increasing id. Memory O(n + Q * depth) on CPU; where host reads
-    synchronise (``sizing.sync_free``), one sort of the entries (see :func:`sorted_flat_blocks`).
+    synchronise (``sizing.sync_free``), one sort of the entries (see :func:`sorted_flat_parts`).
     ``block_elements``: entries per padded block (None: ``sizing.block_elements``).
 
     Example:
@@ -631,14 +676,17 @@ def rank_flat(
     if block_elements is None:
         block_elements = sizing.block_elements(preds)
     if sizing.sync_free(preds):
-        ids, _, blocks = sorted_flat_blocks(indexes, preds, target, block_elements)
-        parts, rows = [], []
-        for q, p, t, m in blocks:
-            parts.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal, select="presorted"))
-            rows.append(q)
-        position = torch.empty_like(ids, dtype=torch.int64)
-        position[torch.cat(rows)] = torch.arange(ids.numel(), device=indexes.device)
-        return ids, Ranking.cat(parts).select(position)
+        parts, ids = [], []
+        for part_ids, _, blocks in sorted_flat_parts(indexes, preds, target, block_elements):
+            rankings, rows = [], []
+            for q, p, t, m in blocks:
+                rankings.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal, select="presorted"))
+                rows.append(q)
+            position = torch.empty_like(part_ids, dtype=torch.int64)
+            position[torch.cat(rows)] = torch.arange(part_ids.numel(), device=indexes.device)
+            parts.append(Ranking.cat(rankings).select(position))
+            ids.append(part_ids)
+        return torch.cat(ids), Ranking.cat(parts)
     parts, ids = [], []
     for groups, (p_, t_) in iter_groups(indexes, preds, target):
         blocks, rows = [], []

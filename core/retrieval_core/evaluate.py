@@ -21,7 +21,7 @@ from .build import (
     iter_groups,
     rank_dense,
     row_blocks,
-    sorted_flat_blocks,
+    sorted_flat_parts,
 )
 from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
@@ -135,11 +135,14 @@ def score_values(
         ]
         return QueryValues(torch.cat(blocks), names)
     if sync_free:
-        ids, max_relevant, flat_blocks = sorted_flat_blocks(indexes, preds, target, block_elements, at_r)
-        values = torch.empty(ids.numel(), len(keys), dtype=torch.float64, device=device)
-        for rows, p, t, m in flat_blocks:
-            values[rows] = _block_values(p, t, m, keys, depth, at_r, whole, "presorted", max_relevant)
-        return QueryValues(values, names, ids)
+        parts, ids = [], []
+        for part_ids, max_relevant, flat_blocks in sorted_flat_parts(indexes, preds, target, block_elements, at_r):
+            values = torch.empty(part_ids.numel(), len(keys), dtype=torch.float64, device=device)
+            for rows, p, t, m in flat_blocks:
+                values[rows] = _block_values(p, t, m, keys, depth, at_r, whole, "presorted", max_relevant)
+            parts.append(values)
+            ids.append(part_ids)
+        return QueryValues(torch.cat(parts), names, torch.cat(ids))
     parts, ids = [], []
     for groups, (p_, t_) in iter_groups(indexes, preds, target):
         values = torch.empty(groups.n_queries, len(keys), dtype=torch.float64, device=preds.device)

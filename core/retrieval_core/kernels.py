@@ -10,6 +10,7 @@ R = ``ranking.n_relevant``, P@i = hits@i / i, rel_i = 1 if rank i is relevant.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Union
 
 import torch
@@ -118,7 +119,8 @@ def _ideal(r: Ranking) -> Tensor:
 
 
 def _exp_gain(g: Tensor) -> Tensor:
-    return torch.expm1(g * torch.log(torch.tensor(2.0, dtype=g.dtype, device=g.device)))
+    # ln 2 as a Python float: a tensor made from it on the GPU would be a synchronising copy
+    return torch.expm1(g * math.log(2.0))
 
 
 def dcg(r: Ranking, k: Cutoff) -> Tensor:

@@ -32,6 +32,8 @@ TOPK_KEYS = ["ndcg@10", "map@10", "mrr@10", "precision@10", "recall@10"]
 AT_R_KEYS = ["map@r", "r_precision", "ndcg@r", "precision@3"]
 WHOLE_KEYS = ["map", "ndcg", "mrr", "auroc", "fall_out@5", "wap@4", "map_hits@3", "hit_rate@2", "f1@3"]
 EMB_KEYS = ["cmc@1", "map@r", "ndcg@5", "precision@3"]
+ALL_KEYS = TOPK_KEYS + AT_R_KEYS + WHOLE_KEYS + ["ndcg_exp@3", "dcg_exp@4", "acg@4", "dcg@2", "precision_capped@4",
+                                                "precision_adaptive@30"]
 
 
 # ----------------------------------------------------------------------------- data
@@ -94,8 +96,9 @@ class HostReads:
     """Counts, while ``on``, the calls that read device values on the host: the
     conversions (``bool``, ``int``, ``float``, ``item``, ``tolist``...), the ops whose
     output size depends on values (``nonzero``, ``unique``, ``masked_select``,
-    ``bincount``, ``repeat_interleave`` by a tensor), and boolean-mask indexing
-    (``t[mask]``, ``t[mask] = v``). Nested calls (``torch.unique`` calling another
+    ``bincount``, ``repeat_interleave`` by a tensor), boolean-mask indexing
+    (``t[mask]``, ``t[mask] = v``), and tensors made from host data with a ``device=``
+    (on CUDA a copy that synchronises). Nested calls (``torch.unique`` calling another
     counted method) count once: only the outermost call is a host read of ours."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
@@ -111,6 +114,10 @@ class HostReads:
         monkeypatch.setattr(torch.Tensor, "__setitem__", self._wrap(setitem, "mask assignment", lambda s, i, v: _is_mask_index(i)))
         monkeypatch.setattr(torch, "repeat_interleave", self._wrap(torch.repeat_interleave, "repeat_interleave",
                                                                    _repeats_by_tensor))
+        # host data copied to a device (a synchronising copy on CUDA): tensors made with device=
+        for name in ("tensor", "as_tensor"):
+            monkeypatch.setattr(torch, name, self._wrap(getattr(torch, name), f"torch.{name}(device=)",
+                                                        lambda *a, **k: k.get("device") is not None))
 
     def _wrap(self, fn: Callable, name: str, reads: Callable[..., bool] = None):
         def counted(*args, **kwargs):
@@ -135,10 +142,10 @@ class HostReads:
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Blocks of 256 entries (deep: 32), buckets of 512 entries, embedding chunks of
-    a few queries: the 1x inputs below already run several blocks."""
+    """Blocks of 256 entries (deep: 32) and embedding chunks of a few queries: the 1x
+    inputs below already run several blocks. (The flat sort is split into id ranges
+    only past memory bounds, never for these inputs: see the test of parts below.)"""
     monkeypatch.setattr(sizing, "CPU_BLOCK_ELEMENTS", 256)
-    monkeypatch.setattr(sizing, "CPU_BUCKET_ENTRIES", 512)
     monkeypatch.setattr(sizing, "CPU_MEMORY_BUDGET", 128 * 40 * 4)  # 4 deep rows of a 40-item gallery
 
 
@@ -188,6 +195,7 @@ CASES = {
     "dense top-k masked": (dense_case(TOPK_KEYS, True), 1),
     "dense @r": (dense_case(AT_R_KEYS, True), 2),  # + the largest R
     "dense whole list": (dense_case(WHOLE_KEYS, True), 0),  # whole rows are sorted: no tie to fix
+    "dense every kernel": (dense_case(ALL_KEYS, True), 1),  # largest R; whole rows: no tie to fix
     "flat grouped": (flat_case(TOPK_KEYS, False), 3),  # id range, number of queries, bucket sizes
     "flat shuffled": (flat_case(TOPK_KEYS, True), 3),
     "flat shuffled @r": (flat_case(AT_R_KEYS, True), 3),  # the largest R read with the bucket sizes
@@ -207,6 +215,27 @@ def test_host_reads_do_not_grow_with_the_input(case, monkeypatch, small_blocks):
         small, large = reads.count(make(1)), reads.count(make(16))
     assert small == large, f"{case}: {small} host reads for 1x, {large} for 16x"
     assert sum(small.values()) <= most, f"{case}: {small}"
+
+
+@pytest.mark.parametrize("parts", [2, 5])
+def test_flat_sort_split_by_memory_reads_per_part_only(parts, monkeypatch, small_blocks):
+    """Past its memory bounds the flat sort takes id ranges one at a time (here forced
+    by a small bucket): the id range is read once, then each range's entries, its
+    number of queries and its bucket sizes; values stay those of the CPU policy."""
+    from retrieval_core import build
+
+    preds, target, mask = tied_dense(8 * parts, 40, seed=parts)
+    ids, p, t = flat_of(preds, target, mask, parts, shuffle=True)  # ids -50, -47, ...: ranges of 8 queries
+    monkeypatch.setattr(build, "BUCKET_ENTRIES", -(-ids.numel() // parts))
+    reads = HostReads(monkeypatch)
+    for keys in (TOPK_KEYS, AT_R_KEYS):
+        with sizing.force_sync_free(True):
+            counted = reads.count(lambda: score_values(p, t, keys, indexes=ids))
+            assert build._n_sorted_parts(ids.numel(), 1, ids, 10**6) == parts
+        assert sum(counted.values()) == 1 + 3 * parts, counted
+        cpu, free = both_policies(lambda: score_values(p, t, keys, indexes=ids))
+        assert torch.equal(free.query_ids, cpu.query_ids)
+        assert_values_equal(free.values, cpu.values, f"{parts} parts")
 
 
 def test_the_counter_sees_reads_inside_loops(monkeypatch, small_blocks):
@@ -233,11 +262,13 @@ def test_counter_counts_each_kind_of_read(monkeypatch):
         u = t.clone()
         u[u > 1] = 0.0
         range(10)[t.long()[1]]
+        torch.tensor(2.0, device=t.device), torch.tensor(2.0)
 
     counts = reads.count(every_read)
     assert counts == {"Tensor.__bool__": 1, "Tensor.__int__": 1, "Tensor.__float__": 1, "Tensor.item": 1,
                       "Tensor.tolist": 1, "Tensor.nonzero": 1, "torch.nonzero": 1, "torch.unique": 1,
-                      "mask indexing": 1, "repeat_interleave": 1, "mask assignment": 1, "Tensor.__index__": 1}
+                      "mask indexing": 1, "repeat_interleave": 1, "mask assignment": 1, "Tensor.__index__": 1,
+                      "torch.tensor(device=)": 1}
     assert reads.count(lambda: (t + 1).sort(), ) == {}
 
 
@@ -250,7 +281,6 @@ def test_cuda_synchronisations_do_not_grow_with_the_input(case, monkeypatch):
     make, _ = CASES[case]
     # small CUDA blocks: a budget floor below the CPU sizes, and those made small
     monkeypatch.setattr(sizing, "CPU_BLOCK_ELEMENTS", 256)
-    monkeypatch.setattr(sizing, "CPU_BUCKET_ENTRIES", 512)
     monkeypatch.setattr(sizing, "MIN_DEVICE_BUDGET", 128 * 40 * 4)
 
     def synchronisations(scale: int) -> int:
@@ -286,8 +316,6 @@ def both_policies(fn: Callable[[], object]):
     return cpu, free
 
 
-ALL_KEYS = TOPK_KEYS + AT_R_KEYS + WHOLE_KEYS + ["ndcg_exp@3", "acg@4", "dcg@2", "precision_capped@4",
-                                                "precision_adaptive@30"]
 
 
 @pytest.mark.parametrize("seed", range(6))
