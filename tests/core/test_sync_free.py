@@ -27,6 +27,7 @@ from retrieval_core.build import rank_flat
 from retrieval_core.embeddings import embedding_values
 from retrieval_core.evaluate import score_values
 from retrieval_core.registry import parse_metrics
+from tests.devices import on_device
 
 TOPK_KEYS = ["ndcg@10", "map@10", "mrr@10", "precision@10", "recall@10"]
 AT_R_KEYS = ["map@r", "r_precision", "ndcg@r", "precision@3"]
@@ -296,6 +297,7 @@ def test_cuda_synchronisations_do_not_grow_with_the_input(case, monkeypatch):
                 torch.cuda.set_sync_debug_mode(previous)
         return sum("synchroniz" in str(w.message) for w in caught)
 
+    make(1, "cuda")()  # warm-up: lazy CUDA initialisation (handles, kernels) is not ours to count
     small, large = synchronisations(1), synchronisations(16)
     assert small == large, f"{case}: {small} synchronisations for 1x, {large} for 16x"
 
@@ -440,6 +442,23 @@ def test_embedding_ties_crossing_the_cut_are_re_ranked(small_blocks):
                                    gallery_labels=gallery_labels, reduce="none")
     assert r["cmc@5"].tolist() == [0.0, 0.0, 0.0, 1.0]
     assert r["cmc@6"].tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("case", ["dense", "dense @r", "flat shuffled", "embeddings"])
+def test_device_values_equal_cpu(case, device, small_blocks):
+    """On CUDA (its default policy: sync-free) the values equal CPU's (default policy);
+    on CPU a plain run."""
+    preds, target, mask = tied_dense(40, 30, 5, levels=4)
+    if case == "dense":
+        on_device(device, lambda p, t, m: score_values(p, t, ALL_KEYS, mask=m), preds, target, mask)
+    elif case == "dense @r":
+        on_device(device, lambda p, t: score_values(p, t, AT_R_KEYS), preds, target)
+    elif case == "flat shuffled":
+        ids, p, t = flat_of(preds, target, mask, 5, shuffle=True)
+        on_device(device, lambda i, p, t: score_values(p, t, ALL_KEYS, indexes=i), ids, p, t)
+    else:
+        x, labels = clusters(60, seed=5)
+        on_device(device, lambda x, y: rc.evaluate_embeddings(x, y, EMB_KEYS + ["map"], reduce="none"), x, labels)
 
 
 # ------------------------------------------------------------------- the predicate
