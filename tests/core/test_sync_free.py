@@ -270,7 +270,7 @@ def test_counter_counts_each_kind_of_read(monkeypatch):
                       "Tensor.tolist": 1, "Tensor.nonzero": 1, "torch.nonzero": 1, "torch.unique": 1,
                       "mask indexing": 1, "repeat_interleave": 1, "mask assignment": 1, "Tensor.__index__": 1,
                       "torch.tensor(device=)": 1}
-    assert reads.count(lambda: (t + 1).sort(), ) == {}
+    assert reads.count(lambda: (t + 1).sort()) == {}  # no read: nothing counted
 
 
 # ---------------------------------------------------------------- CUDA's own count
