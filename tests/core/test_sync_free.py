@@ -111,8 +111,10 @@ class HostReads:
         for name in READ_FUNCTIONS:
             monkeypatch.setattr(torch, name, self._wrap(getattr(torch, name), f"torch.{name}"))
         getitem, setitem = torch.Tensor.__getitem__, torch.Tensor.__setitem__
-        monkeypatch.setattr(torch.Tensor, "__getitem__", self._wrap(getitem, "mask indexing", lambda s, i: _is_mask_index(i)))
-        monkeypatch.setattr(torch.Tensor, "__setitem__", self._wrap(setitem, "mask assignment", lambda s, i, v: _is_mask_index(i)))
+        monkeypatch.setattr(torch.Tensor, "__getitem__",
+                            self._wrap(getitem, "mask indexing", lambda s, i: _is_mask_index(i)))
+        monkeypatch.setattr(torch.Tensor, "__setitem__",
+                            self._wrap(setitem, "mask assignment", lambda s, i, v: _is_mask_index(i)))
         monkeypatch.setattr(torch, "repeat_interleave", self._wrap(torch.repeat_interleave, "repeat_interleave",
                                                                    _repeats_by_tensor))
         # host data copied to a device (a synchronising copy on CUDA): tensors made with device=
