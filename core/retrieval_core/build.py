@@ -5,9 +5,19 @@
   and :func:`iter_flat_blocks` cuts it into padded dense blocks of similar-sized
   queries, so the flat path shares the dense builder and its scratch memory stays
   bounded (never a ``[Q, max group size]`` matrix).
+* :func:`sorted_flat_parts` is the flat path of devices where a host read is a
+  synchronisation (``sizing.sync_free``): one sort puts every entry in its final
+  place, and padded blocks are cut from it with a constant number of host reads.
 
 Tie order ("stable"): higher score first, then lower candidate index (column, or
 position of appearance in the flat form), the same on every device and block size.
+
+How the first ``d`` candidates are selected (``select`` of :func:`rank_dense`):
+``"checked"`` tests each block for ties (a host read per test: free on CPU);
+``"deferred"`` never reads: ties inside the top are always ordered, and rows whose
+tie crosses the cut are flagged in ``Ranking.inexact`` for the caller to re-rank
+with ``"exact"`` (a full stable sort) after its loop; ``"presorted"`` takes the
+first ``d`` columns of rows already in rank order.
 """
 from __future__ import annotations
 
@@ -17,17 +27,20 @@ from typing import Callable, Iterator, Optional, Tuple
 import torch
 from torch import Tensor
 
+from . import sizing
 from .ranking import Ranking
 
-__all__ = ["rank_dense", "rank_binary", "rank_flat", "group_flat", "iter_groups", "iter_flat_blocks", "row_blocks", "Groups", "BLOCK_ELEMENTS"]
+__all__ = [
+    "rank_dense", "rank_binary", "rank_flat", "group_flat", "iter_groups", "iter_flat_blocks", "sorted_flat_parts",
+    "row_blocks", "Groups", "BLOCK_ELEMENTS", "SELECTS",
+]
 
-# Scratch of one block, in matrix elements. Blocks keep temporaries small enough
-# to be re-used by the allocator (on a 2-core CPU a pass over 2M elements is ~7x
-# faster per element than over a fresh 10M-element temporary) and few enough that
-# per-block overhead stays small. Whole-list rankings hold ~8 float64 [B, N]
-# arrays, so they use blocks DEEP_BLOCK_DIVISOR times smaller.
-BLOCK_ELEMENTS = 1 << 21
-DEEP_BLOCK_DIVISOR = 8
+# Block sizes come from sizing.block_elements(device); these are the CPU's, kept as
+# the defaults of the helpers that take an explicit size (benchmarks, tests).
+BLOCK_ELEMENTS = sizing.CPU_BLOCK_ELEMENTS
+DEEP_BLOCK_DIVISOR = sizing.DEEP_BLOCK_DIVISOR
+
+SELECTS = ("checked", "deferred", "exact", "presorted")
 
 
 def row_blocks(n_rows: int, n_cols: int, block_elements: int = BLOCK_ELEMENTS) -> Iterator[slice]:
@@ -52,13 +65,15 @@ def _int_scores(preds: Tensor) -> Tensor:
     return preds
 
 
-def _score_view(preds: Tensor, mask: Optional[Tensor]) -> Tuple[Tensor, object, Optional[Tensor]]:
+def _score_view(preds: Tensor, mask: Optional[Tensor], clash: str = "rows") -> Tuple[Tensor, object, Optional[Tensor]]:
     """``(scores, floor, rows)``: scores in a dtype that ranks them exactly, masked-out
     candidates set to ``floor``, which is below every real score (-inf for floats,
     whose inputs are finite; the widened dtype's minimum for integers).
 
     Only int64 scores cannot be widened: there a real score may equal the floor,
     and ``rows`` (or None) lists the rows where one does, to be ranked apart.
+    ``clash="flags"`` gives a ``[B]`` bool flag per row instead (no host read);
+    ``clash="ignore"``: the caller's order needs no clash rows (None).
     """
     if preds.is_floating_point():
         scores = preds.float() if preds.dtype in (torch.float16, torch.bfloat16) else preds
@@ -71,10 +86,12 @@ def _score_view(preds: Tensor, mask: Optional[Tensor]) -> Tuple[Tensor, object, 
         floor = torch.iinfo(scores.dtype).min
     rows = None
     if mask is not None:
-        if scores.dtype == torch.int64:
-            clash = ((scores == floor) & mask).any(1)
-            if bool(clash.any()):
-                rows = clash.nonzero().squeeze(1)
+        if scores.dtype == torch.int64 and clash != "ignore":
+            found = ((scores == floor) & mask).any(1)
+            if clash == "flags":
+                rows = found
+            elif bool(found.any()):
+                rows = found.nonzero().squeeze(1)
         scores = scores.masked_fill(~mask, floor)
     return scores, floor, rows
 
@@ -107,6 +124,47 @@ def _stable_top(scores: Tensor, d: int, floor=float("-inf")) -> Tuple[Tensor, Te
     return vals, idx
 
 
+def _stable_top_deferred(scores: Tensor, d: int, floor=float("-inf")) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    """:func:`_stable_top` without host reads: ``(vals, idx, crossing)``.
+
+    Equal scores inside the top ``d`` are always put in column order (two small
+    sorts of ``[B, d]``, cheaper on a GPU than a host read that tests for them).
+    ``crossing[B]`` flags the rows whose ``d``-th score ties with the next one, where
+    the top may hold the wrong tied columns: the caller re-ranks them with
+    :func:`_exact_top` (None when the whole row is sorted).
+    """
+    n = scores.shape[1]
+    if d >= n:
+        vals, idx = torch.sort(scores, dim=1, descending=True, stable=True)
+        return vals, idx, None
+    vals, idx = scores.topk(d + 1, dim=1)
+    crossing = vals[:, d - 1] == vals[:, d]
+    if floor is not None:
+        crossing &= vals[:, d - 1] != floor
+    vals, idx = vals[:, :d], idx[:, :d]
+    if d > 1:
+        idx, perm = idx.sort(dim=1)
+        vals, perm2 = vals.gather(1, perm).sort(dim=1, descending=True, stable=True)
+        idx = idx.gather(1, perm2)
+    return vals, idx, crossing
+
+
+def _exact_top(scores: Tensor, mask: Optional[Tensor], d: int) -> Tuple[Tensor, Tensor]:
+    """The first ``d`` of each row by (real before padding, score desc, column asc),
+    from a full stable sort: the re-ranking of rows flagged by the deferred path."""
+    vals, idx = torch.sort(scores, dim=1, descending=True, stable=True)
+    if mask is not None and scores.dtype == torch.int64:  # a real score may equal the padding's
+        _, j = torch.sort(mask.gather(1, idx).to(torch.int8), dim=1, descending=True, stable=True)
+        vals, idx = vals.gather(1, j), idx.gather(1, j)
+    return vals[:, :d], idx[:, :d]
+
+
+def _leading_top(scores: Tensor, d: int) -> Tuple[Tensor, Tensor]:
+    """The first ``d`` columns: rows already in rank order (padding last)."""
+    idx = torch.arange(d, device=scores.device).expand(scores.shape[0], d)
+    return scores[:, :d], idx
+
+
 def _rank_rows(scores: Tensor, mask: Tensor, rows: Tensor, d: int, vals: Tensor, idx: Tensor) -> None:
     """Re-rank ``rows`` (in place) by (real before padding, score desc, column asc): rows
     where a real int64 score equals the padding value."""
@@ -136,12 +194,18 @@ def rank_dense(
     need_ideal: bool = False,
     with_ties: bool = False,
     top: Optional[Callable[[Tensor, int], Tuple[Tensor, Tensor]]] = None,
+    select: str = "checked",
+    max_relevant: Optional[int] = None,
 ) -> Ranking:
     """Rank a block of dense rows to ``depth`` (or deeper: each row's R with ``at_r``).
 
     ``mask[B, N]`` marks real candidates (False = padding). The Ranking is complete
     when the depth reaches the number of columns. ``top(scores, d)`` replaces the
     stable top-d selection (embedding mode's exact euclidean order; float scores).
+    ``select``: how the top is selected (see the module's docstring); with
+    ``"deferred"``, ``Ranking.inexact`` flags the rows to re-rank with ``"exact"``.
+    ``max_relevant``: the largest R of every block of the call, read once by the
+    caller, so that ``at_r`` reads nothing per block.
 
     Example:
         >>> import torch
@@ -153,14 +217,26 @@ def rank_dense(
     if mask is not None:
         target = target.masked_fill(~mask, 0)
     n_relevant = _count_relevant(target)
-    d = depth
-    if at_r and n_relevant.numel():
-        d = max(d, int(n_relevant.max()))
-    d = max(1, min(d, n))
-    scores, floor, clash_rows = _score_view(preds, mask)
-    vals, idx = _stable_top(scores, d, floor) if top is None else top(scores, d)
-    if clash_rows is not None:
-        _rank_rows(scores, mask, clash_rows, d, vals, idx)
+    d = _depth(depth, at_r, n_relevant, max_relevant, n)
+    inexact = None
+    if top is not None or select == "checked":
+        scores, floor, clash_rows = _score_view(preds, mask)
+        vals, idx = _stable_top(scores, d, floor) if top is None else top(scores, d)
+        if clash_rows is not None:
+            _rank_rows(scores, mask, clash_rows, d, vals, idx)
+    elif select == "deferred":
+        scores, floor, clash = _score_view(preds, mask, clash="flags")
+        vals, idx, inexact = _stable_top_deferred(scores, d, floor)
+        if clash is not None:  # int64 scores equal to the padding's: re-ranked exactly too
+            inexact = clash if inexact is None else inexact | clash
+    elif select == "exact":
+        scores, floor, _ = _score_view(preds, mask, clash="ignore")
+        vals, idx = _exact_top(scores, mask, d)
+    elif select == "presorted":
+        scores, floor, _ = _score_view(preds, mask, clash="ignore")
+        vals, idx = _leading_top(scores, d)
+    else:
+        raise ValueError(f"select must be one of {SELECTS}; got {select!r}")
     relevance = target.gather(1, idx).to(torch.float64)
     if mask is None:
         valid = torch.ones_like(idx, dtype=torch.bool)
@@ -196,7 +272,17 @@ def rank_dense(
         scores=vals,
         tie_count=tie_count,
         tie_gain=tie_gain,
+        inexact=inexact,
     )
+
+
+def _depth(depth: int, at_r: bool, n_relevant: Tensor, max_relevant: Optional[int], n: int) -> int:
+    """The ranking depth of a block: ``depth``, or the largest R when deeper (``at_r``),
+    within ``1..n``. ``max_relevant`` given: no host read of this block's R."""
+    d = depth
+    if at_r and n_relevant.numel():
+        d = max(d, int(n_relevant.max()) if max_relevant is None else max_relevant)
+    return max(1, min(d, n))
 
 
 def _binary_ideal(n_relevant: Tensor, d: int) -> Tensor:
@@ -215,12 +301,16 @@ def rank_binary(
     at_r: bool = False,
     need_ideal: bool = False,
     top: Optional[Callable[[Tensor, int], Tuple[Tensor, Tensor]]] = None,
+    select: str = "checked",
+    max_relevant: Optional[int] = None,
 ) -> Ranking:
     """Rank rows with 0/1 relevance known without a ``[B, N]`` gain matrix.
 
     ``scores`` holds -inf for excluded candidates; ``relevant_at(idx[B, d])`` gives
     the relevance of the ranked candidates; R and the candidate counts come
-    precomputed (embedding mode counts them from labels). ``top`` as in :func:`rank_dense`.
+    precomputed (embedding mode counts them from labels). ``top``, ``select``
+    (``"checked"``, ``"deferred"`` or ``"exact"``) and ``max_relevant`` as in
+    :func:`rank_dense`.
 
     Example:
         >>> labels = torch.tensor([3, 5, 3])
@@ -230,11 +320,16 @@ def rank_binary(
         ([[0.0, 1.0]], [[True, True]])
     """
     n = scores.shape[1]
-    d = depth
-    if at_r and n_relevant.numel():
-        d = max(d, int(n_relevant.max()))
-    d = max(1, min(d, n))
-    vals, idx = _stable_top(scores, d) if top is None else top(scores, d)
+    d = _depth(depth, at_r, n_relevant, max_relevant, n)
+    inexact = None
+    if top is not None or select == "checked":
+        vals, idx = _stable_top(scores, d) if top is None else top(scores, d)
+    elif select == "deferred":
+        vals, idx, inexact = _stable_top_deferred(scores, d)
+    elif select == "exact":
+        vals, idx = _exact_top(scores, None, d)
+    else:
+        raise ValueError(f"select must be 'checked', 'deferred' or 'exact' here; got {select!r}")
     valid = vals > float("-inf")
     relevance = (relevant_at(idx) & valid).to(torch.float64)
     return Ranking(
@@ -245,6 +340,7 @@ def rank_binary(
         ideal=_binary_ideal(n_relevant, d) if need_ideal else None,
         complete=d >= n,
         scores=vals,
+        inexact=inexact,
     )
 
 
@@ -271,11 +367,13 @@ def _segments(keys: Tensor, ids_of=None) -> Groups:
     return Groups(starts, sizes, keys[starts] if ids_of is None else ids_of(starts))
 
 
-# Ungrouped flat input is regrouped in id-range buckets of about BUCKET_ENTRIES
-# entries (at most MAX_BUCKETS of them): the sort and the permuted copies then
-# need a fraction of the input's memory, for one cheap int8 scan per bucket.
-BUCKET_ENTRIES = 1 << 20
-MAX_BUCKETS = 127  # bucket numbers are int8
+# Ungrouped flat input is regrouped in id-range buckets of about
+# sizing.bucket_entries(device) entries (at most sizing.max_buckets(device) of them):
+# the sort and the permuted copies then need a fraction of the input's memory, for
+# one cheap int8 scan per bucket. BUCKET_ENTRIES, when set, overrides the entries
+# per bucket on every device (tests).
+BUCKET_ENTRIES: Optional[int] = None
+MAX_BUCKETS = sizing.MAX_BUCKETS
 
 
 def _is_grouped(indexes: Tensor) -> Optional[Groups]:
@@ -292,7 +390,7 @@ def _is_grouped(indexes: Tensor) -> Optional[Groups]:
 
 
 def iter_groups(
-    indexes: Tensor, *arrays: Tensor, max_buckets: int = MAX_BUCKETS
+    indexes: Tensor, *arrays: Tensor, max_buckets: Optional[int] = None
 ) -> Iterator[Tuple[Groups, Tuple[Tensor, ...]]]:
     """Group flat entries by query id, keeping each query's entries in order of appearance.
 
@@ -305,8 +403,11 @@ def iter_groups(
         yield grouped, arrays
         return
     n = indexes.numel()
+    entries = sizing.bucket_entries(indexes) if BUCKET_ENTRIES is None else BUCKET_ENTRIES
+    if max_buckets is None:
+        max_buckets = sizing.max_buckets(indexes)
     low, high = (int(v) for v in torch.aminmax(indexes))
-    n_buckets = max(1, min(max_buckets, -(-n // BUCKET_ENTRIES), high - low + 1))
+    n_buckets = max(1, min(max_buckets, -(-n // entries), high - low + 1))
     if high - low >= 2**62:  # keep the bucket arithmetic inside int64
         n_buckets = 1
     if n_buckets == 1:
@@ -314,7 +415,7 @@ def iter_groups(
         return
     width = -(-(high - low + 1) // n_buckets)
     bucket = torch.empty(n, dtype=torch.int8, device=indexes.device)
-    for rows in row_blocks(n, 1, BUCKET_ENTRIES):  # in slices: no int64 temporary of size n
+    for rows in row_blocks(n, 1, entries):  # in slices: no int64 temporary of size n
         bucket[rows] = torch.div(indexes[rows] - low, width, rounding_mode="floor").to(torch.int8)
     for b in range(n_buckets):
         where = (bucket == b).nonzero().squeeze(1)  # in order of appearance
@@ -381,6 +482,177 @@ def iter_flat_blocks(
         start = stop
 
 
+# Bits of the score part of a composite (query, score) sort key.
+_SCORE_BITS = 32
+_N_SIZE_BUCKETS = 64  # query sizes bucketed by floor(log2(size)) < 64
+
+
+def _desc_score_key32(preds: Tensor) -> Optional[Tensor]:
+    """int32 keys that increase as the score decreases, equal for equal scores (-0.0 and
+    +0.0 included); None for scores that need more than 32 bits (float64, int64, uint64)."""
+    if preds.dtype in (torch.float16, torch.bfloat16, torch.float32):
+        bits = (preds.to(torch.float32) + 0.0).view(torch.int32)  # a copy; + 0.0 turns -0.0 into +0.0
+        # IEEE order as int32: negative floats have their magnitude bits flipped
+        bits ^= (bits >> 31) & 0x7FFFFFFF
+    elif preds.dtype in (torch.int8, torch.int16, torch.int32, torch.uint8, torch.uint16):
+        bits = preds.to(torch.int32)
+    elif preds.dtype == torch.uint32:
+        bits = (preds.to(torch.int64) - 2**31).to(torch.int32)
+    else:
+        return None
+    return torch.bitwise_not(bits)  # ~x = -1 - x: decreasing
+
+
+def _flat_order(indexes: Tensor, preds: Tensor, low: int, span: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """One stable sort of flat entries with ids in ``[low, low + span)`` by (query id,
+    score desc, position).
+
+    Returns ``(order, run_key, starts)``: the entries in rank order query by query, a
+    key per sorted entry equal within a query and increasing with the id (``id - low``),
+    and the first sorted position of each query (one host read: the number of queries).
+    """
+    score_key = _desc_score_key32(preds) if span <= 2**31 else None
+    if score_key is not None:
+        # (id - low) in the high 32 bits, the score's rank key in the low 32: one sort
+        key = indexes.to(torch.int64) - low
+        key <<= _SCORE_BITS
+        key += score_key
+        del score_key
+        key += 2**31  # the score key from [-2**31, 2**31) to [0, 2**32)
+        run_key, order = torch.sort(key, stable=True)
+        del key
+        run_key >>= _SCORE_BITS
+    else:
+        # scores of 64 bits: by score (stable: position breaks ties), then by id (stable)
+        scores = _int_scores(preds) if not preds.is_floating_point() else preds + 0.0
+        order = torch.argsort(scores, descending=True, stable=True)
+        del scores
+        run_key, by_id = torch.sort(indexes[order].to(torch.int64) - low, stable=True)
+        order = order[by_id]
+    change = (run_key[1:] != run_key[:-1]).nonzero().squeeze(1)
+    starts = torch.cat([change.new_zeros(1), change + 1])
+    return order, run_key, starts
+
+
+# The sorted flat path sorts id ranges one at a time when one sort of every entry
+# (sizing.BYTES_PER_GROUPED_ENTRY bytes each: positions, composite keys, the sort's
+# output and scratch, copies) would take more than SORT_MEMORY_SHARE times the inputs'
+# bytes, or more than the device's bucket of entries; at most sizing.max_buckets ranges.
+SORT_MEMORY_SHARE = 1.25
+SORT_MEMORY_FLOOR = 64 * 2**20  # scratch below this is never split
+
+
+def _n_sorted_parts(n: int, input_bytes: int, device, span: int) -> int:
+    entries = sizing.bucket_entries(device) if BUCKET_ENTRIES is None else BUCKET_ENTRIES
+    parts = -(-n // entries)
+    scratch = n * sizing.BYTES_PER_GROUPED_ENTRY
+    if scratch > SORT_MEMORY_FLOOR:
+        allowed = max(1, int(SORT_MEMORY_SHARE * input_bytes) - n)  # less the int8 range number per entry
+        parts = max(parts, -(-scratch // allowed))
+    return max(1, min(parts, sizing.max_buckets(device), span))
+
+
+def sorted_flat_parts(
+    indexes: Tensor,
+    preds: Tensor,
+    target: Tensor,
+    block_elements: int,
+    with_max_relevant: bool = False,
+) -> Iterator[Tuple[Tensor, Optional[int], Iterator[Tuple[Tensor, Tensor, Tensor, Optional[Tensor]]]]]:
+    """The flat form cut into padded blocks whose rows are already in rank order.
+
+    Yields ``(ids, max_relevant, blocks)`` for disjoint, increasing ranges of ids:
+    the query ids (increasing), the largest R of those queries (with
+    ``with_max_relevant``, else None), and an iterator of ``(query positions,
+    preds[b, s], target[b, s], mask[b, s] or None)`` blocks, to be ranked with
+    ``select="presorted"``; consume each part's blocks before the next part.
+    Queries are bucketed by size within a factor of two (padding at most doubles a
+    block) and each bucket is cut into blocks of about ``block_elements`` entries.
+
+    Host reads: the id range, then per part the number of queries and the bucket
+    sizes (with the largest R), and, when there are several parts, the part's
+    entries. Their count does not depend on the number of blocks: one part unless
+    one sort would exceed the memory bounds (see ``_n_sorted_parts``).
+
+    Example:
+        >>> ((ids, _, blocks),) = sorted_flat_parts(torch.tensor([5, 2, 5, 2, 2]),
+        ...     torch.tensor([1.0, 2.0, 9.0, 3.0, 2.0]), torch.tensor([1, 0, 0, 1, 1]), 100)
+        >>> (q, p, t, m), = blocks  # one block: queries of 3 and 2 entries, padded to 3
+        >>> ids.tolist(), q.tolist(), m.tolist(), p[m].tolist(), t[m].tolist()
+        ([2, 5], [0, 1], [[True, True, True], [True, True, False]], [3.0, 2.0, 2.0, 9.0, 1.0], [1, 0, 1, 0, 1])
+    """
+    n = indexes.numel()
+    low, high = torch.stack(torch.aminmax(indexes)).to(torch.int64).tolist()
+    span = high - low + 1
+    input_bytes = n * (preds.element_size() + target.element_size() + indexes.element_size())
+    parts = 1 if high - low >= 2**62 else _n_sorted_parts(n, input_bytes, indexes, span)
+    if parts == 1:
+        yield _presorted_part(indexes, preds, target, low, span, block_elements, with_max_relevant)
+        return
+    width = -(-span // parts)
+    part_of = torch.empty(n, dtype=torch.int8, device=indexes.device)
+    for rows in row_blocks(n, 1, sizing.bucket_entries(indexes)):  # in slices: no int64 temporary of size n
+        part_of[rows] = torch.div(indexes[rows] - low, width, rounding_mode="floor").to(torch.int8)
+    for b in range(parts):
+        where = (part_of == b).nonzero().squeeze(1)  # in order of appearance
+        if where.numel():
+            part = _presorted_part(indexes[where], preds[where], target[where], low + b * width, width,
+                                   block_elements, with_max_relevant)
+            del where  # the part holds its own copies
+            yield part
+            del part
+
+
+def _presorted_part(indexes, preds, target, low, span, block_elements, with_max_relevant):
+    """``(ids, max_relevant, blocks)`` of :func:`sorted_flat_parts` for entries whose ids
+    lie in ``[low, low + span)``."""
+    device = preds.device
+    n = indexes.numel()
+    order, run_key, starts = _flat_order(indexes, preds, low, span)
+    ids = (run_key[starts] + low).to(indexes.dtype)
+    del run_key
+    sizes = torch.diff(starts, append=starts.new_full((1,), n))
+    bucket = torch.log2(sizes.to(torch.float64)).floor().to(torch.int64)
+    # per size bucket: queries, widest and narrowest query; then the largest R: one read
+    nb = _N_SIZE_BUCKETS
+    stats = torch.zeros(3 * nb + 1, dtype=torch.int64, device=device)
+    stats[:nb].index_add_(0, bucket, torch.ones_like(bucket))
+    stats[nb:2 * nb].scatter_reduce_(0, bucket, sizes, "amax")
+    stats[2 * nb:3 * nb] = n
+    stats[2 * nb:3 * nb].scatter_reduce_(0, bucket, sizes, "amin")
+    if with_max_relevant:
+        hit = (target != 0)[order]
+        cum = hit.cumsum(0, dtype=torch.int32 if n < 2**31 else torch.int64)
+        n_relevant = cum[starts + sizes - 1] - cum[starts] + hit[starts]
+        del hit, cum
+        stats[-1] = n_relevant.max()
+    stats = stats.tolist()
+    counts, widths, narrowest = stats[:nb], stats[nb:2 * nb], stats[2 * nb:3 * nb]
+    members_all = torch.argsort(bucket, stable=True)
+
+    def blocks():
+        start = 0
+        for b in range(nb):
+            if counts[b] == 0:
+                continue
+            members = members_all[start:start + counts[b]]
+            start += counts[b]
+            width = widths[b]
+            uniform = narrowest[b] == width
+            offsets = torch.arange(width, device=device)
+            for rows in row_blocks(counts[b], width, block_elements):
+                q = members[rows]
+                pos = starts[q].unsqueeze(1) + offsets
+                mask = None
+                if not uniform:
+                    mask = offsets < sizes[q].unsqueeze(1)
+                    pos = torch.where(mask, pos, 0)
+                entries = order[pos]
+                yield q, preds[entries], target[entries], mask
+
+    return ids, (stats[-1] if with_max_relevant else None), blocks()
+
+
 def rank_flat(
     indexes: Tensor,
     preds: Tensor,
@@ -388,10 +660,12 @@ def rank_flat(
     depth: int,
     *,
     need_ideal: bool = False,
-    block_elements: int = BLOCK_ELEMENTS,
+    block_elements: Optional[int] = None,
 ) -> Tuple[Tensor, Ranking]:
     """Rank the flat form ``(indexes, preds, target)`` to ``depth``: ``(query ids, Ranking)``
-    with queries in increasing id. Memory O(n + Q * depth).
+    with queries in increasing id. Memory O(n + Q * depth) on CPU; where host reads
+    synchronise (``sizing.sync_free``), one sort of the entries (see :func:`sorted_flat_parts`).
+    ``block_elements``: entries per padded block (None: ``sizing.block_elements``).
 
     Example:
         >>> ids, r = rank_flat(torch.tensor([5, 2, 5, 2]), torch.tensor([0.1, 0.2, 0.9, 0.3]),
@@ -399,6 +673,20 @@ def rank_flat(
         >>> ids.tolist(), r.relevance.tolist()
         ([2, 5], [[1.0], [0.0]])
     """
+    if block_elements is None:
+        block_elements = sizing.block_elements(preds)
+    if sizing.sync_free(preds):
+        parts, ids = [], []
+        for part_ids, _, blocks in sorted_flat_parts(indexes, preds, target, block_elements):
+            rankings, rows = [], []
+            for q, p, t, m in blocks:
+                rankings.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal, select="presorted"))
+                rows.append(q)
+            position = torch.empty_like(part_ids, dtype=torch.int64)
+            position[torch.cat(rows)] = torch.arange(part_ids.numel(), device=indexes.device)
+            parts.append(Ranking.cat(rankings).select(position))
+            ids.append(part_ids)
+        return torch.cat(ids), Ranking.cat(parts)
     parts, ids = [], []
     for groups, (p_, t_) in iter_groups(indexes, preds, target):
         blocks, rows = [], []

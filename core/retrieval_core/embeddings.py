@@ -13,9 +13,9 @@ from typing import Iterator, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from . import optional, search
+from . import optional, search, sizing
 from .aggregate import MetricResults, aggregate, encode_labels, reduce_values
-from .build import rank_binary, rank_dense
+from .build import _count_relevant, rank_binary, rank_dense
 from .evaluate import ranking_values
 from .registry import MetricKey, depth_needed, parse_metrics, split_scopes
 from .validate import (
@@ -37,14 +37,10 @@ from .validate import (
 
 __all__ = ["evaluate_embeddings", "embedding_values", "DEFAULT_MEMORY_BUDGET"]
 
-DEFAULT_MEMORY_BUDGET = 256 * 2**20  # bytes of scratch for one query chunk
-
-
-def _chunk_rows(n_gallery: int, depth_is_deep: bool, memory_budget: int) -> int:
-    # scores, masked scores, gains, mask, top-k scratch; whole-list rankings also
-    # hold the sort and about eight float64 [c, G] arrays for the kernels
-    per_pair = 128 if depth_is_deep else 24
-    return max(1, memory_budget // (per_pair * n_gallery))
+# The CPU's default scratch of one query chunk; the default of every device is
+# sizing.memory_budget(device) (a share of a GPU's free memory).
+DEFAULT_MEMORY_BUDGET = sizing.CPU_MEMORY_BUDGET
+_chunk_rows = sizing.chunk_rows  # queries per chunk for a budget (bytes per pair: see sizing)
 
 
 def embedding_values(
@@ -58,57 +54,99 @@ def embedding_values(
     query_ids: Optional[Tensor] = None,
     gallery_ids: Optional[Tensor] = None,
     relevance=None,
-    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    memory_budget: Optional[int] = None,
     progress: bool = False,
     backend: str = "torch",
 ) -> Tensor:
     """Per-query values ``[Q, M]`` (NaN = undefined) of per-query ``keys``, chunk by chunk.
 
-    Inputs are assumed checked (see :func:`evaluate_embeddings`).
+    Inputs are assumed checked (see :func:`evaluate_embeddings`). ``memory_budget``:
+    bytes of scratch per chunk; None: the device's share (``sizing.memory_budget``).
+    Where host reads synchronise (``sizing.sync_free``), the torch backend reads the
+    device a constant number of times per call for cosine, dot and hamming distances
+    with label relevance: the largest R once (``@r``), and after the loop the rows
+    whose tie crosses the cut, re-ranked exactly.
     """
     depth, at_r, whole = depth_needed(keys)
-    n_gallery = gallery.shape[0]
+    n_query, n_gallery = query.shape[0], gallery.shape[0]
+    device = query.device
     need_ideal = any(m.spec.needs_ideal for m in keys)
     q_all = search.prepare(query, distance)
     g = q_all if gallery is query else search.prepare(gallery, distance)
     g_sq = (g * g).sum(1) if distance in ("euclidean", "squared_euclidean") else None
     # float32 scores 2q.g - |g|^2 may misorder near-equal distances: re-ranked exactly
     exact = search.EuclideanOrder(g) if g_sq is not None else None
-    rows = _chunk_rows(n_gallery, at_r or whole, memory_budget)
+    rows = sizing.chunk_rows(n_gallery, at_r or whole, sizing.memory_budget(device, memory_budget))
+    sync_free = sizing.sync_free(device) and backend != "faiss"
     # 1-D labels: R and candidate counts from label counts, relevance read at the
     # ranked positions only, exclusion written into the scores: no [c, G] gains.
     binary = relevance is None and query_labels.ndim == 1
+    exclusion = None
     if binary:
         n_relevant, n_candidates = search.label_counts(query_labels, gallery_labels, query_ids, gallery_ids)
-        exclusion = None if query_ids is None else search.Exclusion(query_ids, gallery_ids)
+        if query_ids is not None and not sync_free:  # sync-free: an id comparison per chunk (no host read)
+            exclusion = search.Exclusion(query_ids, gallery_ids)
     faiss = search.FaissSearch(g, distance) if backend == "faiss" else None
     if faiss is not None:
         rows = max(rows, 4096)  # faiss keeps only k results per query: large chunks are cheap
-    values = torch.empty(query.shape[0], len(keys), dtype=torch.float64, device=query.device)
-    for chunk in _progress(range(0, query.shape[0], rows), progress, -(-query.shape[0] // rows)):
-        part = slice(chunk, chunk + rows)
-        depth_or_all = n_gallery if whole else depth
+    depth_or_all = n_gallery if whole else depth
+    chunks = [slice(start, start + rows) for start in range(0, n_query, rows)]
+
+    def gains_of(part):
+        gain = search.gains(query_labels[part], gallery_labels, relevance)
+        return gain, search.eligible(None if query_ids is None else query_ids[part], gallery_ids)
+
+    max_relevant = None
+    if sync_free and at_r:  # the largest R of the call, read once
+        if binary:
+            max_relevant = int(n_relevant.max()) if n_query else 0
+        else:
+            maxima = []
+            for part in chunks:
+                gain, mask = gains_of(part)
+                maxima.append(_count_relevant(gain if mask is None else gain.masked_fill(~mask, 0)).max())
+            max_relevant = int(torch.stack(maxima).max()) if maxima else 0
+
+    def chunk_ranking(part, select):
+        """The Ranking of the queries ``part`` (a slice, or positions when re-ranking)."""
+        scores = search.similarity(q_all[part], g, distance, g_sq)
+        if binary:
+            if exclusion is not None:
+                scores.index_put_(exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))
+            elif query_ids is not None:
+                scores.masked_fill_(query_ids[part].unsqueeze(1) == gallery_ids, float("-inf"))
+            labels = query_labels[part].unsqueeze(1)
+            top = None if exact is None else exact.top(q_all[part], lambda rows, i: gallery_labels[i] == labels[rows])
+            return rank_binary(
+                scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
+                n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top, select=select,
+                max_relevant=max_relevant,
+            )
+        gain, mask = gains_of(part)
+        top = None if exact is None else exact.top(q_all[part], lambda rows, idx: gain[rows.unsqueeze(1), idx])
+        return rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, top=top,
+                          select=select, max_relevant=max_relevant)
+
+    values = torch.empty(n_query, len(keys), dtype=torch.float64, device=device)
+    flags = []
+    for part in _progress(chunks, progress, len(chunks)):
         if faiss is not None:
             values[part] = ranking_values(_faiss_ranking(
                 faiss, q_all[part], query_labels[part], gallery_labels, depth, at_r, need_ideal,
                 n_relevant[part], n_candidates[part], exclusion, part, query_ids, gallery_ids), keys)
             continue
-        scores = search.similarity(q_all[part], g, distance, g_sq)
-        if binary:
-            if exclusion is not None:
-                scores.index_put_(exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))
-            labels = query_labels[part].unsqueeze(1)
-            top = None if exact is None else exact.top(q_all[part], lambda rows, i: gallery_labels[i] == labels[rows])
-            ranking = rank_binary(
-                scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
-                n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top,
-            )
-        else:
-            gain = search.gains(query_labels[part], gallery_labels, relevance)
-            mask = search.eligible(None if query_ids is None else query_ids[part], gallery_ids)
-            top = None if exact is None else exact.top(q_all[part], lambda rows, idx: gain[rows.unsqueeze(1), idx])
-            ranking = rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, top=top)
+        ranking = chunk_ranking(part, "deferred" if sync_free else "checked")
         values[part] = ranking_values(ranking, keys)
+        if ranking.inexact is not None:
+            flags.append((part, ranking.inexact))
+    if flags:  # sync-free: rows whose tie crosses the cut, re-ranked by a full stable sort
+        inexact = torch.zeros(n_query, dtype=torch.bool, device=device)
+        for part, flag in flags:
+            inexact[part] = flag
+        redo = inexact.nonzero().squeeze(1)
+        for start in range(0, redo.numel(), rows):
+            part = redo[start:start + rows]
+            values[part] = ranking_values(chunk_ranking(part, "exact"), keys)
     return values
 
 
@@ -175,7 +213,10 @@ def evaluate_embeddings(
         ties, empty, reduce, categories: as :func:`evaluate_scores`.
         per_class: ``"macro"``: average per label, then over labels (PML
             avg_of_avgs); ``"all"``: also ``"{key}/class={label}"`` entries.
-        memory_budget: bytes of scratch for one query chunk (default 256 MiB).
+        memory_budget: bytes of scratch for one query chunk; None (default): the
+            device's share, 256 MiB on CPU and a quarter of the free memory on CUDA
+            (within 64 MiB-16 GiB; see ``retrieval_core.sizing``). An int bounds the
+            scratch on every device.
         progress: show a tqdm progress bar over chunks.
         backend: ``"torch"`` (default: exact, deterministic ties on any device) or
             ``"faiss"`` (CPU, float32, class labels, cosine/dot/euclidean, no
@@ -215,7 +256,7 @@ def evaluate_embeddings(
                       query_ids=query_ids, gallery_ids=gallery_ids)
     check_backend(backend, distance=distance, custom=custom, labels=query_labels, device=query.device,
                   whole=depth_needed(query_keys)[2])
-    budget = check_memory_budget(memory_budget) or DEFAULT_MEMORY_BUDGET
+    budget = sizing.memory_budget(query.device, check_memory_budget(memory_budget))
     check_cutoffs(query_keys, gallery.shape[0])
     check_per_class(per_class, query_labels, custom)
     if categories is not None:

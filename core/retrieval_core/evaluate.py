@@ -12,8 +12,17 @@ from typing import Iterable, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from . import sizing
 from .aggregate import MetricResults, aggregate, encode_labels
-from .build import BLOCK_ELEMENTS, DEEP_BLOCK_DIVISOR, iter_flat_blocks, iter_groups, rank_dense, row_blocks
+from .build import (
+    DEEP_BLOCK_DIVISOR,
+    _count_relevant,
+    iter_flat_blocks,
+    iter_groups,
+    rank_dense,
+    row_blocks,
+    sorted_flat_parts,
+)
 from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
 from .validate import check_categories, check_per_query_keys, check_score_options, check_scores, check_ties, check_values
@@ -38,12 +47,51 @@ def ranking_values(ranking: Ranking, keys: Sequence[MetricKey]) -> Tensor:
     return values.masked_fill(undefined, float("nan"))
 
 
-def _block_values(preds, target, mask, keys, depth, at_r, whole) -> Tensor:
+def _block_ranking(preds, target, mask, keys, depth, at_r, whole, select="checked", max_relevant=None) -> Ranking:
     need_ideal = any(m.spec.needs_ideal for m in keys)
-    ranking = rank_dense(
-        preds, target, preds.shape[1] if whole else depth, mask=mask, at_r=at_r, need_ideal=need_ideal
+    return rank_dense(
+        preds, target, preds.shape[1] if whole else depth, mask=mask, at_r=at_r, need_ideal=need_ideal,
+        select=select, max_relevant=max_relevant,
     )
-    return ranking_values(ranking, keys)
+
+
+def _block_values(preds, target, mask, keys, depth, at_r, whole, select="checked", max_relevant=None) -> Tensor:
+    return ranking_values(_block_ranking(preds, target, mask, keys, depth, at_r, whole, select, max_relevant), keys)
+
+
+def _max_relevant(target: Tensor, mask: Optional[Tensor], blocks) -> int:
+    """The largest R over all rows, with one host read (for ``@r`` depths)."""
+    maxima = []
+    for rows in blocks:
+        t = target[rows] if mask is None else target[rows].masked_fill(~mask[rows], 0)
+        maxima.append(_count_relevant(t).max())
+    return int(torch.stack(maxima).max()) if maxima else 0
+
+
+def _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block_elements, deep_elements) -> Tensor:
+    """Dense values with a constant number of host reads: the largest R once (``@r``),
+    then, after the loop, the rows whose tie crosses the cut, re-ranked exactly."""
+    n_rows, n_cols = preds.shape
+    blocks = list(row_blocks(n_rows, n_cols, block_elements))
+    max_relevant = _max_relevant(target, mask, blocks) if at_r else None
+    values = torch.empty(n_rows, len(keys), dtype=torch.float64, device=preds.device)
+    flags = []
+    for rows in blocks:
+        m = None if mask is None else mask[rows]
+        ranking = _block_ranking(preds[rows], target[rows], m, keys, depth, at_r, whole, "deferred", max_relevant)
+        values[rows] = ranking_values(ranking, keys)
+        if ranking.inexact is not None:
+            flags.append((rows, ranking.inexact))
+    if flags:
+        inexact = torch.zeros(n_rows, dtype=torch.bool, device=preds.device)
+        for rows, flag in flags:
+            inexact[rows] = flag
+        redo = inexact.nonzero().squeeze(1)  # the one read of the loop's outcome
+        for part in row_blocks(redo.numel(), n_cols, deep_elements):
+            r = redo[part]
+            values[r] = _block_values(preds[r], target[r], None if mask is None else mask[r], keys, depth, at_r,
+                                      whole, "exact", max_relevant)
+    return values
 
 
 def score_values(
@@ -54,26 +102,47 @@ def score_values(
     indexes: Optional[Tensor] = None,
     mask: Optional[Tensor] = None,
     ties: str = "stable",
-    block_elements: int = BLOCK_ELEMENTS,
+    block_elements: Optional[int] = None,
 ) -> QueryValues:
     """Per-query values of ``metrics`` for dense ``[Q, N]`` or flat (``indexes``) scores.
 
-    Checks structure (shapes, dtypes, devices, keys), not values.
+    Checks structure (shapes, dtypes, devices, keys), not values. ``block_elements``:
+    entries of one block of top-k rankings (divided by ``DEEP_BLOCK_DIVISOR`` for
+    whole-list and ``@r`` keys); None: ``sizing.block_elements`` of the device.
+    Where host reads synchronise (``sizing.sync_free``), the number of host reads
+    per call does not grow with the input.
     """
     check_ties(ties)
     keys = parse_metrics(metrics)
     check_per_query_keys(keys, "evaluate_embeddings computes them")
     check_scores(preds, target, indexes=indexes, mask=mask)
     depth, at_r, whole = depth_needed(keys)
-    if at_r or whole:
+    device = preds.device
+    deep_elements = sizing.block_elements(device, deep=True)
+    if block_elements is None:
+        block_elements = sizing.block_elements(device, deep=at_r or whole)
+    elif at_r or whole:
         block_elements = max(1, block_elements // DEEP_BLOCK_DIVISOR)
     names = tuple(m.key for m in keys)
+    sync_free = sizing.sync_free(device)
+    if indexes is None and sync_free:
+        values = _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block_elements, deep_elements)
+        return QueryValues(values, names)
     if indexes is None:
         blocks = [
             _block_values(preds[rows], target[rows], None if mask is None else mask[rows], keys, depth, at_r, whole)
             for rows in row_blocks(preds.shape[0], preds.shape[1], block_elements)
         ]
         return QueryValues(torch.cat(blocks), names)
+    if sync_free:
+        parts, ids = [], []
+        for part_ids, max_relevant, flat_blocks in sorted_flat_parts(indexes, preds, target, block_elements, at_r):
+            values = torch.empty(part_ids.numel(), len(keys), dtype=torch.float64, device=device)
+            for rows, p, t, m in flat_blocks:
+                values[rows] = _block_values(p, t, m, keys, depth, at_r, whole, "presorted", max_relevant)
+            parts.append(values)
+            ids.append(part_ids)
+        return QueryValues(torch.cat(parts), names, torch.cat(ids))
     parts, ids = [], []
     for groups, (p_, t_) in iter_groups(indexes, preds, target):
         values = torch.empty(groups.n_queries, len(keys), dtype=torch.float64, device=preds.device)

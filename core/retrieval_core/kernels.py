@@ -10,6 +10,7 @@ R = ``ranking.n_relevant``, P@i = hits@i / i, rel_i = 1 if rank i is relevant.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Union
 
 import torch
@@ -50,7 +51,8 @@ def nominal_k(r: Ranking, k: Cutoff) -> Tensor:
 
 
 def _hits(r: Ranking, k: Cutoff) -> Tensor:
-    return value_at(r.cum_hits, cut_length(r, k))
+    """hits@k as float64 (counted exactly in integers)."""
+    return value_at(r.cum_hits, cut_length(r, k)).to(torch.float64)
 
 
 def _ratio_or_zero(num: Tensor, den: Tensor) -> Tensor:
@@ -96,7 +98,7 @@ def average_precision(r: Ranking, k: Cutoff) -> Tensor:
 def average_precision_hits(r: Ranking, k: Cutoff) -> Tensor:
     """sum_{i<=k} P@i rel_i / hits@k, 0 without a hit (OML map@k, torchmetrics MAP top_k)."""
     c = cut_length(r, k)
-    return _ratio_or_zero(value_at(r.cum_precision_hits, c), value_at(r.cum_hits, c))
+    return _ratio_or_zero(value_at(r.cum_precision_hits, c), _hits(r, k))
 
 
 def reciprocal_rank(r: Ranking, k: Cutoff) -> Tensor:
@@ -117,7 +119,8 @@ def _ideal(r: Ranking) -> Tensor:
 
 
 def _exp_gain(g: Tensor) -> Tensor:
-    return torch.expm1(g * torch.log(torch.tensor(2.0, dtype=g.dtype, device=g.device)))
+    # ln 2 as a Python float: a tensor made from it on the GPU would be a synchronising copy
+    return torch.expm1(g * math.log(2.0))
 
 
 def dcg(r: Ranking, k: Cutoff) -> Tensor:
@@ -143,7 +146,7 @@ def ndcg_exp(r: Ranking, k: Cutoff) -> Tensor:
 def fall_out(r: Ranking, k: Cutoff) -> Tensor:
     """Non-relevant candidates in the top k over all non-relevant candidates."""
     c = cut_length(r, k)
-    retrieved = value_at(r.valid.to(torch.float64).cumsum(1), c)
+    retrieved = value_at(r.cum_valid, c).to(torch.float64)
     negatives = (r.n_candidates - r.n_relevant).to(torch.float64)
     return (retrieved - _hits(r, k)) / negatives
 
@@ -157,7 +160,7 @@ def wap(r: Ranking, k: Cutoff) -> Tensor:
     """Weighted mean average precision: sum_{i<=k} 1[g_i>0] acg@i / hits@k, 0 without a hit."""
     c = cut_length(r, k)
     weighted = (r.hit * r.cum_gain / r.positions).cumsum(1)
-    return _ratio_or_zero(value_at(weighted, c), value_at(r.cum_hits, c))
+    return _ratio_or_zero(value_at(weighted, c), _hits(r, k))
 
 
 def partial_auroc(r: Ranking, k: Cutoff, max_fpr: Optional[float] = None) -> Tensor:
@@ -173,13 +176,13 @@ def partial_auroc(r: Ranking, k: Cutoff, max_fpr: Optional[float] = None) -> Ten
         raise ValueError("auroc needs the whole candidate list in the Ranking")
     c = r.depth if k is None else min(int(k), r.depth)
     hit = r.hit[:, :c]
-    negative = r.valid[:, :c].to(torch.float64) - hit
-    n_pos, n_neg = hit.sum(1), negative.sum(1)
-    tpr = hit.cumsum(1) / n_pos.unsqueeze(1)
+    negative = r.valid[:, :c] & ~hit  # relevant candidates are valid ones
+    n_pos, n_neg = hit.sum(1).to(torch.float64), negative.sum(1).to(torch.float64)
+    tpr = r.cum_hits[:, :c] / n_pos.unsqueeze(1)
     if max_fpr is None or max_fpr >= 1.0:
         auc = (tpr * negative).sum(1) / n_neg
     else:
-        step = negative.cumsum(1)  # j at the j-th non-relevant candidate
+        step = negative.cumsum(1, dtype=r.count_dtype).to(torch.float64)  # j at the j-th non-relevant candidate
         width = (torch.clamp(step / n_neg.unsqueeze(1), max=max_fpr) - (step - 1) / n_neg.unsqueeze(1)).clamp(min=0.0)
         partial = (tpr * negative * width).sum(1)
         min_area = 0.5 * max_fpr**2

@@ -38,12 +38,16 @@ class Ranking:
         tie_count: optional ``[Q]``: candidates past rank ``d`` whose score equals
             the score at rank ``d`` (ready for tie-aware modes).
         tie_gain: optional ``[Q]``: the summed gain of those candidates.
+        inexact: optional ``[Q]`` bool, from the builders' ``select="deferred"``: rows
+            whose score at rank ``d`` ties with a candidate past it, so that the tied
+            candidates kept may not be the lowest-indexed ones; the caller re-ranks
+            them exactly (None: every row is exact).
 
     Example:
         >>> import torch
         >>> r = Ranking.from_relevance(torch.tensor([[0.0, 2.0, 0.0]]))
         >>> r.cum_hits.tolist()
-        [[0.0, 1.0, 1.0]]
+        [[0, 1, 1]]
     """
 
     relevance: Tensor
@@ -55,6 +59,7 @@ class Ranking:
     scores: Optional[Tensor] = None
     tie_count: Optional[Tensor] = None
     tie_gain: Optional[Tensor] = None
+    inexact: Optional[Tensor] = None
 
     @classmethod
     def from_relevance(cls, relevance: Tensor, valid: Optional[Tensor] = None) -> "Ranking":
@@ -93,6 +98,7 @@ class Ranking:
             scores=cat_opt([pad(p.scores, _lowest(p.scores)) if p.scores is not None else None for p in parts]),
             tie_count=cat_opt([p.tie_count for p in parts]),
             tie_gain=cat_opt([p.tie_gain for p in parts]),
+            inexact=cat_opt([p.inexact for p in parts]),
         )
 
     def select(self, rows: Tensor) -> "Ranking":
@@ -111,6 +117,7 @@ class Ranking:
             scores=take(self.scores),
             tie_count=take(self.tie_count),
             tie_gain=take(self.tie_gain),
+            inexact=take(self.inexact),
         )
 
     @property
@@ -121,11 +128,17 @@ class Ranking:
     def n_queries(self) -> int:
         return self.relevance.shape[0]
 
-    # Derived per-rank quantities, computed once and shared by every kernel.
+    # Derived per-rank quantities, computed once and shared by every kernel. Counts
+    # are exact integers (int32 up to 2**31 ranks); float64 only where a sum needs it.
     @cached_property
     def hit(self) -> Tensor:
-        """``[Q, d]`` 1.0 where the candidate at the rank is relevant (gain > 0)."""
-        return (self.relevance > 0).to(torch.float64)
+        """``[Q, d]`` bool: the candidate at the rank is relevant (gain > 0)."""
+        return self.relevance > 0
+
+    @cached_property
+    def count_dtype(self) -> torch.dtype:
+        """int32, or int64 for rankings deeper than int32 counts."""
+        return torch.int32 if self.depth < 2**31 else torch.int64
 
     @cached_property
     def positions(self) -> Tensor:
@@ -139,8 +152,13 @@ class Ranking:
 
     @cached_property
     def cum_hits(self) -> Tensor:
-        """``[Q, d]`` hits@i for i = 1..d."""
-        return self.hit.cumsum(1)
+        """``[Q, d]`` hits@i for i = 1..d (``count_dtype``)."""
+        return self.hit.cumsum(1, dtype=self.count_dtype)
+
+    @cached_property
+    def cum_valid(self) -> Tensor:
+        """``[Q, d]`` real candidates among the first i (``count_dtype``)."""
+        return self.valid.cumsum(1, dtype=self.count_dtype)
 
     @cached_property
     def cum_gain(self) -> Tensor:
@@ -149,11 +167,11 @@ class Ranking:
 
     @cached_property
     def cum_precision_hits(self) -> Tensor:
-        """``[Q, d]`` sum over j <= i of P@j * rel_j (average precision numerator)."""
+        """``[Q, d]`` float64 sum over j <= i of P@j * rel_j (average precision numerator)."""
         return (self.hit * self.cum_hits / self.positions).cumsum(1)
 
     @cached_property
     def first_hit(self) -> Tensor:
         """``[Q]`` int64 rank (1-based) of the first relevant candidate, 0 if none."""
-        any_hit = self.hit.any(1)
-        return torch.where(any_hit, self.hit.argmax(1) + 1, torch.zeros_like(self.n_relevant))
+        hit = self.hit.to(torch.uint8)  # argmax takes no bool; the first maximum is returned
+        return torch.where(self.hit.any(1), hit.argmax(1) + 1, torch.zeros_like(self.n_relevant))

@@ -47,6 +47,8 @@ __all__ = [
     "max_buckets",
     "chunk_rows",
     "summary",
+    "sync_free",
+    "force_sync_free",
 ]
 
 DeviceLike = Union[torch.device, str, Tensor]
@@ -83,6 +85,7 @@ CHUNK_BYTES_PER_PAIR = 24
 DEEP_CHUNK_BYTES_PER_PAIR = 128
 
 _pretended: Optional[int] = None
+_forced_sync_free: Optional[bool] = None
 
 
 def _device(device: DeviceLike) -> torch.device:
@@ -209,6 +212,42 @@ def chunk_rows(n_gallery: int, deep: bool, budget: int) -> int:
     """
     per_pair = DEEP_CHUNK_BYTES_PER_PAIR if deep else CHUNK_BYTES_PER_PAIR
     return max(1, budget // (per_pair * max(1, n_gallery)))
+
+
+def sync_free(device: DeviceLike) -> bool:
+    """Whether evaluation on ``device`` avoids host reads inside its loops.
+
+    On CUDA every read of a device value by the host (``bool(t.any())``, ``int(t.max())``,
+    ``nonzero``) waits for the queue of kernels: such reads are gathered into a constant
+    number per call (tie fixes after the loop, the largest R read once, flat input
+    grouped by one sort). On CPU a read costs nothing, and the loops keep the cheaper
+    data-dependent shortcuts (tie tests per block, bounded id-range buckets).
+    Inside :func:`force_sync_free`, the forced choice (any device).
+
+    Example:
+        >>> sync_free("cpu"), sync_free("cuda")
+        (False, True)
+        >>> with force_sync_free(True):
+        ...     sync_free("cpu")
+        True
+    """
+    if _forced_sync_free is not None:
+        return _forced_sync_free
+    return _device(device).type != "cpu"
+
+
+@contextmanager
+def force_sync_free(enabled: bool) -> Iterator[None]:
+    """Within the block, :func:`sync_free` answers ``enabled`` on every device (tests run
+    the CUDA policy on CPU, or the CPU policy anywhere); nests, and restores on exit."""
+    global _forced_sync_free
+    if not isinstance(enabled, bool):
+        raise ValueError(f"enabled must be a bool; got {enabled!r}")
+    previous, _forced_sync_free = _forced_sync_free, enabled
+    try:
+        yield
+    finally:
+        _forced_sync_free = previous
 
 
 def summary(device: DeviceLike) -> Dict[str, object]:
