@@ -22,12 +22,22 @@ class MetricResults(dict):
         n_queries: number of queries evaluated (0-d int64 tensor).
         n_empty: per key, how many queries had the metric undefined (skipped
             under ``empty="skip"``, filled under ``"zero"``/``"one"``).
+        ci: per reduced key, ``(low, high)`` 0-d tensors when an interval was asked.
+        per_query: per key, the ``[Q]`` per-query values when they were kept.
+        query_ids: ``[Q]`` ids (or None: positions) of the queries in ``per_query``.
+        curves: per curve key (``"erc:cmc@1"``...), ``(x, y)`` tensors.
+        neighbours: ``(positions or ids [Q, k], scores [Q, k])`` when asked.
     """
 
     def __init__(self, *args, n_queries: Optional[Tensor] = None, n_empty: Optional[Dict[str, Tensor]] = None):
         super().__init__(*args)
         self.n_queries = n_queries
         self.n_empty = n_empty or {}
+        self.ci: Dict[str, Tuple[Tensor, Tensor]] = {}
+        self.per_query: Dict[str, Tensor] = {}
+        self.query_ids: Optional[Tensor] = None
+        self.curves: Dict[str, Tuple[Tensor, Tensor]] = {}
+        self.neighbours: Optional[Tuple[Tensor, Tensor]] = None
 
 
 def _fill_empty(values: Tensor, keys: Sequence[str], empty: str) -> Tensor:
