@@ -22,6 +22,9 @@ from .validate import (
     PER_CLASS,  # noqa: F401  (re-exported: retrieval_core.embeddings.PER_CLASS)
     check_backend,
     check_categories,
+    check_ci_options,
+    check_keep_per_query,
+    check_return_neighbours,
     check_cutoffs,
     check_embedding_options,
     check_embedding_values,
@@ -192,6 +195,12 @@ def evaluate_embeddings(
     memory_budget: Optional[int] = None,
     progress: bool = False,
     backend: str = "torch",
+    ci: Optional[float] = None,
+    ci_method: str = "bootstrap",
+    n_resamples: int = 1000,
+    seed: int = 0,
+    keep_per_query: bool = False,
+    return_neighbours: Optional[int] = None,
 ) -> MetricResults:
     """Evaluate retrieval of ``gallery`` items by ``query`` embeddings (exact k-NN).
 
@@ -222,6 +231,15 @@ def evaluate_embeddings(
             ``"faiss"`` (CPU, float32, class labels, cosine/dot/euclidean, no
             whole-list keys): faiss' flat index finds the candidates; values equal
             the torch backend's except between candidates within float rounding.
+        ci, ci_method, n_resamples, seed, keep_per_query: as :func:`evaluate_scores`
+            (per-query keys; ``query_ids`` are the ids of ``results.per_query`` when
+            given). ``ci`` is not available with ``per_class``.
+        return_neighbours: ``k``: ``results.neighbours = (neighbours [Q, k], scores
+            [Q, k])``, each query's first ``k`` gallery items in rank order (the
+            ranking of the evaluation): gallery ids when ids were given
+            (``gallery_ids``, or ``query_ids`` with ``gallery=None``), else gallery
+            positions; scores larger = closer (cosine similarity, dot product, or the
+            negated distance). A slot past the query's candidates holds -1 and -inf.
 
     Example:
         >>> import torch
@@ -233,6 +251,10 @@ def evaluate_embeddings(
     """
     check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
                             per_class=per_class, memory_budget=memory_budget)
+    check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class)
+    check_keep_per_query(keep_per_query)
+    n_neighbours = check_return_neighbours(return_neighbours)
+    given_ids = query_ids
     keys = parse_metrics(metrics)
     query_keys, set_keys = split_scopes(keys)
     custom = relevance is not None
@@ -272,7 +294,9 @@ def evaluate_embeddings(
             backend=backend,
         )
         names = [m.key for m in query_keys]
-        results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories)
+        results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, ci=ci,
+                            ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                            keep_per_query=keep_per_query, query_ids=given_ids)
         if per_class is not None:
             results.update(_per_class(values, names, query_labels, empty, reduce, per_class))
     if set_keys:
@@ -286,6 +310,7 @@ def evaluate_embeddings(
     # the requested keys first, in the order asked, then per-category/per-class views
     ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
     ordered.update((k, v) for k, v in results.items() if k not in ordered)
+    ordered.ci, ordered.per_query, ordered.query_ids = results.ci, results.per_query, results.query_ids
     return ordered
 
 
