@@ -27,6 +27,7 @@ from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
 from .validate import (
     check_categories,
+    check_ci_keys,
     check_ci_options,
     check_keep_per_query,
     check_per_query_keys,
@@ -249,6 +250,7 @@ def evaluate_scores(
     check_score_options(ties=ties, empty=empty, reduce=reduce)
     check_ci_options(ci, ci_method, n_resamples, seed, reduce)
     check_keep_per_query(keep_per_query)
+    check_ci_keys(parse_metrics(metrics), ci, ci_method)
     check_scores(preds, target, indexes=indexes, mask=mask)
     check_values(preds, target)
     qv = score_values(preds, target, metrics, indexes=indexes, mask=mask, ties=ties)

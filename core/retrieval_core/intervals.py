@@ -113,12 +113,14 @@ def _beta(values: Tensor, keys: Sequence[str], level: float) -> Tuple[Tensor, Te
 def check_binary(values: Tensor, keys: Sequence[str]) -> None:
     """``ci_method="beta"`` needs keys whose per-query values are 0 or 1 (the registry's
     ``binary`` keys), and values that are (``ties="expected"`` averages them)."""
-    bad = [k for k in keys if not _is_binary_key(k)]
-    if bad:
-        raise ValueError(
-            f"ci_method='beta' needs metrics whose per-query values are 0 or 1 (hit_rate@k/cmc@k, precision@1, "
-            f"mrr@1...); {', '.join(map(repr, bad))} is not; use ci_method='bootstrap'"
-        )
+    from .registry import parse_metrics
+    from .validate import check_ci_keys
+
+    try:
+        parsed = parse_metrics(list(keys))
+    except (ValueError, TypeError):
+        raise ValueError(f"ci_method='beta' needs registry keys with 0/1 per-query values; got {list(keys)}") from None
+    check_ci_keys(parsed, 1.0, "beta")
     ok = (values == 0) | (values == 1) | torch.isnan(values)
     if values.numel() and not bool(ok.all()):
         cols = [k for k, good in zip(keys, ok.all(0).tolist()) if not good]
@@ -126,15 +128,6 @@ def check_binary(values: Tensor, keys: Sequence[str]) -> None:
             f"ci_method='beta' needs per-query values of 0 or 1; {', '.join(map(repr, cols))} has others "
             "(tie averaging under ties='expected', or graded gains); use ci_method='bootstrap'"
         )
-
-
-def _is_binary_key(key: str) -> bool:
-    from .registry import parse_metrics
-
-    try:
-        return parse_metrics([key])[0].binary
-    except (ValueError, TypeError):
-        return False
 
 
 def intervals(

@@ -595,7 +595,7 @@ CI_METHODS = ("bootstrap", "beta")
 
 
 def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
-                     reduce: str = "mean", per_class=None) -> Optional[float]:
+                     reduce: str = "mean", per_class=None, compact: bool = False) -> Optional[float]:
     """Check the interval options; returns the level as a float (None: no interval).
 
     Example:
@@ -621,6 +621,8 @@ def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, 
                          "with a reduction instead)")
     if ci_method == "beta" and reduce != "mean":
         raise ValueError(f"ci_method='beta' is an interval of the mean (a rate); got reduce={reduce!r}")
+    if compact:
+        raise ValueError("ci needs the per-query values; compact=True keeps only sums and counts")
     if per_class is not None:
         raise ValueError(f"ci is not available with per_class={per_class!r} (a mean of per-class means); "
                          "use categories= for per-label intervals")
@@ -642,3 +644,25 @@ def check_return_neighbours(k, n_gallery: Optional[int] = None) -> int:
     if n_gallery is not None and k > n_gallery:
         raise ValueError(f"return_neighbours={k} exceeds the gallery size {n_gallery}")
     return int(k)
+
+
+def check_ci_keys(keys, ci, ci_method: str) -> None:
+    """``ci_method="beta"`` takes keys whose per-query values are 0 or 1 only
+    (``MetricKey.binary``: hit_rate@k/cmc@k, precision@1, mrr@1...).
+
+    Example:
+        >>> from retrieval_core.registry import parse_metrics
+        >>> check_ci_keys(parse_metrics(["cmc@5", "map@r"]), 0.9, "beta")
+        Traceback (most recent call last):
+        ...
+        ValueError: ci_method='beta' needs metrics whose per-query values are 0 or 1 (hit_rate@k/cmc@k, precision@1, mrr@1...); 'map@r' is not; use ci_method='bootstrap'
+    """
+    if ci is None or ci_method != "beta":
+        return
+    bad = [m.key for m in keys if m.spec.per_query and not m.binary]
+    if bad:
+        raise ValueError(
+            f"ci_method='beta' needs metrics whose per-query values are 0 or 1 (hit_rate@k/cmc@k, precision@1, "
+            f"mrr@1...); {', '.join(map(repr, bad))} {'is' if len(bad) == 1 else 'are'} not; "
+            "use ci_method='bootstrap'"
+        )

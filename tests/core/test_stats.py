@@ -190,8 +190,11 @@ def test_beta_rejects_keys_that_are_not_binary(dense_scores):
     with pytest.raises(ValueError, match=r"ci_method='beta' needs metrics whose per-query values are 0 or 1.*"
                                          r"'ndcg@5' is not"):
         evaluate_scores(preds, target, ["hit_rate@1", "ndcg@5"], ci=0.9, ci_method="beta")
-    with pytest.raises(ValueError, match=r"'precision@2' is not"):
-        evaluate_scores(preds, target, ["precision@2"], ci=0.9, ci_method="beta")
+    with pytest.raises(ValueError, match=r"'precision@2', 'recall@1' are not"):
+        evaluate_scores(preds, target, ["precision@2", "recall@1", "mrr@1"], ci=0.9, ci_method="beta")
+    x = torch.randn(10, 3)
+    with pytest.raises(ValueError, match=r"'map@r' is not"):
+        evaluate_embeddings(x, torch.arange(10) % 2, ["cmc@1", "map@r"], ci=0.9, ci_method="beta")
     # a binary key whose values are not 0/1 (tie averaging): named too
     v = torch.tensor([[1.0], [0.5]], dtype=torch.float64)
     with pytest.raises(ValueError, match=r"needs per-query values of 0 or 1; 'hit_rate@1' has others"):
@@ -293,3 +296,56 @@ def test_embeddings_per_query_ids(embeddings_labels):
     worst_ids, worst_values = r.worst("cmc@1", 3)
     assert set(worst_ids.tolist()) <= set(ids.tolist())
     assert worst_values.tolist() == sorted(r.per_query["cmc@1"].tolist())[:3]
+
+
+# -- neighbours -----------------------------------------------------------------------------
+
+def _reference_neighbours(similarity: torch.Tensor, k: int):
+    """Rank by similarity, equal similarities by lower gallery position (a stable sort)."""
+    order = torch.sort(-similarity, dim=1, stable=True).indices[:, :k]
+    return order, similarity.gather(1, order)
+
+
+@pytest.mark.parametrize("distance", ["cosine", "dot", "euclidean", "squared_euclidean"])
+@pytest.mark.parametrize("metrics", [["cmc@1"], ["map@r", "ndcg@20"], ["mrr"]])
+def test_neighbours_equal_brute_force(embeddings_labels, distance, metrics):
+    x, labels = embeddings_labels
+    q, g = x[:25], x[25:]
+    r = evaluate_embeddings(q, labels[:25], metrics, gallery=g, gallery_labels=labels[25:], distance=distance,
+                            return_neighbours=6, memory_budget=1 << 12)  # several chunks
+    sim = {"cosine": lambda: torch.nn.functional.normalize(q, dim=1) @ torch.nn.functional.normalize(g, dim=1).T,
+           "dot": lambda: q @ g.T, "euclidean": lambda: -torch.cdist(q, g),
+           "squared_euclidean": lambda: -torch.cdist(q, g) ** 2}[distance]()
+    ref_idx, ref_scores = _reference_neighbours(sim, 6)
+    idx, scores = r.neighbours
+    assert idx.shape == (25, 6) and idx.dtype == torch.int64 and scores.dtype == torch.float64
+    assert torch.equal(idx, ref_idx)
+    torch.testing.assert_close(scores, ref_scores, rtol=1e-5, atol=1e-5)
+
+
+def test_neighbours_hamming_ties_and_ids():
+    codes = torch.tensor([[0, 0, 1, 1], [0, 0, 1, 1], [1, 1, 1, 1], [0, 0, 1, 1], [1, 0, 0, 0]])
+    labels = torch.tensor([0, 0, 1, 0, 1])
+    ids = torch.tensor([10, 11, 12, 13, 14])
+    r = evaluate_embeddings(codes, labels, ["cmc@1"], distance="hamming", query_ids=ids, return_neighbours=4)
+    hamming = (codes.unsqueeze(1) != codes.unsqueeze(0)).sum(-1).to(torch.float64)
+    sim = -hamming
+    sim.fill_diagonal_(float("-inf"))  # an item never retrieves itself
+    ref_idx, ref_scores = _reference_neighbours(sim, 4)
+    idx, scores = r.neighbours
+    assert torch.equal(idx, ids[ref_idx]) and torch.equal(scores, ref_scores)  # ids, ties by position
+
+
+def test_neighbours_past_the_candidates_and_errors(embeddings_labels):
+    x, labels = embeddings_labels
+    r = evaluate_embeddings(x[:2], labels[:2], ["cmc@1"], gallery=x[2:5], gallery_labels=labels[2:5],
+                            query_ids=torch.tensor([7, 8]), gallery_ids=torch.tensor([7, 1, 2]), return_neighbours=3)
+    idx, scores = r.neighbours
+    assert idx[0, 2].item() == -1 and scores[0, 2].item() == float("-inf")  # id 7 is excluded for query 7
+    assert set(idx[0, :2].tolist()) == {1, 2} and sorted(idx[1].tolist()) == [1, 2, 7]
+    with pytest.raises(ValueError, match=r"return_neighbours=9 exceeds the gallery size 3"):
+        evaluate_embeddings(x[:2], labels[:2], ["cmc@1"], gallery=x[2:5], gallery_labels=labels[2:5],
+                            return_neighbours=9)
+    with pytest.raises(ValueError, match=r"return_neighbours must be a positive int"):
+        evaluate_embeddings(x, labels, ["cmc@1"], return_neighbours=2.5)
+    assert evaluate_embeddings(x, labels, ["cmc@1"]).neighbours is None
