@@ -156,8 +156,9 @@ def test_bootstrap_resample_chunks_do_not_change_the_interval(monkeypatch):
     import retrieval_core.intervals as iv
 
     v = torch.rand(300, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    monkeypatch.setattr(iv, "_CPU_CHUNK_ELEMENTS", 1 << 24)  # one chunk
     whole = intervals(v, ["x", "y"], 0.95, n_resamples=200)
-    monkeypatch.setattr(iv, "_CHUNK_ELEMENTS", 300 * 7)  # 7 resamples per chunk
+    monkeypatch.setattr(iv, "_CPU_CHUNK_ELEMENTS", 300 * 7)  # 7 resamples per chunk
     chunked = intervals(v, ["x", "y"], 0.95, n_resamples=200)
     for k in whole:
         assert torch.equal(torch.stack(whole[k]), torch.stack(chunked[k]))
