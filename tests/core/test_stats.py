@@ -350,3 +350,18 @@ def test_neighbours_past_the_candidates_and_errors(embeddings_labels):
     with pytest.raises(ValueError, match=r"return_neighbours must be a positive int"):
         evaluate_embeddings(x, labels, ["cmc@1"], return_neighbours=2.5)
     assert evaluate_embeddings(x, labels, ["cmc@1"]).neighbours is None
+
+
+def test_distributed_entry_in_one_process(embeddings_labels):
+    from retrieval_core import distributed as D
+
+    x, labels = embeddings_labels
+    one = evaluate_embeddings(x, labels, ["cmc@1", "map@r"], ci=0.9, keep_per_query=True, return_neighbours=3)
+    got = D.evaluate_embeddings(x, labels, ["cmc@1", "map@r"], ci=0.9, keep_per_query=True, return_neighbours=3)
+    for k in one.ci:
+        assert torch.equal(torch.stack(got.ci[k]), torch.stack(one.ci[k]))
+    assert torch.equal(got.neighbours[0], one.neighbours[0])
+    with pytest.raises(ValueError, match=r"return_neighbours needs shard_gallery=False"):
+        D.evaluate_embeddings(x, labels, ["cmc@1"], return_neighbours=3, shard_gallery=True)
+    with pytest.raises(ValueError, match=r"ci must be a level in \(0, 1\)"):
+        D.evaluate_split(x, labels, ["cmc@1"], ci=3)
