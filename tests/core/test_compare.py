@@ -13,7 +13,7 @@ import torch
 from scipy import stats
 
 from retrieval_core import Comparison, compare, compare_many
-from retrieval_core.compare import adjust_p_values
+from retrieval_core.comparison import adjust_p_values
 
 
 def _pairs(n, effect, seed):
