@@ -127,10 +127,20 @@ def _sign_flip_p(d: Tensor, n_resamples: int, generator: torch.Generator) -> flo
         signs = 1.0 - 2.0 * ((patterns >> torch.arange(n)) & 1).to(torch.float64)
         stats = (signs @ d).abs() / n
         return float((stats >= observed - tol).sum()) / 2 ** n
+    # random signs 8 at a time: a byte picks which of a group of 8 differences are
+    # negated, and a table holds the sum of each group's differences for each byte
+    groups = -(-n // 8)
+    padded = torch.cat([d, d.new_zeros(groups * 8 - n)]).view(groups, 8)
+    bits = ((torch.arange(256).unsqueeze(1) >> torch.arange(8)) & 1).to(torch.float64)  # [256, 8]
+    table = (padded @ bits.T).reshape(-1)  # [groups * 256]: sum of the negated differences
+    offsets = torch.arange(groups) * 256
+    total = float(d.sum())
     hits = 0
-    for b in _chunks(n_resamples, n):
-        signs = 1.0 - 2.0 * torch.randint(2, (b, n), generator=generator).to(torch.float64)
-        hits += int(((signs @ d).abs() / n >= observed - tol).sum())
+    for b in _chunks(n_resamples, groups):
+        words = torch.randint(1 << 24, (b, -(-groups // 3)), generator=generator)  # 3 random bytes each
+        picks = torch.stack([words & 255, (words >> 8) & 255, words >> 16], 2).reshape(b, -1)[:, :groups]
+        negated = table[picks + offsets].sum(1)
+        hits += int(((total - 2.0 * negated).abs() / n >= observed - tol).sum())
     return (1 + hits) / (1 + n_resamples)
 
 
