@@ -335,14 +335,15 @@ def _lightning(sync: bool):
         import lightning_retrieval as lr
 
         x, labels, mine = _adapter_rows(rank, world)
-        metric = lr.EmbeddingMetrics(ADAPTER_KEYS, sync_on_compute=sync)
+        metric = lr.EmbeddingMetrics(ADAPTER_KEYS, sync_on_compute=sync, ci=0.9, n_resamples=200)
         for r in mine.split(5):
             metric.update(x[r], labels[r], ids=r)
         result, evaluated = _counting(metric.compute)
         rows = torch.arange(N) if sync else torch.unique(mine)
         if rows.numel() == 0:  # unsynced, a rank without rows: NaN for every key
             return {"result": dict(result), "evaluated": evaluated, "one": None, "n_queries": 0}
-        one = retrieval_core.evaluate_embeddings(x[rows], labels[rows], ADAPTER_KEYS, query_ids=rows)
+        one = retrieval_core.evaluate_embeddings(x[rows], labels[rows], ADAPTER_KEYS, query_ids=rows, ci=0.9,
+                                                 n_resamples=200, keep_per_query=True)
         return {"result": plain(result), "evaluated": evaluated, "one": plain(one), "n_queries": rows.numel()}
     return case
 
