@@ -359,7 +359,8 @@ def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tens
                             keep_per_query=options.get("keep_per_query", False), query_ids=per_query_ids)
         if options["per_class"] is not None:
             results.update(_per_class(values, names, all_labels, options["empty"], options["reduce"],
-                                      options["per_class"]))
+                                      options["per_class"], ci=options.get("ci"), ci_out=results.ci,
+                                      n_resamples=options.get("n_resamples", 1000), seed=options.get("seed", 0)))
     for m in set_keys:
         results[m.key] = _from_rank0(None if set_values is None else set_values[m.key], group, device)
     ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)

@@ -340,7 +340,8 @@ def evaluate_embeddings(
                             ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                             keep_per_query=keep_per_query, query_ids=given_ids)
         if per_class is not None:
-            results.update(_per_class(values, names, query_labels, empty, reduce, per_class))
+            results.update(_per_class(values, names, query_labels, empty, reduce, per_class, ci=ci,
+                                      ci_out=results.ci, n_resamples=n_resamples, seed=seed))
     if set_keys:
         from .set_level import set_level_values
 
@@ -362,9 +363,13 @@ def evaluate_embeddings(
     return ordered
 
 
-def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, per_class: str) -> dict:
-    """PML's avg_of_avgs: the main keys become the mean over labels of each label's value."""
-    by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels)
+def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, per_class: str,
+               ci: Optional[float] = None, ci_out: Optional[dict] = None, n_resamples: int = 1000,
+               seed: int = 0) -> dict:
+    """PML's avg_of_avgs: the main keys become the mean over labels of each label's value.
+    With ``ci``, ``ci_out`` receives their (bootstrap) intervals, replacing the main keys'."""
+    by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels, ci=ci,
+                         n_resamples=n_resamples, seed=seed)
     label_names, _ = encode_labels(labels)
     out = {}
     for key in names:
@@ -372,4 +377,13 @@ def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, p
         out[key] = reduce_values(per.unsqueeze(1), "mean")[0]
         if per_class == "all":
             out.update({f"{key}/class={n}": v for n, v in zip(label_names, per.unbind(0))})
+            if ci is not None:
+                ci_out.update({f"{key}/class={n}": by_label.ci[f"{key}/{n}"] for n in label_names})
+    if ci is not None:
+        from .aggregate import _category_groups, _fill_empty
+        from .intervals import macro_intervals
+
+        filled = _fill_empty(values, names, empty)
+        ci_out.update(macro_intervals(filled, names, ci, _category_groups(labels, values.device), reduce=reduce,
+                                      n_resamples=n_resamples, seed=seed))
     return out

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from .special import beta_hdi
 
-__all__ = ["intervals", "bootstrap_statistics", "check_binary"]
+__all__ = ["intervals", "macro_intervals", "bootstrap_statistics", "check_binary"]
 
 _CHUNK_ELEMENTS = 1 << 24  # entries of one [chunk, Q] count matrix on accelerators (128 MiB of float64)
 _CPU_CHUNK_ELEMENTS = 1 << 16  # on the CPU (512 KiB)
@@ -179,3 +179,37 @@ def intervals(
         low, high = _percentiles(torch.cat(stats[suffix]), level)
         out.update({f"{k}{suffix}": (lo, hi) for k, lo, hi in zip(keys, low.unbind(0), high.unbind(0))})
     return out
+
+
+def macro_intervals(
+    values: Tensor,
+    keys: Sequence[str],
+    level: float,
+    groups: Sequence[Tuple[str, Tensor]],
+    *,
+    reduce: str = "mean",
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> Dict[str, Tuple[Tensor, Tensor]]:
+    """``{key: (low, high)}`` of the mean over ``groups`` of each group's ``reduce``
+    (``per_class="macro"``: PML's average of per-class averages), from the same
+    resamples as :func:`intervals` (a group without a defined value in a resample is
+    left out of that resample's mean).
+
+    Example:
+        >>> v = torch.tensor([[1.0], [0.0], [1.0], [1.0]], dtype=torch.float64)
+        >>> groups = [("a", torch.tensor([0, 1])), ("b", torch.tensor([2, 3]))]
+        >>> low, high = macro_intervals(v, ["cmc@1"], 0.9, groups)["cmc@1"]
+        >>> bool(low <= 0.75 <= high)
+        True
+    """
+    if values.shape[0] == 0 or not groups:
+        nan = values.new_tensor(float("nan"))
+        return {k: (nan, nan) for k in keys}
+    stats = []
+    for counts in _resample_counts(values.shape[0], n_resamples, seed, values.device):
+        per = torch.stack([bootstrap_statistics(values[rows], counts[:, rows], reduce=reduce) for _, rows in groups])
+        defined = ~torch.isnan(per)
+        stats.append(torch.where(defined, per, 0.0).sum(0) / defined.sum(0))  # 0 / 0: NaN, left out
+    low, high = _percentiles(torch.cat(stats), level)
+    return {k: (lo, hi) for k, lo, hi in zip(keys, low.unbind(0), high.unbind(0))}

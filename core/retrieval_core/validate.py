@@ -623,9 +623,9 @@ def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, 
         raise ValueError(f"ci_method='beta' is an interval of the mean (a rate); got reduce={reduce!r}")
     if compact:
         raise ValueError("ci needs the per-query values; compact=True keeps only sums and counts")
-    if per_class is not None:
-        raise ValueError(f"ci is not available with per_class={per_class!r} (a mean of per-class means); "
-                         "use categories= for per-label intervals")
+    if per_class is not None and ci_method == "beta":
+        raise ValueError(f"ci_method='beta' is not available with per_class={per_class!r} (a mean of per-class "
+                         "rates is not a rate); use ci_method='bootstrap'")
     return float(ci)
 
 

@@ -231,8 +231,35 @@ def test_evaluate_embeddings_ci_per_category(embeddings_labels):
     for k, v in ref.items():
         assert torch.equal(torch.stack(r.ci[k]), torch.stack(v))
     assert r.query_ids is None  # no ids given: positions
-    with pytest.raises(ValueError, match=r"ci is not available with per_class='macro'"):
-        evaluate_embeddings(x, labels, ["cmc@1"], ci=0.9, per_class="macro")
+    with pytest.raises(ValueError, match=r"ci_method='beta' is not available with per_class='macro'"):
+        evaluate_embeddings(x, labels, ["cmc@1"], ci=0.9, ci_method="beta", per_class="macro")
+
+
+@pytest.mark.parametrize("per_class", ["macro", "all"])
+def test_per_class_intervals_equal_a_loop(embeddings_labels, per_class):
+    x, labels = embeddings_labels
+    labels = labels.clone()
+    labels[labels == 4] = 3  # classes of different sizes
+    keys = ["cmc@1", "map@r"]
+    r = evaluate_embeddings(x, labels, keys, ci=0.9, per_class=per_class, n_resamples=200, seed=2)
+    values = torch.stack([evaluate_embeddings(x, labels, [k], reduce="none")[k] for k in keys], 1).numpy()
+    g = torch.Generator().manual_seed(2)
+    draws = torch.randint(60, (200, 60), generator=g).numpy()
+    lab = labels.numpy()
+    for j, k in enumerate(keys):
+        macro = []
+        for d in draws:
+            per = [values[d[lab[d] == c], j].mean() for c in np.unique(lab) if (lab[d] == c).any()]
+            macro.append(np.mean(per))
+        low, high = np.percentile(macro, [5, 95])
+        assert r.ci[k][0].item() == pytest.approx(low, abs=1e-12) and r.ci[k][1].item() == pytest.approx(high, abs=1e-12)
+        assert r.ci[k][0] <= r[k] <= r.ci[k][1]
+        if per_class == "all":
+            for c in np.unique(lab):
+                stat = [values[d[lab[d] == c], j].mean() for d in draws if (lab[d] == c).any()]
+                ref = np.percentile(stat, [5, 95])
+                got = [t.item() for t in r.ci[f"{k}/class={c}"]]
+                assert got == pytest.approx(list(ref), abs=1e-12)
 
 
 def test_empty_queries_follow_empty(dense_scores):

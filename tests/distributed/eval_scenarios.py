@@ -163,6 +163,8 @@ CASES["stats_gallery_ids_beta"] = _case(["cmc@1", "precision@1", "cmc@5"], galle
                                         ci_method="beta", keep_per_query=True, return_neighbours=4)
 CASES["stats_median_first_empty"] = _case(PER_QUERY, layout="first_empty", ids=True, reduce="median", ci=0.8,
                                           keep_per_query=True, return_neighbours=3, distance="euclidean")
+CASES["stats_per_class_all"] = _case(PER_QUERY, per_class="all", categories="strings", ci=0.9, n_resamples=200,
+                                     keep_per_query=True)
 CASES["stats_self_ids_hamming"] = _case(["cmc@1", "map@r"], ids=True, distance="hamming", transform=_codes, ci=0.9,
                                         seed=5, n_resamples=300, keep_per_query=True, return_neighbours=6)
 

@@ -55,5 +55,5 @@ def test_embedding_metrics_ci(embeddings_labels):
     beta.compute()
     ref = retrieval_core.evaluate_embeddings(x, labels, ["cmc@1"], ci=0.95, ci_method="beta")
     assert torch.equal(torch.stack(beta.last_results.ci["cmc@1"]), torch.stack(ref.ci["cmc@1"]))
-    with pytest.raises(ValueError, match=r"ci is not available with per_class='macro'"):
-        EmbeddingMetrics(["cmc@1"], ci=0.9, per_class="macro")
+    with pytest.raises(ValueError, match=r"ci_method='beta' is not available with per_class='macro'"):
+        EmbeddingMetrics(["cmc@1"], ci=0.9, ci_method="beta", per_class="macro")
