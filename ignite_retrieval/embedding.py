@@ -15,6 +15,7 @@ from retrieval_core.validate import (
     check_ci_keys,
     check_ci_options,
     check_embedding_options,
+    check_keep_per_query,
     check_embeddings,
     check_labels,
     check_rows,
@@ -53,8 +54,9 @@ class EmbeddingMetrics(RetrievalMetric):
             as ``retrieval_core.evaluate_embeddings``.
         ci, ci_method, n_resamples, seed: intervals of the results (in
             ``last_results.ci``), as ``retrieval_core.evaluate_embeddings``.
-            ``last_results.per_query`` always holds the per-query values (ids: the
-            items' ``"ids"`` when given, else their positions in the data seen).
+        keep_per_query: (default True) ``last_results.per_query`` holds the
+            per-query values (ids: the items' ``"ids"`` when given, else their
+            positions in the data seen), for ``last_results.worst(key, n)``.
         output_transform, device, skip_unrolling: as every ignite ``Metric``;
             ``device`` is where embeddings are kept and evaluated.
 
@@ -96,6 +98,7 @@ class EmbeddingMetrics(RetrievalMetric):
         ci_method: str = "bootstrap",
         n_resamples: int = 1000,
         seed: int = 0,
+        keep_per_query: bool = True,
         output_transform: Callable = _identity,
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,
@@ -107,7 +110,8 @@ class EmbeddingMetrics(RetrievalMetric):
         self._options: Dict[str, Any] = dict(
             distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
             per_class=per_class, memory_budget=memory_budget, progress=progress,
-            ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=True,
+            ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+            keep_per_query=check_keep_per_query(keep_per_query),
         )
         check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class)
         check_ci_keys(self._metrics, ci, ci_method)

@@ -17,6 +17,7 @@ from retrieval_core.validate import (
     check_per_query_keys,
     check_ci_keys,
     check_ci_options,
+    check_keep_per_query,
     check_rows,
     check_score_batch,
     check_score_options,
@@ -58,8 +59,9 @@ class RankingMetrics(RetrievalMetric):
         compact: keep sums and counts only (constant memory).
         ci, ci_method, n_resamples, seed: intervals of the results, as
             ``retrieval_core.evaluate_scores`` (in ``last_results.ci``; not with
-            ``compact``). ``last_results.per_query`` always holds the per-query
-            values (ids: the ``"ids"`` given, else positions) unless ``compact``.
+            ``compact``). ``keep_per_query`` (default True, not with ``compact``):
+            ``last_results.per_query`` holds the per-query values (ids: the
+            ``"ids"`` given, else positions), for ``last_results.worst(key, n)``.
         output_transform, device, skip_unrolling: as every ignite ``Metric``;
             ``device`` is where the state is kept (and gathered: CPU for gloo).
 
@@ -98,6 +100,7 @@ class RankingMetrics(RetrievalMetric):
         ci_method: str = "bootstrap",
         n_resamples: int = 1000,
         seed: int = 0,
+        keep_per_query: bool = True,
         output_transform: Callable = _identity,
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,
@@ -108,7 +111,7 @@ class RankingMetrics(RetrievalMetric):
         check_ci_options(ci, ci_method, n_resamples, seed, reduce, compact=compact)
         check_ci_keys(keys, ci, ci_method)
         self._stats: Dict[str, Any] = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                           keep_per_query=True)
+                                           keep_per_query=check_keep_per_query(keep_per_query) and not compact)
         self._keys = keys
         self.metric_keys: Tuple[str, ...] = tuple(m.key for m in keys)
         self._ties, self._empty, self._reduce, self._compact = ties, empty, reduce, bool(compact)

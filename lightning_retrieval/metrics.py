@@ -17,6 +17,7 @@ from retrieval_core.validate import (
     check_ci_keys,
     check_ci_options,
     check_compact_inputs,
+    check_keep_per_query,
     check_embedding_options,
     check_embeddings,
     check_labels,
@@ -57,9 +58,9 @@ class RankingMetrics(CoreStateMetric):
             per-query values: constant memory, ``reduce="mean"`` only, no ``ids`` nor
             ``categories``.
         ci, ci_method, n_resamples, seed: intervals (``compute().ci``), as
-            ``retrieval_core.evaluate_scores``; not with ``compact``. ``compute()``
-            also carries ``per_query`` (ids: the ``ids`` given, else positions)
-            unless ``compact``.
+            ``retrieval_core.evaluate_scores``; not with ``compact``.
+        keep_per_query: (default True, not with ``compact``) ``compute()`` also
+            carries ``per_query`` (ids: the ``ids`` given, else positions).
         kwargs: torchmetrics' ``Metric`` arguments (``sync_on_compute``,
             ``process_group``, ``dist_sync_fn``, ``compute_on_cpu``...).
 
@@ -102,12 +103,14 @@ class RankingMetrics(CoreStateMetric):
         ci_method: str = "bootstrap",
         n_resamples: int = 1000,
         seed: int = 0,
+        keep_per_query: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact)
         check_ci_options(ci, ci_method, n_resamples, seed, reduce, compact=compact)
-        self.stats = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=True)
+        self.stats = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                          keep_per_query=check_keep_per_query(keep_per_query) and not compact)
         parsed = parse_metrics(metrics)
         check_ci_keys(parsed, ci, ci_method)
         check_per_query_keys(parsed, "use EmbeddingMetrics")
@@ -174,8 +177,9 @@ class EmbeddingMetrics(CoreStateMetric):
         distance, relevance, ties, empty, reduce, per_class, memory_budget, progress:
             as ``retrieval_core.evaluate_embeddings``.
         ci, ci_method, n_resamples, seed: intervals (``compute().ci``), as
-            ``retrieval_core.evaluate_embeddings``. ``compute()`` also carries
-            ``per_query`` (ids: the items' ``ids`` when given, else positions).
+            ``retrieval_core.evaluate_embeddings``.
+        keep_per_query: (default True) ``compute()`` also carries ``per_query``
+            (ids: the items' ``ids`` when given, else positions).
         kwargs: torchmetrics' ``Metric`` arguments.
 
     ``update(embeddings, labels, *, ids=None, is_query=None, is_gallery=None,
@@ -220,6 +224,7 @@ class EmbeddingMetrics(CoreStateMetric):
         ci_method: str = "bootstrap",
         n_resamples: int = 1000,
         seed: int = 0,
+        keep_per_query: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -230,7 +235,8 @@ class EmbeddingMetrics(CoreStateMetric):
         self.keys = tuple(m.key for m in parse_metrics(metrics))
         self.options = dict(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
                             per_class=per_class, memory_budget=memory_budget, progress=progress,
-                            ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=True)
+                            ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                            keep_per_query=check_keep_per_query(keep_per_query))
         for name in ("embeddings", "labels", "ids", "is_query", "is_gallery", "categories"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
 

@@ -57,3 +57,13 @@ def test_embedding_metrics_ci(embeddings_labels):
     assert torch.equal(torch.stack(beta.last_results.ci["cmc@1"]), torch.stack(ref.ci["cmc@1"]))
     with pytest.raises(ValueError, match=r"ci_method='beta' is not available with per_class='macro'"):
         EmbeddingMetrics(["cmc@1"], ci=0.9, ci_method="beta", per_class="macro")
+
+
+def test_keep_per_query_can_be_turned_off(dense_scores):
+    preds, target = dense_scores
+    m = RankingMetrics(["mrr@5"], keep_per_query=False)
+    m.update((preds, target))
+    m.compute()
+    assert m.last_results.per_query == {}
+    with pytest.raises(TypeError, match="keep_per_query must be a bool; got 'yes'"):
+        EmbeddingMetrics(["cmc@1"], keep_per_query="yes")

@@ -38,3 +38,12 @@ def test_embedding_metrics_ci(embeddings_labels):
         assert torch.equal(torch.stack(r.ci[k]), torch.stack(ref.ci[k]))
         torch.testing.assert_close(r.per_query[k], ref.per_query[k], equal_nan=True)
     assert r.worst("map@r", 3)[1].tolist() == ref.worst("map@r", 3)[1].tolist()
+
+
+def test_keep_per_query_can_be_turned_off(dense_scores):
+    preds, target = dense_scores
+    m = RankingMetrics(["mrr@5"], keep_per_query=False)
+    m.update(preds, target)
+    assert m.compute().per_query == {}
+    with pytest.raises(TypeError, match="keep_per_query must be a bool; got 'yes'"):
+        EmbeddingMetrics(["cmc@1"], keep_per_query="yes")
