@@ -10,6 +10,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from retrieval_core import Comparison, compare, compare_many
@@ -178,3 +180,17 @@ def test_compare_many():
         compare_many(systems, baseline="zzz")
     with pytest.raises(ValueError, match=r"needs the baseline and at least one other system"):
         compare_many({"base": base}, baseline="base")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=3, max_size=40),
+       st.sampled_from(["permutation", "paired_t", "bootstrap"]))
+def test_swapping_the_systems_mirrors_the_result(pairs, test):
+    a = [p[0] for p in pairs]
+    b = [p[1] for p in pairs]
+    ab = compare(a, b, test=test, n_resamples=300)
+    ba = compare(b, a, test=test, n_resamples=300)
+    assert ba.mean_difference == pytest.approx(-ab.mean_difference, abs=1e-12)
+    assert ba.p_value == pytest.approx(ab.p_value, abs=1e-12)
+    assert ba.ci == pytest.approx((-ab.ci[1], -ab.ci[0]), abs=1e-12)
+    assert 0 < ab.p_value <= 1 or (test == "paired_t" and ab.p_value == 0.0)

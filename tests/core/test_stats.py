@@ -252,7 +252,8 @@ def test_per_class_intervals_equal_a_loop(embeddings_labels, per_class):
             per = [values[d[lab[d] == c], j].mean() for c in np.unique(lab) if (lab[d] == c).any()]
             macro.append(np.mean(per))
         low, high = np.percentile(macro, [5, 95])
-        assert r.ci[k][0].item() == pytest.approx(low, abs=1e-12) and r.ci[k][1].item() == pytest.approx(high, abs=1e-12)
+        assert r.ci[k][0].item() == pytest.approx(low, abs=1e-12)
+        assert r.ci[k][1].item() == pytest.approx(high, abs=1e-12)
         assert r.ci[k][0] <= r[k] <= r.ci[k][1]
         if per_class == "all":
             for c in np.unique(lab):
