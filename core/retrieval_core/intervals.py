@@ -74,28 +74,41 @@ def _order_statistic(counts: Tensor, sorted_values: Tensor, n_defined: int, redu
     return torch.where(drawn > 0, out, float("nan"))
 
 
-def bootstrap_statistics(values: Tensor, counts: Tensor, reduce: str = "mean") -> Tensor:
+def _sorted_columns(values: Tensor) -> List[Tuple[Tensor, Tensor, int]]:
+    """Per column: (order putting defined values first, ascending; those values; how many)."""
+    present = ~torch.isnan(values)
+    out = []
+    for j in range(values.shape[1]):
+        col = values[:, j]
+        order = torch.argsort(torch.where(present[:, j], col, float("inf")), stable=True)
+        out.append((order, col[order], int(present[:, j].sum())))
+    return out
+
+
+def bootstrap_statistics(values: Tensor, counts: Tensor, reduce: str = "mean",
+                         columns: Optional[List[Tuple[Tensor, Tensor, int]]] = None) -> Tensor:
     """``[B, M]`` statistic of each resample (``counts[B, Q]``) of ``values[Q, M]``;
     NaN values are skipped, and a resample without a defined value gives NaN.
+    ``columns``: the sorted columns (for median/min/max), when already at hand.
 
     Example:
         >>> v = torch.tensor([[0.0], [1.0], [float("nan")]], dtype=torch.float64)
         >>> counts = torch.tensor([[1.0, 2.0, 0.0], [0.0, 0.0, 3.0]], dtype=torch.float64)
         >>> bootstrap_statistics(v, counts).squeeze(1).tolist()
         [0.6666666666666666, nan]
+        >>> bootstrap_statistics(v, counts, "median").squeeze(1).tolist()
+        [1.0, nan]
     """
-    present = ~torch.isnan(values)
     if reduce == "mean":
+        present = ~torch.isnan(values)
         total = counts @ torch.where(present, values, 0.0)
         drawn = counts @ present.to(torch.float64)
         return torch.where(drawn > 0, total / drawn.clamp(min=1), float("nan"))
-    columns = []
-    for j in range(values.shape[1]):
-        col = values[:, j]
-        order = torch.argsort(torch.where(present[:, j], col, float("inf")), stable=True)
-        n_defined = int(present[:, j].sum())
-        columns.append(_order_statistic(counts[:, order], col[order], n_defined, reduce))
-    return torch.stack(columns, 1) if columns else counts.new_zeros(counts.shape[0], 0)
+    if columns is None:
+        columns = _sorted_columns(values)
+    stats = [_order_statistic(counts[:, order], sorted_values, n_defined, reduce)
+             for order, sorted_values, n_defined in columns]
+    return torch.stack(stats, 1) if stats else counts.new_zeros(counts.shape[0], 0)
 
 
 def _percentiles(stats: Tensor, level: float) -> Tuple[Tensor, Tensor]:
@@ -171,10 +184,12 @@ def intervals(
         nan = values.new_tensor(float("nan"))
         return {f"{k}{suffix}": (nan, nan) for suffix, _ in sets for k in keys}
     stats: Dict[str, List[Tensor]] = {suffix: [] for suffix, _ in sets}
+    parts = [(suffix, rows, values if rows is None else values[rows]) for suffix, rows in sets]
+    columns = {suffix: None if reduce == "mean" else _sorted_columns(part) for suffix, _, part in parts}
     for counts in _resample_counts(n_rows, n_resamples, seed, values.device):
-        for suffix, rows in sets:
-            part = (values, counts) if rows is None else (values[rows], counts[:, rows])
-            stats[suffix].append(bootstrap_statistics(*part, reduce=reduce))
+        for suffix, rows, part in parts:
+            stats[suffix].append(bootstrap_statistics(part, counts if rows is None else counts[:, rows], reduce=reduce,
+                                                      columns=columns[suffix]))
     for suffix, _ in sets:
         low, high = _percentiles(torch.cat(stats[suffix]), level)
         out.update({f"{k}{suffix}": (lo, hi) for k, lo, hi in zip(keys, low.unbind(0), high.unbind(0))})
@@ -206,9 +221,12 @@ def macro_intervals(
     if values.shape[0] == 0 or not groups:
         nan = values.new_tensor(float("nan"))
         return {k: (nan, nan) for k in keys}
+    parts = [values[rows] for _, rows in groups]
+    columns = [None if reduce == "mean" else _sorted_columns(part) for part in parts]
     stats = []
     for counts in _resample_counts(values.shape[0], n_resamples, seed, values.device):
-        per = torch.stack([bootstrap_statistics(values[rows], counts[:, rows], reduce=reduce) for _, rows in groups])
+        per = torch.stack([bootstrap_statistics(part, counts[:, rows], reduce=reduce, columns=cols)
+                           for part, (_, rows), cols in zip(parts, groups, columns)])
         defined = ~torch.isnan(per)
         stats.append(torch.where(defined, per, 0.0).sum(0) / defined.sum(0))  # 0 / 0: NaN, left out
     low, high = _percentiles(torch.cat(stats), level)
