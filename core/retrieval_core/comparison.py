@@ -26,6 +26,7 @@ the same result on every machine.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Dict, Mapping, NamedTuple, Optional, Tuple
 
 import torch
@@ -73,11 +74,11 @@ def _as_values(x, name: str) -> Tensor:
 def _check_options(test: str, n_resamples: int, seed: int, ci: float) -> None:
     if test not in TESTS:
         raise ValueError(f"test must be one of {list(TESTS)}; got {test!r}")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
         raise ValueError(f"n_resamples must be a positive int; got {n_resamples!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int; got {seed!r}")
-    if isinstance(ci, bool) or not isinstance(ci, (int, float)) or not 0.0 < float(ci) < 1.0:
+    if isinstance(ci, bool) or not isinstance(ci, numbers.Real) or not 0.0 < float(ci) < 1.0:
         raise ValueError(f"ci must be a level in (0, 1) such as 0.95; got {ci!r}")
 
 
@@ -195,7 +196,7 @@ def compare(
         p = min(1.0, 2.0 * t_sf(abs(t), n - 1))
         half = t_ppf((1 + level) / 2, n - 1) * se
         return Comparison(mean, (mean - half, mean + half), p, n, test)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(int(seed))
     if test == "permutation":
         p = _sign_flip_p(d, n_resamples, generator)
         means = _bootstrap_means(d, n_resamples, generator)

@@ -608,13 +608,13 @@ def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, 
     """
     if ci is None:
         return None
-    if isinstance(ci, bool) or not isinstance(ci, (int, float)) or not 0.0 < float(ci) < 1.0:
+    if isinstance(ci, bool) or not isinstance(ci, numbers.Real) or not 0.0 < float(ci) < 1.0:
         raise ValueError(f"ci must be a level in (0, 1) such as 0.95, or None; got {ci!r}")
     if ci_method not in CI_METHODS:
         raise ValueError(f"ci_method must be one of {list(CI_METHODS)}; got {ci_method!r}")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
         raise ValueError(f"n_resamples must be a positive int; got {n_resamples!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int; got {seed!r}")
     if reduce == "none":
         raise ValueError("ci needs reduced values; reduce='none' returns per-query values (use keep_per_query=True "
