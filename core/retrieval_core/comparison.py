@@ -179,6 +179,7 @@ def compare(
         0.015625
     """
     _check_options(test, n_resamples, seed, ci)
+    n_resamples = int(n_resamples)
     d = _differences(a, b)
     n = d.numel()
     if n == 0:
