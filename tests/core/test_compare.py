@@ -194,3 +194,12 @@ def test_swapping_the_systems_mirrors_the_result(pairs, test):
     assert ba.p_value == pytest.approx(ab.p_value, abs=1e-12)
     assert ba.ci == pytest.approx((-ab.ci[1], -ab.ci[0]), abs=1e-12)
     assert 0 < ab.p_value <= 1 or (test == "paired_t" and ab.p_value == 0.0)
+
+
+@pytest.mark.parametrize("test", ["permutation", "paired_t", "bootstrap"])
+def test_result_holds_plain_python_numbers(test):
+    a, b = _pairs(30, 0.02, 7)
+    r = compare(torch.tensor(a), torch.tensor(b), test=test, n_resamples=np.int64(200), seed=np.int64(1),
+                ci=np.float32(0.9))
+    assert type(r.mean_difference) is float and type(r.p_value) is float and type(r.n) is int
+    assert all(type(x) is float for x in r.ci) and isinstance(r.ci, tuple)
