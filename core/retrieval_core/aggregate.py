@@ -175,12 +175,16 @@ def aggregate(
     for name, rows in groups or []:
         reduced = reduce_values(values[rows], reduce)
         out.update({f"{k}/{name}": v for k, v in zip(keys, reduced.unbind(-1))})
-    if level is not None:
+    # keys reduced from per-query values; a prefixed key ("erc:cmc@1"...) summarises
+    # them otherwise and gets neither an interval nor per-query values
+    plain = [j for j, k in enumerate(keys) if ":" not in k]
+    plain_keys = [keys[j] for j in plain]
+    if level is not None and plain:
         from .intervals import intervals
 
-        out.ci = intervals(values, list(keys), level, method=ci_method, reduce=reduce, n_resamples=n_resamples,
-                           seed=seed, groups=groups)
+        out.ci = intervals(values[:, plain], plain_keys, level, method=ci_method, reduce=reduce,
+                           n_resamples=n_resamples, seed=seed, groups=groups)
     if keep_per_query:
-        out.per_query = dict(zip(keys, values.unbind(1)))
+        out.per_query = dict(zip(plain_keys, values[:, plain].unbind(1)))
         out.query_ids = query_ids
     return out
