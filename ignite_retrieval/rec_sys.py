@@ -102,7 +102,10 @@ class _RecSysMetric(RankingMetrics):
         super().update(output)
 
     def compute(self) -> List[float]:
-        results: MetricResults = self._results()
+        try:
+            results: MetricResults = self._results()
+        except NotComputableError:  # nothing updated on any rank: ignite's words
+            raise NotComputableError(f"{self._name()} must have at least one example.") from None
         self.last_results = results
         counted = int(results.n_queries) - (int(results.n_empty[self._key_of[self.top_k[0]]]) if self._empty == "skip" else 0)
         if counted == 0:

@@ -231,8 +231,13 @@ def test_reset_between_epochs():
 @pytest.mark.parametrize("name", ["HitRate", "NDCG", "MRR"])
 def test_not_computable(name):
     cls = getattr(ignite_retrieval, name)
-    with pytest.raises(NotComputableError, match=f"{name} must have at least one example"):
+    with pytest.raises(NotComputableError) as ours:
         cls(top_k=[1]).compute()
+    assert str(ours.value) == f"{name} must have at least one example."
+    if name != "MRR":
+        with pytest.raises(NotComputableError) as theirs:
+            getattr(ignite_rec_sys, name)(top_k=[1]).compute()
+        assert str(ours.value) == str(theirs.value)
     # every user without a relevant item, ignored: nothing to average (ignite raises too)
     metric = cls(top_k=[1])
     metric.update((torch.rand(3, 4), torch.zeros(3, 4)))
@@ -329,3 +334,15 @@ def test_ndcg_relevance_threshold_boundaries(dtype, threshold):
             run(NDCG(**kwargs), [(preds, y)])
         return
     assert run(NDCG(**kwargs), [(preds, y)]) == pytest.approx(theirs, abs=ATOL)
+
+
+@pytest.mark.parametrize("cls", [HitRate, NDCG, MRR])
+def test_state_detached_and_on_the_metric_device(cls):
+    """What ignite's own tests check on its private accumulators (``_hits_per_k``,
+    ``_sum_ndcg_per_k``), checked on ours: the per-query values kept after ``update``
+    hold no autograd graph and live on the metric's device."""
+    metric = cls(top_k=[1, 3], device="cpu")
+    y_pred = torch.randn(4, 5, requires_grad=True)
+    metric.update((y_pred, torch.randint(0, 2, (4, 5)).float()))
+    assert metric._values and all(not v.requires_grad and v.is_leaf for v in metric._values)
+    assert all(v.device == torch.device("cpu") for v in metric._values)
