@@ -1,6 +1,7 @@
 """Drop-in replacements for ``ignite.metrics.rec_sys``: ``HitRate``, ``NDCG`` (as in
-pytorch-ignite 0.5.5) and ``MRR`` (as documented for 0.6.0), computed by
-retrieval_core.
+pytorch-ignite 0.5.5) and ``MRR`` (ignite has no released MRR: ours follows the
+API proposed in pytorch/ignite issue #3569 and pull requests #3572/#3573, with
+HitRate's arguments), computed by retrieval_core.
 
 Same constructor signatures, same ``(y_pred, y)`` input and the same output: a list
 of values ordered by the sorted ``top_k``. On top of ignite's, ``update`` also takes
@@ -161,8 +162,9 @@ class MRR(_BinaryTopK):
     """Mean reciprocal rank at each k: 1 / rank of the first relevant item within
     the top k (0 when none).
 
-    Drop-in for ``ignite.metrics.rec_sys.MRR`` as documented for pytorch-ignite
-    0.6.0: same arguments, ``(y_pred, y)`` input with ``y > 0`` relevant, a list of
+    ignite has no released MRR (pytorch-ignite 0.5.5); this follows the MRR proposed
+    for ``ignite.metrics.rec_sys`` (pytorch/ignite #3569, #3572, #3573): HitRate's
+    arguments, ``(y_pred, y)`` input with ``y > 0`` relevant, a list of
     values ordered by the sorted ``top_k``. Computed as ``retrieval_core``'s
     ``mrr@k``; ``ignore_zero_hits`` chooses ``empty="skip"`` (True) or ``"zero"``.
 

@@ -87,7 +87,8 @@ def test_same_signature_as_ignite(name):
     assert _params(getattr(ignite_retrieval, name)) == _params(getattr(ignite_rec_sys, name))
 
 
-def test_mrr_signature_as_documented_for_ignite_060():
+def test_mrr_signature_as_proposed_for_ignite():
+    """HitRate's arguments (pytorch/ignite #3572, #3573 without relevance_threshold); top_k=10 is ours."""
     params = inspect.signature(MRR.__init__).parameters
     assert list(params) == ["self", "top_k", "ignore_zero_hits", "output_transform", "device", "skip_unrolling"]
     assert params["top_k"].default == 10 and params["ignore_zero_hits"].default is True

@@ -385,3 +385,38 @@ def test_non_tensor_input_is_a_type_error():
     """torchmetrics fails on a list with an AttributeError from inside; ours says what is wrong."""
     assert error_of(lambda: lr.RetrievalMAP().update([0.1, 0.2], _T[:2], _I[:2])) == (
         "TypeError", "`preds` must be a torch.Tensor; got list")
+
+
+def test_which_anchors_average_ties():
+    """With every score tied, torchmetrics' nDCG (tie-averaged DCG) and AUROC (tied
+    pairs count one half) give the same value whatever the position of the relevant
+    entries; ours rank tied entries by position (stable), so the value follows the
+    position. The other classes take torch's topk/argsort order among ties."""
+    preds = torch.full((8,), 0.5)
+    indexes = torch.zeros(8, dtype=torch.long)
+    early = torch.tensor([1, 1, 0, 0, 0, 0, 0, 0])
+    late = early.flip(0)
+    for name in ("RetrievalNormalizedDCG", "RetrievalAUROC"):
+        theirs = [run(getattr(tmr, name)(), indexes, preds, t, n_updates=1) for t in (early, late)]
+        torch.testing.assert_close(theirs[0], theirs[1])
+        ours = [run(getattr(lr, name)(), indexes, preds, t, n_updates=1) for t in (early, late)]
+        assert ours[0] > ours[1]
+    # the averaged values: AUROC one half; nDCG the mean gain over the 8 positions
+    assert run(tmr.RetrievalAUROC(), indexes, preds, early, n_updates=1).item() == pytest.approx(0.5)
+    discounts = 1 / torch.log2(torch.arange(2, 10, dtype=torch.float64))
+    expected = (2 / 8) * discounts.sum() / discounts[:2].sum()
+    assert run(tmr.RetrievalNormalizedDCG(), indexes, preds, early, n_updates=1).item() == pytest.approx(expected.item())
+    # ours: the first positions hold the relevant entries: a perfect ranking
+    assert run(lr.RetrievalNormalizedDCG(), indexes, preds, early, n_updates=1).item() == pytest.approx(1.0)
+    assert run(lr.RetrievalAUROC(), indexes, preds, early, n_updates=1).item() == pytest.approx(1.0)
+
+
+def test_all_zero_predictions():
+    """All-zero scores: torchmetrics zeroes the target of entries scored <= 0 in MAP,
+    MRR, Precision and Recall (so 0 there); ours rank the tied zeros by position."""
+    preds = torch.zeros(6)
+    indexes = torch.tensor([0, 0, 0, 1, 1, 1])
+    target = torch.tensor([0, 1, 0, 1, 0, 0])
+    for name in ("RetrievalMAP", "RetrievalMRR"):
+        assert run(getattr(tmr, name)(), indexes, preds, target, n_updates=1).item() == 0.0
+        assert run(getattr(lr, name)(), indexes, preds, target, n_updates=1).item() == pytest.approx(0.75)
