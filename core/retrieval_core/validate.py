@@ -354,6 +354,27 @@ def check_tie_keys(keys, ties) -> None:
             )
 
 
+def check_embedding_ties(ties, distance, backend="torch") -> None:
+    """Tie modes other than ``"stable"`` in embedding mode: every distance but the euclidean
+    ones (whose exact float64 re-ranking decides near-ties) and the torch backend only.
+
+    Example:
+        >>> check_embedding_ties("expected", "euclidean")
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: ties='expected' is not available with distance='euclidean' (its exact re-ranking of near-ties has no tie groups); use 'cosine', 'dot', 'hamming', a callable, or ties='stable'
+    """
+    if ties == "stable":
+        return
+    if isinstance(distance, str) and distance in ("euclidean", "squared_euclidean"):
+        raise NotImplementedError(
+            f"ties={ties!r} is not available with distance={distance!r} (its exact re-ranking of near-ties has no "
+            "tie groups); use 'cosine', 'dot', 'hamming', a callable, or ties='stable'"
+        )
+    if backend != "torch":
+        raise NotImplementedError(f"ties={ties!r} needs backend='torch'; got backend={backend!r}")
+
+
 def check_score_options(*, ties="stable", empty="skip", reduce="mean", compact=False) -> None:
     """The options of score mode (``compact``: the adapters' sums-and-counts state).
 
