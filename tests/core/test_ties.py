@@ -303,3 +303,26 @@ def test_unsupported_combinations_raise():
     x, labels = torch.randn(6, 3), torch.tensor([0, 1, 0, 1, 0, 1])
     with pytest.raises(NotImplementedError, match=r"ties='pessimistic' is not available with distance='euclidean'"):
         rc.evaluate_embeddings(x, labels, ["mrr"], distance="euclidean", ties="pessimistic")
+
+
+DROPIN_TIE_CASES = [
+    ("RetrievalNormalizedDCG", {}), ("RetrievalNormalizedDCG", {"top_k": 3}), ("RetrievalAUROC", {}),
+]
+
+
+@pytest.mark.parametrize("name,kwargs", DROPIN_TIE_CASES)
+def test_lightning_dropins_average_ties_as_torchmetrics(generator, name, kwargs):
+    lr = pytest.importorskip("lightning_retrieval")
+    tmr = pytest.importorskip("torchmetrics.retrieval")
+    preds, target = many_ties(generator, q=30, n=12, graded=name != "RetrievalAUROC")
+    target[0, 0] = 1  # no empty query (torchmetrics and we treat those differently for AUROC)
+    target[:, -1] = 0
+    idx = torch.arange(30).repeat_interleave(12)
+    ours, theirs = getattr(lr, name)(**kwargs), getattr(tmr, name)(**kwargs)
+    for m in (ours, theirs):
+        m.update(preds.reshape(-1), target.reshape(-1).long(), idx)
+    assert ours.compute().item() == pytest.approx(theirs.compute().item(), abs=1e-5)
+    stable = rc.evaluate_scores(preds, target, ["auroc" if name == "RetrievalAUROC" else "ndcg@3"])
+    expected = rc.evaluate_scores(preds, target, ["auroc" if name == "RetrievalAUROC" else "ndcg@3"],
+                                  ties="expected")
+    assert stable.popitem()[1].item() != pytest.approx(expected.popitem()[1].item(), abs=1e-4)  # ties matter here
