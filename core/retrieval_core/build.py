@@ -260,18 +260,7 @@ def rank_dense(
             ideal = target.topk(d, dim=1).values.to(torch.float64)
     tie_count = tie_gain = tie_hits = tie_exp_gain = None
     if with_ties:
-        last = vals[:, -1:]
-        tied_all = scores == last
-        if mask is not None:
-            tied_all &= mask
-        tied_in = (vals == last) & valid
-        tie_count = tied_all.sum(1) - tied_in.sum(1)
-        # summed in float64: a float16/bfloat16 sum would round (2048 + 1 == 2048)
-        tied_gain = torch.where(tied_all, target, torch.zeros((), dtype=target.dtype, device=target.device))
-        tie_gain = tied_gain.sum(1, dtype=torch.float64) - (relevance * tied_in).sum(1)
-        tie_hits = (tied_gain > 0).sum(1) - ((relevance > 0) & tied_in).sum(1)
-        exp_all = torch.expm1(tied_gain.to(torch.float64) * math.log(2.0)).sum(1)
-        tie_exp_gain = exp_all - (torch.expm1(relevance * math.log(2.0)) * tied_in).sum(1)
+        tie_count, tie_gain, tie_hits, tie_exp_gain = _past_cut(scores, vals, mask, valid, target, relevance)
     return Ranking(
         relevance=relevance,
         valid=valid,
@@ -287,6 +276,41 @@ def rank_dense(
         tie_exp_gain=tie_exp_gain,
         ties=ties,
     )
+
+
+def _past_cut(scores, vals, mask, valid, target, relevance):
+    """``(count, gain, hits, exp_gain)`` ``[B]`` of the candidates past the cut whose score
+    equals the score at the last rank (sums in float64: a float16 sum would round).
+    Where host reads are free, the sums run on the rows that have such candidates only."""
+    last = vals[:, -1:]
+    n = scores.shape[1]
+    inside = (vals == last) & valid
+    if scores.is_floating_point() and n <= 2**24:
+        # equal scores are those whose difference is 0 (padding: -inf - x is not); the
+        # 0-"norm" counts the others as a reduction, cheaper than a bool [B, N] sum
+        equal = n - torch.linalg.vector_norm(scores - last, ord=0, dim=1).to(torch.int64)
+    else:
+        tied = scores == last
+        equal = (tied if mask is None else tied & mask).sum(1)
+    count = equal - inside.sum(1)
+    gain = torch.zeros(count.shape, dtype=torch.float64, device=count.device)
+    hits, exp_gain = torch.zeros_like(count), torch.zeros_like(gain)
+    if sizing.sync_free(scores):
+        rows = slice(None)
+    else:
+        rows = (count > 0).nonzero().squeeze(1)
+        if rows.numel() == 0:
+            return count, gain, hits, exp_gain
+    tied = scores[rows] == last[rows]
+    if mask is not None:
+        tied &= mask[rows]
+    inside, rel = inside[rows], relevance[rows]
+    past = torch.where(tied, target[rows], torch.zeros((), dtype=target.dtype, device=target.device))
+    past = past.to(torch.float64)
+    gain[rows] = past.sum(1) - (rel * inside).sum(1)
+    hits[rows] = (past > 0).sum(1) - ((rel > 0) & inside).sum(1)
+    exp_gain[rows] = torch.expm1(past * math.log(2.0)).sum(1) - (torch.expm1(rel * math.log(2.0)) * inside).sum(1)
+    return count, gain, hits, exp_gain
 
 
 def _gain_order(preds, target, mask, ties, top, select):

@@ -37,14 +37,6 @@ def _log_choose(n: Tensor, k: Tensor) -> Tensor:
     return torch.lgamma(n + 1.0) - torch.lgamma(k + 1.0) - torch.lgamma((n - k).clamp(min=0.0) + 1.0)
 
 
-def _none_drawn(m: Tensor, h: Tensor, t: Tensor) -> Tensor:
-    """P(no relevant one among ``t`` draws without replacement from ``m`` holding ``h``):
-    C(m - h, t) / C(m, t), 0 when t > m - h."""
-    ok = t <= m - h
-    log_p = _log_choose(m - h, t.clamp(max=(m - h).clamp(min=0.0))) - _log_choose(m, t.clamp(max=m))
-    return torch.where(ok, torch.exp(log_p), torch.zeros_like(m))
-
-
 def _safe_div(num: Tensor, den: Tensor) -> Tensor:
     """num / den, 0 where den == 0."""
     return torch.where(den != 0, num / torch.where(den != 0, den, torch.ones_like(den)), torch.zeros_like(num))
@@ -127,6 +119,19 @@ class TieGroups:
         """(h - 1) / (m - 1): P(another given member of the group is relevant | this one is)."""
         return _safe_div(self.hits - 1.0, self.size - 1.0)
 
+    @cached_property
+    def none_yet(self) -> Tensor:
+        """P(no relevant candidate among the group's ranks up to and including this one),
+        C(m-h, o+1) / C(m, o+1), as a running product of (m-h-j)/(m-j) over the row: right
+        wherever no group ahead holds a relevant candidate (every factor there is 1)."""
+        factor = ((self.size - self.hits - self.offset) / (self.size - self.offset)).clamp(min=0.0)
+        return factor.cumprod(1)
+
+    @cached_property
+    def none_before(self) -> Tensor:
+        """As :attr:`none_yet`, excluding this rank: C(m-h, o) / C(m, o)."""
+        return torch.nn.functional.pad(self.none_yet[:, :-1], (1, 0), value=1.0)
+
     def at_cut(self, t: Tensor, c) -> Tensor:
         """Row values of ``t[Q, d]`` at 0-based position ``c - 1`` (c an int or [Q] tensor >= 1)."""
         if isinstance(c, Tensor):
@@ -157,14 +162,9 @@ def hit_rate(r: Ranking, k) -> Tensor:
     """P(a relevant candidate among the first k): 1 if one is ahead of the cut's group,
     else 1 - C(m - h, t) / C(m, t) for the t ranks of that group inside the cut."""
     g, c = _groups(r), _cut(r, k)
-    if not isinstance(c, Tensor):
-        if c <= 0:
-            return torch.zeros(r.n_queries, dtype=torch.float64, device=r.relevance.device)
-        c = torch.full((r.n_queries,), c, dtype=torch.int64, device=r.relevance.device)
-    t = g.at_cut(g.offset, c) + 1.0
-    m, h, before = g.at_cut(g.size, c), g.at_cut(g.hits, c), g.at_cut(g.hits_before, c)
-    value = torch.where(before > 0, 1.0, 1.0 - _none_drawn(m, h, t))
-    return torch.where(c > 0, value, 0.0)
+    missed = K.value_at(g.none_yet, c)
+    value = torch.where(K.value_at(g.hits_before, c) > 0, 1.0, 1.0 - missed)
+    return torch.where(torch.as_tensor(c, device=value.device) > 0, value, 0.0)
 
 
 def precision(r, k):
@@ -241,7 +241,7 @@ def reciprocal_rank(r, k):
     """sum_{i<=k} P(first relevant at rank i) / i; the first relevant one lies in the first
     group holding one: P(rank s+o+1) = C(m-h, o)/C(m, o) * h/(m - o)."""
     g = _groups(r)
-    first = _none_drawn(g.size, g.hits, g.offset) * g.hits / (g.size - g.offset)
+    first = g.none_before * g.hits / (g.size - g.offset)
     first = torch.where(g.hits_before == 0, first, 0.0)
     return K.value_at((first / r.positions).cumsum(1), _cut(r, k))
 
