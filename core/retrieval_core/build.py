@@ -225,12 +225,18 @@ def rank_dense(
     with_ties = with_ties or ties == "expected"
     if ties in ("optimistic", "pessimistic"):
         preds, target, mask, select = _gain_order(preds, target, mask, ties, top, select)
-    inexact = None
+    inexact = crossing = None
     if top is not None or select == "checked":
         scores, floor, clash_rows = _score_view(preds, mask)
-        vals, idx = _stable_top(scores, d, floor) if top is None else top(scores, d)
+        extra = int(with_ties and top is None and d < n)  # rank d+1 shows which rows a tie crosses the cut in
+        vals, idx = _stable_top(scores, d + extra, floor) if top is None else top(scores, d)
         if clash_rows is not None:
-            _rank_rows(scores, mask, clash_rows, d, vals, idx)
+            _rank_rows(scores, mask, clash_rows, d + extra, vals, idx)
+        if extra:
+            crossing = vals[:, d - 1] == vals[:, d]
+            if floor is not None:
+                crossing &= vals[:, d - 1] != floor
+            vals, idx = vals[:, :d], idx[:, :d]
     elif select == "deferred":
         scores, floor, clash = _score_view(preds, mask, clash="flags")
         vals, idx, inexact = _stable_top_deferred(scores, d, floor)
@@ -260,7 +266,7 @@ def rank_dense(
             ideal = target.topk(d, dim=1).values.to(torch.float64)
     tie_count = tie_gain = tie_hits = tie_exp_gain = None
     if with_ties:
-        tie_count, tie_gain, tie_hits, tie_exp_gain = _past_cut(scores, vals, mask, valid, target, relevance)
+        tie_count, tie_gain, tie_hits, tie_exp_gain = _past_cut(scores, vals, mask, valid, target, relevance, crossing)
     return Ranking(
         relevance=relevance,
         valid=valid,
@@ -278,14 +284,22 @@ def rank_dense(
     )
 
 
-def _past_cut(scores, vals, mask, valid, target, relevance):
+def _past_cut(scores, vals, mask, valid, target, relevance, crossing=None):
     """``(count, gain, hits, exp_gain)`` ``[B]`` of the candidates past the cut whose score
     equals the score at the last rank (sums in float64: a float16 sum would round).
-    Where host reads are free, the sums run on the rows that have such candidates only."""
+    ``crossing[B]``: the rows that have such candidates, when the caller knows them.
+    Where host reads are free, the sums run on those rows only."""
     last = vals[:, -1:]
     n = scores.shape[1]
     inside = (vals == last) & valid
-    if scores.is_floating_point() and n <= 2**24:
+    sync_free = sizing.sync_free(scores)
+    if crossing is not None and not sync_free:
+        equal = torch.zeros_like(crossing, dtype=torch.int64)
+        rows = crossing.nonzero().squeeze(1)
+        tied = scores[rows] == last[rows]
+        equal[rows] = (tied if mask is None else tied & mask[rows]).sum(1)
+        equal = torch.where(crossing, equal, inside.sum(1))
+    elif scores.is_floating_point() and n <= 2**24:
         # equal scores are those whose difference is 0 (padding: -inf - x is not); the
         # 0-"norm" counts the others as a reduction, cheaper than a bool [B, N] sum
         equal = n - torch.linalg.vector_norm(scores - last, ord=0, dim=1).to(torch.int64)
@@ -295,7 +309,7 @@ def _past_cut(scores, vals, mask, valid, target, relevance):
     count = equal - inside.sum(1)
     gain = torch.zeros(count.shape, dtype=torch.float64, device=count.device)
     hits, exp_gain = torch.zeros_like(count), torch.zeros_like(gain)
-    if sizing.sync_free(scores):
+    if sync_free:
         rows = slice(None)
     else:
         rows = (count > 0).nonzero().squeeze(1)
