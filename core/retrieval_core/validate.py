@@ -426,6 +426,7 @@ def check_embedding_options(
         ValueError: distance must be one of 'cosine', 'dot', 'euclidean', 'squared_euclidean', 'hamming' or a callable; got 'manhattan'
     """
     check_ties(ties)
+    check_embedding_ties(ties, distance)
     check_choice("empty", empty, EMPTY)
     check_choice("reduce", reduce, REDUCE)
     if per_class not in PER_CLASS:

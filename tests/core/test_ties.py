@@ -326,3 +326,36 @@ def test_lightning_dropins_average_ties_as_torchmetrics(generator, name, kwargs)
     expected = rc.evaluate_scores(preds, target, ["auroc" if name == "RetrievalAUROC" else "ndcg@3"],
                                   ties="expected")
     assert stable.popitem()[1].item() != pytest.approx(expected.popitem()[1].item(), abs=1e-4)  # ties matter here
+
+
+def test_adapters_reject_auroc_at_k_under_expected_at_construction():
+    ig = pytest.importorskip("ignite_retrieval")
+    lt = pytest.importorskip("lightning_retrieval")
+    for make in (ig.RankingMetrics, lt.RankingMetrics):
+        with pytest.raises(NotImplementedError, match=r"auroc@5 has no closed form under ties='expected'"):
+            make(["auroc@5"], ties="expected")
+    for make in (ig.EmbeddingMetrics, lt.EmbeddingMetrics):
+        with pytest.raises(NotImplementedError, match=r"ties='expected' is not available with distance='euclidean'"):
+            make(["mrr"], distance="euclidean", ties="expected")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_embedding_adapters_pass_ties_through(generator, mode):
+    ig = pytest.importorskip("ignite_retrieval")
+    lt = pytest.importorskip("lightning_retrieval")
+    x = torch.randn(4, 3, generator=generator)[torch.randint(0, 4, (20,), generator=generator)]  # duplicates
+    labels = torch.randint(0, 3, (20,), generator=generator)
+    keys = ["map@r", "mrr", "ndcg@3"]
+    want = rc.evaluate_embeddings(x, labels, keys, ties=mode)
+    stable = rc.evaluate_embeddings(x, labels, keys)
+    assert any(abs(want[k].item() - stable[k].item()) > 1e-6 for k in keys)  # the mode matters on this input
+    m = ig.EmbeddingMetrics(keys, ties=mode)
+    m.update({"embeddings": x[:8], "labels": labels[:8]})
+    m.update({"embeddings": x[8:], "labels": labels[8:]})
+    n = lt.EmbeddingMetrics(keys, ties=mode)
+    n.update(x[:8], labels[:8])
+    n.update(x[8:], labels[8:])
+    got_ig, got_lt = m.compute(), n.compute()
+    for key in keys:
+        assert got_ig[key] == pytest.approx(want[key].item(), abs=1e-12)
+        assert got_lt[key].item() == pytest.approx(want[key].item(), abs=1e-12)
