@@ -77,10 +77,12 @@ class TieGroups:
         self.start = torch.where(new, pos, 0).cummax(1).values
         self.end = torch.where(last, pos, d - 1).flip(1).cummin(1).values.flip(1)
         self.offset = (pos - self.start).to(torch.float64)
-        # the group holding rank d extends past the cut (only a real candidate's group)
+        # the group of the last real candidate extends past the cut by tie_count (0 where the
+        # row's list ends inside the Ranking; Rankings joined by Ranking.cat keep each part's
+        # count at that part's own depth, followed by padding)
         self._past = None
         if not r.complete and r.tie_count is not None:
-            self._past = (self.end == d - 1) & v[:, -1:]
+            self._past = self.end == (v.sum(1) - 1).unsqueeze(1)
         self.size = (self.end - self.start + 1).to(torch.float64) + self._extra(r.tie_count)
         self.hits, self.hits_before = self._sums(r.hit.to(torch.float64), r.tie_hits)
         self.gain, self.gain_before = self._sums(r.relevance, r.tie_gain)

@@ -359,3 +359,38 @@ def test_embedding_adapters_pass_ties_through(generator, mode):
     for key in keys:
         assert got_ig[key] == pytest.approx(want[key].item(), abs=1e-12)
         assert got_lt[key].item() == pytest.approx(want[key].item(), abs=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_flat_queries_of_many_sizes_equal_each_query_alone(generator, mode):
+    """Queries of different sizes go to blocks of different depths (@r: each block's largest R),
+    joined into one Ranking: every query's value is its value evaluated alone."""
+    sizes = torch.randint(1, 40, (25,), generator=generator)
+    idx = torch.arange(25).repeat_interleave(sizes)
+    preds = torch.randint(0, 3, (idx.numel(),), generator=generator).float()
+    target = torch.randint(0, 3, (idx.numel(),), generator=generator).float() * (torch.rand(idx.numel(), generator=generator) < 0.4)
+    keys = [k for k in ["map@r", "ndcg@r", "precision@r", "r_precision", "recall@r", "mrr@5", "hit_rate@3",
+                        "map_hits@4", "wap@4", "ndcg_exp@6", "dcg_exp@6"]]
+    got = rc.evaluate_scores(preds, target, keys, indexes=idx, ties=mode, reduce="none")
+    for q in range(25):
+        sel = idx == q
+        alone = rc.evaluate_scores(preds[sel][None], target[sel][None], keys, ties=mode, reduce="none")
+        for key in keys:
+            assert same(got[key][q].item(), alone[key][0].item(), 1e-12), (q, key)
+
+
+def test_joined_rankings_keep_each_parts_ties_at_the_cut():
+    """Ranking.cat pads a shallower part: its tie past the cut stays with its last real rank."""
+    from retrieval_core.build import rank_dense
+    from retrieval_core.evaluate import ranking_values
+    from retrieval_core.ranking import Ranking
+    from retrieval_core.registry import parse_metrics
+
+    keys = parse_metrics(["precision@2", "mrr@2", "map_hits@2", "ndcg_exp@2", "hit_rate@1"])
+    a = rank_dense(torch.tensor([[1.0, 1.0, 1.0, 0.0]]), torch.tensor([[0, 0, 1, 1]]), 2, need_ideal=True,
+                   ties="expected")
+    b = rank_dense(torch.tensor([[2.0, 1.0, 1.0, 1.0, 0.0]]), torch.tensor([[0, 1, 0, 0, 1]]), 3,
+                   need_ideal=True, ties="expected")
+    joined = ranking_values(Ranking.cat([a, b]), keys)
+    torch.testing.assert_close(joined, torch.cat([ranking_values(a, keys), ranking_values(b, keys)]))
+    assert joined[0, 0].item() == pytest.approx((1 / 3) / 2 * 2)  # two of three tied ranks inside, one relevant
