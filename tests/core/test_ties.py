@@ -394,3 +394,17 @@ def test_joined_rankings_keep_each_parts_ties_at_the_cut():
     joined = ranking_values(Ranking.cat([a, b]), keys)
     torch.testing.assert_close(joined, torch.cat([ranking_values(a, keys), ranking_values(b, keys)]))
     assert joined[0, 0].item() == pytest.approx((1 / 3) / 2 * 2)  # two of three tied ranks inside, one relevant
+
+
+def test_distributed_checks_of_tie_modes():
+    """What every process checks before a multi-process evaluation (tests/distributed runs them)."""
+    from retrieval_core.distributed import _check_ties
+    from retrieval_core.registry import parse_metrics
+
+    options = dict(ties="expected", distance="cosine", backend="torch")
+    _check_ties(parse_metrics(["mrr", "map@r"]), options, shard_gallery=False)
+    with pytest.raises(NotImplementedError, match=r"ties='expected' is not available with shard_gallery=True"):
+        _check_ties(parse_metrics(["mrr"]), options, shard_gallery=True)
+    with pytest.raises(NotImplementedError, match=r"auroc@3 has no closed form"):
+        _check_ties(parse_metrics(["auroc@3"]), options, shard_gallery=False)
+    _check_ties(parse_metrics(["mrr"]), dict(options, ties="stable"), shard_gallery=True)
