@@ -171,7 +171,11 @@ class _FlatRetrievalMetric(CoreStateMetric):
 
     def _query_values(self, indexes: Tensor, preds: Tensor, target: Tensor) -> Tensor:
         """``[Q, M]`` float64 per-query values (NaN = undefined), in increasing query id."""
-        return score_values(preds, target, self._keys(preds.numel()), indexes=indexes).values
+        return score_values(preds, target, self._keys(preds.numel()), indexes=indexes, ties=self._ties()).values
+
+    def _ties(self) -> str:
+        """The core's tie mode: "stable", or "expected" where torchmetrics averages ties."""
+        return "stable"
 
     def _check_flat_values(self, preds: Tensor, target: Tensor) -> None:
         """Binary targets (except nDCG), finite scores, gains >= 0: one pass, at compute."""
@@ -255,12 +259,16 @@ class RetrievalMRR(_OwnTopKMessage, _TopKMetric):
 
 class RetrievalNormalizedDCG(_TopKMetric):
     """nDCG with linear gain; drop-in for ``torchmetrics.retrieval.RetrievalNormalizedDCG``
-    (``ndcg``, ``ndcg@k``). Graded targets (>= 0) are the gains."""
+    (``ndcg``, ``ndcg@k``). Graded targets (>= 0) are the gains. Equal scores are
+    averaged (``ties="expected"``), as torchmetrics does."""
 
     allow_non_binary_target = True
 
     def _keys(self, n_entries: int) -> List[str]:
         return ["ndcg" if self.top_k is None else f"ndcg@{self.top_k}"]
+
+    def _ties(self) -> str:
+        return "expected"
 
 
 class RetrievalRecall(_TopKMetric):
@@ -372,6 +380,10 @@ class RetrievalAUROC(_TopKMetric):
         if torch.unique(indexes[target > 0]).numel() < torch.unique(indexes).numel():
             return self._empty_message
         return "`compute` method was provided with a query with no negative target."
+
+    def _ties(self) -> str:
+        # whole list: tied pairs count half (ties="expected"), as torchmetrics' binary_auroc
+        return "expected" if self.top_k is None else "stable"
 
     def _query_values(self, indexes: Tensor, preds: Tensor, target: Tensor) -> Tensor:
         if self.max_fpr is None or self.max_fpr == 1.0:
