@@ -62,7 +62,8 @@ def _rows(t, rank: int, world: int, layout: str = "uneven"):
 
 
 def plain(r) -> Dict[str, Any]:
-    return {"keys": list(r), "values": dict(r), "n_queries": r.n_queries, "n_empty": dict(r.n_empty)}
+    return {"keys": list(r), "values": dict(r), "n_queries": r.n_queries, "n_empty": dict(r.n_empty),
+            "ci": dict(r.ci), "per_query": dict(r.per_query), "query_ids": r.query_ids, "neighbours": r.neighbours}
 
 
 def _case(metrics, *, layout: str = "uneven", gallery: bool = False, ids: bool = False, labels: str = "class",
@@ -155,6 +156,15 @@ CASES.update(_both("narrow_shards", PER_QUERY, layout="narrow", ids=True))
 CASES.update(_both("narrow_shards_euclidean", PER_QUERY, layout="narrow", distance="euclidean", gallery=True))
 CASES.update(_both("tiny_gallery", ["cmc@1", "precision@3", "map@r"], gallery=True, gallery_rows=10))
 CASES["set_level_gallery_ids"] = _case(K_SET, gallery=True, ids=True, distance="euclidean")
+# intervals, per-query values and neighbours (issue 12): computed after the gather, equal to one process's
+CASES["stats_self_categories"] = _case(PER_QUERY + K_WHOLE, categories="tensor", ci=0.9, keep_per_query=True,
+                                       return_neighbours=5)
+CASES["stats_gallery_ids_beta"] = _case(["cmc@1", "precision@1", "cmc@5"], gallery=True, ids=True, ci=0.95,
+                                        ci_method="beta", keep_per_query=True, return_neighbours=4)
+CASES["stats_median_first_empty"] = _case(PER_QUERY, layout="first_empty", ids=True, reduce="median", ci=0.8,
+                                          keep_per_query=True, return_neighbours=3, distance="euclidean")
+CASES["stats_self_ids_hamming"] = _case(["cmc@1", "map@r"], ids=True, distance="hamming", transform=_codes, ci=0.9,
+                                        seed=5, n_resamples=300, keep_per_query=True, return_neighbours=6)
 
 
 # -- errors: the same on every rank -------------------------------------------------------
@@ -325,14 +335,15 @@ def _lightning(sync: bool):
         import lightning_retrieval as lr
 
         x, labels, mine = _adapter_rows(rank, world)
-        metric = lr.EmbeddingMetrics(ADAPTER_KEYS, sync_on_compute=sync)
+        metric = lr.EmbeddingMetrics(ADAPTER_KEYS, sync_on_compute=sync, ci=0.9, n_resamples=200)
         for r in mine.split(5):
             metric.update(x[r], labels[r], ids=r)
         result, evaluated = _counting(metric.compute)
         rows = torch.arange(N) if sync else torch.unique(mine)
         if rows.numel() == 0:  # unsynced, a rank without rows: NaN for every key
             return {"result": dict(result), "evaluated": evaluated, "one": None, "n_queries": 0}
-        one = retrieval_core.evaluate_embeddings(x[rows], labels[rows], ADAPTER_KEYS, query_ids=rows)
+        one = retrieval_core.evaluate_embeddings(x[rows], labels[rows], ADAPTER_KEYS, query_ids=rows, ci=0.9,
+                                                 n_resamples=200, keep_per_query=True)
         return {"result": plain(result), "evaluated": evaluated, "one": plain(one), "n_queries": rows.numel()}
     return case
 
