@@ -21,6 +21,7 @@ from retrieval_core.validate import (
     check_rows,
     check_score_batch,
     check_score_options,
+    check_tie_keys,
     raise_value_flags,
     value_flags,
 )
@@ -51,7 +52,8 @@ class RankingMetrics(RetrievalMetric):
     Args:
         metrics: keys such as ``["ndcg@10", "map@r", "mrr"]`` (see
             ``retrieval_core.known_metrics()``).
-        ties: ``"stable"``: equal scores are ranked by lower column.
+        ties: ``"stable"``: equal scores are ranked by lower column; ``"expected"``,
+            ``"optimistic"``, ``"pessimistic"``: see docs/metrics.md, "Tie modes".
         empty: queries where a metric is undefined (no relevant candidate):
             ``"skip"``, ``"zero"``, ``"one"`` or ``"error"``.
         reduce: ``"mean"``, ``"median"``, ``"min"``, ``"max"`` or ``"none"``
@@ -108,6 +110,7 @@ class RankingMetrics(RetrievalMetric):
         keys = parse_metrics(metrics)
         check_per_query_keys(keys, "use EmbeddingMetrics")
         check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact)
+        check_tie_keys(keys, ties)
         check_ci_options(ci, ci_method, n_resamples, seed, reduce, compact=compact)
         check_ci_keys(keys, ci, ci_method)
         self._stats: Dict[str, Any] = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,

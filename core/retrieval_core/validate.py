@@ -34,8 +34,7 @@ from torch import Tensor
 
 from .search import DISTANCES
 
-TIES = ("stable",)
-TIES_LATER = ("expected", "optimistic", "pessimistic")
+TIES = ("stable", "expected", "optimistic", "pessimistic")
 EMPTY = ("skip", "zero", "one", "error")
 REDUCE = ("mean", "median", "min", "max", "none")
 PER_CLASS = (None, "macro", "all")
@@ -262,6 +261,62 @@ def check_compact_inputs(compact: bool, **given) -> None:
         )
 
 
+
+def check_indexed_triplet(indexes, preds, target) -> None:
+    """Structure of the torchmetrics-style ``update(preds, target, indexes)`` input,
+    worded as ``torchmetrics.retrieval`` words it (the Lightning drop-ins keep their
+    anchor's messages): the same shape, integer ``indexes`` (``torch.long`` in
+    torchmetrics; any integer dtype here), floating ``preds``, bool/integer/float
+    ``target``. Emptiness is checked after ``ignore_index``, by :func:`check_indexed_not_empty`.
+
+    Example:
+        >>> check_indexed_triplet(torch.zeros(3, dtype=torch.long), torch.tensor([1, 2, 3]), torch.ones(3))
+        Traceback (most recent call last):
+        ...
+        ValueError: `preds` must be a tensor of floats
+    """
+    for name, t in (("preds", preds), ("target", target), ("indexes", indexes)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"`{name}` must be a torch.Tensor; got {type(t).__name__}")
+    if indexes.shape != preds.shape or preds.shape != target.shape:
+        raise ValueError("`indexes`, `preds` and `target` must be of the same shape")
+    if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
+        raise ValueError("`indexes` must be a tensor of long integers")
+    if target.is_complex():
+        raise ValueError("`target` must be a tensor of booleans, integers or floats")
+    if not preds.is_floating_point():
+        raise ValueError("`preds` must be a tensor of floats")
+    check_same_device(preds=preds, target=target, indexes=indexes)
+
+
+def check_indexed_not_empty(indexes: Tensor) -> None:
+    """At least one entry left (after ``ignore_index``), in torchmetrics' words.
+
+    Example:
+        >>> check_indexed_not_empty(torch.zeros(0, dtype=torch.long))
+        Traceback (most recent call last):
+        ...
+        ValueError: `indexes`, `preds` and `target` must be non-empty and non-scalar tensors
+    """
+    if indexes.ndim == 0 or indexes.numel() == 0:
+        raise ValueError("`indexes`, `preds` and `target` must be non-empty and non-scalar tensors")
+
+
+def check_binary_target(target: Tensor) -> None:
+    """Targets of 0 and 1 only (bool, or numbers), in torchmetrics' words; one host read.
+
+    Example:
+        >>> check_binary_target(torch.tensor([0, 2, 1]))
+        Traceback (most recent call last):
+        ...
+        ValueError: `target` must contain `binary` values
+    """
+    if target.dtype == torch.bool or target.numel() == 0:
+        return
+    lo, hi = torch.aminmax(target)
+    if bool((hi > 1) | (lo < 0)):
+        raise ValueError("`target` must contain `binary` values")
+
 # -- score mode: values (read from the data) -------------------------------------------
 
 
@@ -323,16 +378,57 @@ def check_values(preds: Tensor, target: Tensor, names: Tuple[str, str] = ("preds
 
 
 def check_ties(ties) -> None:
-    """
+    """One of :data:`TIES` (docs/metrics.md, "Tie modes").
+
     Example:
-        >>> check_ties("expected")
+        >>> check_ties("random")
         Traceback (most recent call last):
         ...
-        NotImplementedError: ties='expected' is not implemented yet; use ties='stable'
+        ValueError: ties must be one of 'stable', 'expected', 'optimistic', 'pessimistic'; got 'random'
     """
-    if ties in TIES_LATER:
-        raise NotImplementedError(f"ties={ties!r} is not implemented yet; use ties='stable'")
     check_choice("ties", ties, TIES)
+
+
+def check_tie_keys(keys, ties) -> None:
+    """Keys that have no value under the tie mode: a clear error before any work.
+
+    Example:
+        >>> from retrieval_core.registry import parse_metrics
+        >>> check_tie_keys(parse_metrics(["auroc@10"]), "expected")
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: auroc@10 has no closed form under ties='expected' (how many relevant and non-relevant candidates the top k holds depends on the order); use auroc (whole list), or ties='stable', 'optimistic' or 'pessimistic'
+    """
+    if ties != "expected":
+        return
+    for m in keys:
+        if m.spec.name == "auroc" and m.cutoff is not None:
+            raise NotImplementedError(
+                f"{m.key} has no closed form under ties='expected' (how many relevant and non-relevant candidates "
+                "the top k holds depends on the order); use auroc (whole list), or ties='stable', 'optimistic' "
+                "or 'pessimistic'"
+            )
+
+
+def check_embedding_ties(ties, distance, backend="torch") -> None:
+    """Tie modes other than ``"stable"`` in embedding mode: every distance but the euclidean
+    ones (whose exact float64 re-ranking decides near-ties) and the torch backend only.
+
+    Example:
+        >>> check_embedding_ties("expected", "euclidean")
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: ties='expected' is not available with distance='euclidean' (its exact re-ranking of near-ties has no tie groups); use 'cosine', 'dot', 'hamming', a callable, or ties='stable'
+    """
+    if ties == "stable":
+        return
+    if isinstance(distance, str) and distance in ("euclidean", "squared_euclidean"):
+        raise NotImplementedError(
+            f"ties={ties!r} is not available with distance={distance!r} (its exact re-ranking of near-ties has no "
+            "tie groups); use 'cosine', 'dot', 'hamming', a callable, or ties='stable'"
+        )
+    if backend != "torch":
+        raise NotImplementedError(f"ties={ties!r} needs backend='torch'; got backend={backend!r}")
 
 
 def check_score_options(*, ties="stable", empty="skip", reduce="mean", compact=False) -> None:
@@ -386,6 +482,7 @@ def check_embedding_options(
         ValueError: distance must be one of 'cosine', 'dot', 'euclidean', 'squared_euclidean', 'hamming' or a callable; got 'manhattan'
     """
     check_ties(ties)
+    check_embedding_ties(ties, distance)
     check_choice("empty", empty, EMPTY)
     check_choice("reduce", reduce, REDUCE)
     if per_class not in PER_CLASS:
