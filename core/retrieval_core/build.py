@@ -223,8 +223,9 @@ def rank_dense(
     n_relevant = _count_relevant(target)
     d = _depth(depth, at_r, n_relevant, max_relevant, n)
     with_ties = with_ties or ties == "expected"
+    perm = None
     if ties in ("optimistic", "pessimistic"):
-        preds, target, mask, select = _gain_order(preds, target, mask, ties, top, select)
+        preds, target, mask, select, perm = _gain_order(preds, target, mask, ties, top, select)
     inexact = crossing = None
     if top is not None or select == "checked":
         scores, floor, clash_rows = _score_view(preds, mask)
@@ -281,7 +282,7 @@ def rank_dense(
         tie_hits=tie_hits,
         tie_exp_gain=tie_exp_gain,
         ties=ties,
-        index=idx,
+        index=idx if perm is None else perm.gather(1, idx),
     )
 
 
@@ -331,7 +332,8 @@ def _past_cut(scores, vals, mask, valid, target, relevance, crossing=None):
 def _gain_order(preds, target, mask, ties, top, select):
     """Columns of each row re-ordered by gain (decreasing for ``"optimistic"``, increasing
     for ``"pessimistic"``, stable), so that the stable order of the re-ordered columns
-    puts equal scores by gain: ``(preds, target, mask, select)``."""
+    puts equal scores by gain: ``(preds, target, mask, select, perm)`` (``perm``: the
+    original column of each re-ordered one)."""
     if top is not None:
         raise NotImplementedError(f"ties={ties!r} cannot go with a custom top selection (euclidean distances)")
     key = target.to(torch.int8) if target.dtype == torch.bool else target
@@ -339,7 +341,7 @@ def _gain_order(preds, target, mask, ties, top, select):
     preds, target = preds.gather(1, perm), target.gather(1, perm)
     if mask is not None:
         mask = mask.gather(1, perm)
-    return preds, target, mask, "exact" if select == "presorted" else select
+    return preds, target, mask, "exact" if select == "presorted" else select, perm
 
 
 def _depth(depth: int, at_r: bool, n_relevant: Tensor, max_relevant: Optional[int], n: int) -> int:

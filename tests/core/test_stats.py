@@ -401,3 +401,24 @@ def test_prefixed_keys_get_no_interval_nor_per_query_values():
     r = aggregate(v, ["cmc@1", "erc:cmc@1"], ci=0.9, keep_per_query=True)
     assert list(r.ci) == ["cmc@1"] and list(r.per_query) == ["cmc@1"]
     assert torch.equal(torch.stack(r.ci["cmc@1"]), torch.stack(intervals(v[:, :1], ["cmc@1"], 0.9)["cmc@1"]))
+
+
+@pytest.mark.parametrize("ties", ["stable", "expected", "optimistic", "pessimistic"])
+def test_neighbours_follow_the_tie_order(ties):
+    g = torch.Generator().manual_seed(4)
+    codes = torch.randint(0, 2, (40, 3), generator=g)  # 8 distinct codes: many ties
+    labels = torch.randint(0, 3, (40,), generator=g)
+    r = evaluate_embeddings(codes, labels, ["cmc@1", "precision@5"], distance="hamming", ties=ties,
+                            return_neighbours=7)
+    sim = -(codes.unsqueeze(1) != codes.unsqueeze(0)).sum(-1).to(torch.float64)
+    sim.fill_diagonal_(float("-inf"))
+    relevant = (labels.unsqueeze(1) == labels.unsqueeze(0)).to(torch.float64)
+    position = torch.arange(40, dtype=torch.float64).expand(40, 40)
+    # lexicographic: similarity, then (optimistic) relevant first / (pessimistic) last, then position
+    tie_key = {"optimistic": -relevant, "pessimistic": relevant}.get(ties, torch.zeros_like(relevant))
+    order = torch.stack([torch.tensor(sorted(range(40), key=lambda j: (-sim[i, j].item(), tie_key[i, j].item(),
+                                                                        position[i, j].item())))
+                         for i in range(40)])[:, :7]
+    idx, scores = r.neighbours
+    assert torch.equal(idx, order)
+    assert torch.equal(scores, sim.gather(1, order))
