@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from .validate import EMPTY, REDUCE, check_choice
+from .validate import EMPTY, REDUCE, check_choice, check_confidence
 
 __all__ = ["MetricResults", "aggregate", "encode_labels", "reduce_values"]
 
@@ -110,11 +110,17 @@ def aggregate(
     empty: str = "skip",
     reduce: str = "mean",
     categories: Optional[Union[Tensor, Sequence]] = None,
+    confidence: Optional[Tensor] = None,
+    ties: str = "stable",
 ) -> MetricResults:
     """Reduce per-query ``values[Q, M]`` (NaN = empty query) to ``{key: Tensor}``.
 
     With ``categories`` (one label per query) the result also has
     ``"{key}/{label}"`` entries computed on that label's queries alone.
+    Confidence keys (``"erc:cmc@1"``..., a column holding the inner key's values)
+    are reduced by :func:`retrieval_core.confidence.confidence_results` with
+    ``confidence[Q]`` (and ``ties`` for equal confidences), which also fills
+    ``curves``; under ``reduce="none"`` they give the inner per-query values.
 
     Example:
         >>> v = torch.tensor([[1.0, float("nan")], [0.0, 0.5]], dtype=torch.float64)
@@ -124,6 +130,8 @@ def aggregate(
     """
     check_choice("empty", empty, EMPTY)
     check_choice("reduce", reduce, REDUCE)
+    if confidence is not None:
+        confidence = check_confidence(confidence, values.shape[0]).to(values.device)
     n_empty = dict(zip(keys, torch.isnan(values).sum(0).unbind(0)))
     values = _fill_empty(values, keys, empty)
     out = MetricResults(
@@ -131,8 +139,17 @@ def aggregate(
         n_queries=torch.tensor(values.shape[0]),
         n_empty=n_empty,
     )
+    if reduce != "none":
+        from .confidence import confidence_results
+
+        reduced, out.curves = confidence_results(values, keys, confidence, reduce=reduce, ties=ties)
+        out.update(reduced)
     if categories is not None:
         for name, rows in _category_groups(categories, values.device):
-            reduced = reduce_values(values[rows], reduce)
-            out.update({f"{k}/{name}": v for k, v in zip(keys, reduced.unbind(-1))})
+            reduced = dict(zip(keys, reduce_values(values[rows], reduce).unbind(-1)))
+            if reduce != "none":
+                reduced.update(confidence_results(values[rows], keys, None if confidence is None else
+                                                  confidence[rows], reduce=reduce, ties=ties,
+                                                  curves=False)[0])
+            out.update({f"{k}/{name}": reduced[k] for k in keys})
     return out

@@ -333,7 +333,7 @@ def _set_values(set_keys, query, query_labels, query_ids, gallery, gallery_label
 
 
 def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tensor]], n_queries: int, *,
-             all_labels: Optional[Tensor], categories, options, group, device):
+             all_labels: Optional[Tensor], categories, options, group, device, confidence: Optional[Tensor] = None):
     """Gather the per-query values (rank order = global query order), aggregate them
     as one process does, and take rank 0's set-level values: the same on every rank."""
     from .aggregate import MetricResults, aggregate
@@ -345,19 +345,22 @@ def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tens
     if query_keys:
         values = gather_cat(values, group)
         names = [m.key for m in query_keys]
-        results = aggregate(values, names, empty=options["empty"], reduce=options["reduce"], categories=categories)
+        results = aggregate(values, names, empty=options["empty"], reduce=options["reduce"], categories=categories,
+                            confidence=confidence, ties=options["ties"])
         if options["per_class"] is not None:
             results.update(_per_class(values, names, all_labels, options["empty"], options["reduce"],
-                                      options["per_class"]))
+                                      options["per_class"], confidence, options["ties"]))
     for m in set_keys:
         results[m.key] = _from_rank0(None if set_values is None else set_values[m.key], group, device)
     ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
     ordered.update((k, v) for k, v in results.items() if k not in ordered)
+    ordered.curves = results.curves
     return ordered
 
 
 def _evaluate_share(keys, query, query_labels, query_ids, *, gallery, gallery_labels, gallery_ids, self_gallery: bool,
-                    all_query, all_labels, all_ids, categories, n_queries: int, options, group, device):
+                    all_query, all_labels, all_ids, categories, n_queries: int, options, group, device,
+                    confidence: Optional[Tensor] = None):
     """This rank's queries against the whole gallery (held by every rank), rank 0's
     set-level values, then :func:`_combine`."""
     from .registry import split_scopes
@@ -379,7 +382,7 @@ def _evaluate_share(keys, query, query_labels, query_ids, *, gallery, gallery_la
 
     (values, set_values), _ = agree(local, group=group, device=device)
     return _combine(keys, values, set_values, n_queries, all_labels=all_labels, categories=categories,
-                    options=options, group=group, device=device)
+                    options=options, group=group, device=device, confidence=confidence)
 
 
 def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend) -> Dict[str, Any]:
@@ -388,12 +391,12 @@ def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget,
 
 
 def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids, categories,
-                 shard_gallery, options):
+                 shard_gallery, options, confidence=None):
     """This rank's inputs, checked as the single-process evaluator checks them
     (zero rows allowed): ``(checked inputs, signature for the other ranks)``."""
     from .registry import depth_needed, parse_metrics, split_scopes
     from .validate import (
-        check_backend, check_categories, check_embedding_options, check_embedding_values, check_embeddings,
+        check_backend, check_categories, check_confidence, check_embedding_options, check_embedding_values, check_embeddings,
         check_labels, check_pairs, check_per_class, check_query_gallery, check_rows, check_same_device,
     )
 
@@ -425,6 +428,8 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
     check_per_class(options["per_class"], query_labels, custom)
     if categories is not None:
         check_categories(categories, query.shape[0], "query")
+    if confidence is not None:
+        confidence = check_confidence(confidence, query.shape[0], "query").to(query.device)
     check_embedding_values(query, query_labels, gallery, gallery_labels, distance=distance, custom=custom)
     signature = {
         "rows": query.shape[0], "gallery_rows": None if gallery is None else gallery.shape[0],
@@ -432,14 +437,15 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
         "dtype": str(query.dtype), "label_dtype": str(query_labels.dtype),
         "gallery": gallery is not None, "ids": query_ids is not None,
         "categories": None if categories is None else ("tensor" if isinstance(categories, Tensor) else "labels"),
+        "confidence": confidence is not None,
     }
-    return (keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids), signature
+    return (keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, confidence), signature
 
 
 def _check_signatures(signatures: List[Dict[str, Any]]) -> None:
     """What must agree between ranks (so that every rank enters the same collectives)."""
     for field, what in (("gallery", "a gallery"), ("ids", "query_ids (and gallery_ids)"),
-                        ("categories", "categories")):
+                        ("categories", "categories"), ("confidence", "confidence")):
         got = [s[field] for s in signatures]
         if len(set(map(str, got))) > 1:
             raise ValueError(f"every rank must pass {what} or none; per rank: {got}")
@@ -490,11 +496,12 @@ def evaluate_embeddings(
     memory_budget: Optional[int] = None,
     progress: bool = False,
     backend: str = "torch",
+    confidence: Optional[Tensor] = None,
 ):
     """:func:`retrieval_core.evaluate_embeddings` with the rows spread over the ranks
     of ``group``, the work divided between them.
 
-    Each rank passes its own rows (``query``, labels, ids, categories and, unless
+    Each rank passes its own rows (``query``, labels, ids, categories, confidence and, unless
     the queries are their own gallery, ``gallery`` rows): sizes may differ, and a
     rank may pass zero rows (``[0, D]``). Every rank returns the same
     :class:`~retrieval_core.MetricResults` as the single-process call on the
@@ -531,24 +538,28 @@ def evaluate_embeddings(
         if shard_gallery:
             _check_shardable(parse_metrics(metrics), backend)
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
-                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories, **options)
+                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
+                            confidence=confidence, **options)
     device = _comm_device(query, group)
     checked, signatures = agree(
         lambda: _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids,
-                             categories, shard_gallery, options), group=group, device=device)
+                             categories, shard_gallery, options, confidence), group=group, device=device)
     _check_signatures(signatures)
-    keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids = checked
+    keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, confidence = checked
     rows = [s["rows"] for s in signatures]
     n_queries, rank = sum(rows), rank_of(group)
     if n_queries == 0:  # what one process says of an empty query set, on every rank
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
-                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories, **options)
+                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
+                            confidence=confidence, **options)
     query_keys, set_keys = split_scopes(keys)
     self_gallery = gallery is None
     if self_gallery and query_ids is None:  # global positions serve as ids
         start = sum(rows[:rank])
         query_ids = torch.arange(start, start + rows[rank], device=query.device)
     categories = _gather_categories(categories, group)
+    if confidence is not None:  # per-query values and confidences travel in the same (rank) order
+        confidence = gather_cat(confidence, group)
     if shard_gallery:
         from .sharded import sharded_values
 
@@ -557,7 +568,7 @@ def evaluate_embeddings(
                                 options=options, group=group, device=device)
         all_labels = gather_cat(query_labels, group) if per_class is not None else None
         return _combine(keys, values, None, n_queries, all_labels=all_labels, categories=categories,
-                        options=options, group=group, device=device)
+                        options=options, group=group, device=device, confidence=confidence)
     if self_gallery:
         gallery, gallery_labels, gallery_ids = (gather_cat(t, group) for t in (query, query_labels, query_ids))
         all_query, all_labels, all_ids = gallery, gallery_labels, gallery_ids
@@ -571,7 +582,7 @@ def evaluate_embeddings(
     return _evaluate_share(keys, query, query_labels, query_ids, gallery=gallery, gallery_labels=gallery_labels,
                            gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=all_query,
                            all_labels=all_labels, all_ids=all_ids, categories=categories, n_queries=n_queries,
-                           options=options, group=group, device=device)
+                           options=options, group=group, device=device, confidence=confidence)
 
 
 def evaluate_split(
@@ -584,6 +595,7 @@ def evaluate_split(
     query_ids: Optional[Tensor] = None,
     gallery_ids: Optional[Tensor] = None,
     categories=None,
+    confidence: Optional[Tensor] = None,
     group=None,
     distance="cosine",
     relevance=None,
@@ -610,13 +622,16 @@ def evaluate_split(
     """
     from .embeddings import evaluate_embeddings as evaluate_one
     from .registry import parse_metrics
-    from .validate import check_categories, check_embedding_options, check_labels, check_per_class, check_rows
+    from .validate import (
+        check_categories, check_confidence, check_embedding_options, check_labels, check_per_class, check_rows,
+    )
 
     options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend)
     n = world_size(group)
     if n == 1 or not isinstance(query, Tensor) or query.ndim != 2 or query.shape[0] == 0:
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
-                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories, **options)
+                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
+                            confidence=confidence, **options)
     device = _comm_device(query, group)
 
     def check():
@@ -629,9 +644,10 @@ def evaluate_split(
         check_per_class(per_class, query_labels, relevance is not None)
         if categories is not None:
             check_categories(categories, query.shape[0], "query")
-        return keys, [query.shape[0], None if gallery is None else int(gallery.shape[0])]
+        checked = None if confidence is None else check_confidence(confidence, query.shape[0], "query")
+        return (keys, checked), [query.shape[0], None if gallery is None else int(gallery.shape[0])]
 
-    keys, sizes = agree(check, group=group, device=device)
+    (keys, confidence), sizes = agree(check, group=group, device=device)
     if any(s != sizes[0] for s in sizes):
         raise ValueError(
             "evaluate_split needs the same rows on every rank (gathered states); got [queries, gallery] rows "
@@ -647,4 +663,5 @@ def evaluate_split(
         keys, query[part], query_labels[part], None if query_ids is None else query_ids[part], gallery=gallery,
         gallery_labels=gallery_labels, gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=query,
         all_labels=query_labels, all_ids=query_ids, categories=categories, n_queries=query.shape[0],
-        options=options, group=group, device=device)
+        options=options, group=group, device=device,
+        confidence=None if confidence is None else confidence.to(query.device))

@@ -22,6 +22,7 @@ from .validate import (
     PER_CLASS,  # noqa: F401  (re-exported: retrieval_core.embeddings.PER_CLASS)
     check_backend,
     check_categories,
+    check_confidence,
     check_cutoffs,
     check_embedding_options,
     check_embedding_values,
@@ -192,6 +193,7 @@ def evaluate_embeddings(
     memory_budget: Optional[int] = None,
     progress: bool = False,
     backend: str = "torch",
+    confidence: Optional[Tensor] = None,
 ) -> MetricResults:
     """Evaluate retrieval of ``gallery`` items by ``query`` embeddings (exact k-NN).
 
@@ -222,6 +224,9 @@ def evaluate_embeddings(
             ``"faiss"`` (CPU, float32, class labels, cosine/dot/euclidean, no
             whole-list keys): faiss' flat index finds the candidates; values equal
             the torch backend's except between candidates within float rounding.
+        confidence: ``[Q]`` finite floats, one per query (higher = more
+            confident), for the confidence keys (``"erc:cmc@1"``, ``"conf:map@r"``,
+            ``"spearman:..."``, ``"kendall:..."``; see :func:`evaluate_scores`).
 
     Example:
         >>> import torch
@@ -230,6 +235,9 @@ def evaluate_embeddings(
         >>> r = evaluate_embeddings(x, labels, ["cmc@1", "map@r"])
         >>> r["cmc@1"].item(), r["map@r"].item()
         (1.0, 1.0)
+        >>> r = evaluate_embeddings(x, labels, ["spearman:map@r"], confidence=torch.tensor([0.9, 0.2, 0.5, 0.7]))
+        >>> r["spearman:map@r"].item()  # every value is 1: the correlation is undefined
+        nan
     """
     check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
                             per_class=per_class, memory_budget=memory_budget)
@@ -261,6 +269,8 @@ def evaluate_embeddings(
     check_per_class(per_class, query_labels, custom)
     if categories is not None:
         check_categories(categories, query.shape[0], "query")
+    if confidence is not None:
+        confidence = check_confidence(confidence, query.shape[0], "query").to(query.device)
     check_embedding_values(query, query_labels, None if self_gallery else gallery,
                            None if self_gallery else gallery_labels, distance=distance, custom=custom)
 
@@ -272,9 +282,10 @@ def evaluate_embeddings(
             backend=backend,
         )
         names = [m.key for m in query_keys]
-        results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories)
+        results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
+                            ties=ties)
         if per_class is not None:
-            results.update(_per_class(values, names, query_labels, empty, reduce, per_class))
+            results.update(_per_class(values, names, query_labels, empty, reduce, per_class, confidence, ties))
     if set_keys:
         from .set_level import set_level_values
 
@@ -286,12 +297,16 @@ def evaluate_embeddings(
     # the requested keys first, in the order asked, then per-category/per-class views
     ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
     ordered.update((k, v) for k, v in results.items() if k not in ordered)
+    ordered.curves = results.curves
     return ordered
 
 
-def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, per_class: str) -> dict:
-    """PML's avg_of_avgs: the main keys become the mean over labels of each label's value."""
-    by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels)
+def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, per_class: str,
+               confidence: Optional[Tensor] = None, ties: str = "stable") -> dict:
+    """PML's avg_of_avgs: the main keys become the mean over labels of each label's value
+    (confidence keys too: the mean of each label's value; their curves stay those of all queries)."""
+    by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels, confidence=confidence,
+                         ties=ties)
     label_names, _ = encode_labels(labels)
     out = {}
     for key in names:

@@ -25,7 +25,7 @@ from .build import (
 )
 from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
-from .validate import check_categories, check_per_query_keys, check_score_options, check_scores, check_ties, check_values
+from .validate import check_categories, check_confidence, check_per_query_keys, check_score_options, check_scores, check_ties, check_values
 
 __all__ = ["evaluate_scores", "score_values", "ranking_values", "QueryValues"]
 
@@ -178,6 +178,21 @@ def _query_categories(categories, indexes: Optional[Tensor], query_ids: Optional
     return lo if labels is None else [labels[i] for i in lo.tolist()]
 
 
+def _query_confidence(confidence: Tensor, indexes: Optional[Tensor], query_ids: Optional[Tensor], n: int) -> Tensor:
+    """Confidences per query: as given for dense rows; for the flat form, one per
+    entry, taken from each query's entries (which must agree)."""
+    if indexes is None:
+        return check_confidence(confidence, n, "query (row)")
+    confidence = check_confidence(confidence, indexes.numel(), "prediction (the flat form takes one per entry)")
+    confidence = confidence.to(indexes.device)
+    position = torch.searchsorted(query_ids, indexes)
+    lo = confidence.new_full((n,), float("inf")).scatter_reduce(0, position, confidence, "amin")
+    hi = confidence.new_full((n,), float("-inf")).scatter_reduce(0, position, confidence, "amax")
+    if bool((lo != hi).any()):
+        raise ValueError("confidence must be the same for every entry of a query (equal indexes)")
+    return lo
+
+
 def evaluate_scores(
     preds: Tensor,
     target: Tensor,
@@ -189,6 +204,7 @@ def evaluate_scores(
     empty: str = "skip",
     reduce: str = "mean",
     categories=None,
+    confidence: Optional[Tensor] = None,
 ) -> MetricResults:
     """Evaluate ranking metrics from scores.
 
@@ -206,6 +222,11 @@ def evaluate_scores(
             or in increasing query id for the flat form).
         categories: one label per query (dense) or per entry (flat); adds
             ``"{key}/{label}"`` results.
+        confidence: ``[Q]`` finite floats, one per query (dense) or per entry
+            (flat; equal within a query), higher = more confident: needed by the
+            confidence keys ``"erc:<key>"``, ``"conf:<key>"``, ``"spearman:<key>"``,
+            ``"kendall:<key>"`` (docs/metrics.md, "Confidence metrics"), which also
+            fill ``results.curves`` (erc, conf).
 
     Returns:
         :class:`MetricResults`, a ``dict[str, Tensor]`` on the input's device,
@@ -218,11 +239,21 @@ def evaluate_scores(
         >>> r = evaluate_scores(preds, target, ["mrr@3", "precision@1"])
         >>> round(r["mrr@3"].item(), 4), r["precision@1"].item()
         (0.75, 0.5)
+        >>> r = evaluate_scores(preds, target, ["erc:cmc@1"], confidence=torch.tensor([0.9, 0.4]))
+        >>> r["erc:cmc@1"].item(), r.curves["erc:cmc@1"][1].tolist()  # the confident query is right
+        (0.25, [0.0, 0.5])
     """
     check_score_options(ties=ties, empty=empty, reduce=reduce)
     check_scores(preds, target, indexes=indexes, mask=mask)
     check_values(preds, target)
+    if confidence is not None:  # structure before the work: the number of entries
+        check_confidence(confidence, preds.shape[0] if indexes is None else indexes.numel(),
+                         "query (row)" if indexes is None else "prediction (the flat form takes one per entry)",
+                         values=False)
     qv = score_values(preds, target, metrics, indexes=indexes, mask=mask, ties=ties)
     if categories is not None:
         categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])
-    return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories)
+    if confidence is not None:
+        confidence = _query_confidence(confidence, indexes, qv.query_ids, qv.values.shape[0])
+    return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
+                     ties=ties)
