@@ -68,7 +68,7 @@ class CoreStateMetric(Metric):
             if counts is not None and isinstance(value, dict):
                 if not isinstance(value, MetricResults):
                     value = MetricResults(value)
-                value.n_queries, value.n_empty = counts
+                value.n_queries, value.n_empty, value.curves = counts
                 if self._computed is not None:
                     self._computed = value
             return value
@@ -78,7 +78,7 @@ class CoreStateMetric(Metric):
     def _counted(self, results):
         """Remember the bookkeeping of ``results`` for :meth:`_wrap_compute`."""
         if isinstance(results, MetricResults):
-            self._last_counts = (results.n_queries, dict(results.n_empty))
+            self._last_counts = (results.n_queries, dict(results.n_empty), dict(results.curves))
         return results
 
     def _cat_or_empty(self, value) -> Tensor:

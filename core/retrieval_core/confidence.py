@@ -114,8 +114,10 @@ def thresholds(device=None) -> Tensor:
 def confidence_curve(values: Tensor, confidence: Tensor, *, reduce: str = "mean") -> Tuple[Tensor, Tensor]:
     """``(thresholds [101], curve [101])``: ``curve[i]`` reduces (``"mean"``,
     ``"median"``, ``"min"``, ``"max"``) the values of the queries whose confidence
-    is at least ``thresholds[i] = i / 100``; NaN where no query is kept.
-    Inputs assumed checked (finite values, confidences in [0, 1]).
+    is at least ``thresholds[i] = i / 100``; NaN where no query is kept. The
+    comparison is made in the confidences' floating dtype (the threshold rounded
+    to it: a float32 confidence 0.9 is kept at 0.9). Inputs assumed checked
+    (finite values, confidences in [0, 1]).
 
     Example:
         >>> v = torch.tensor([1.0, 0.0, 1.0], dtype=torch.float64)
@@ -126,10 +128,12 @@ def confidence_curve(values: Tensor, confidence: Tensor, *, reduce: str = "mean"
     values = values.to(torch.float64)
     grid = thresholds(values.device)
     n = values.numel()
-    conf, order = torch.sort(confidence.to(torch.float64), descending=True, stable=True)
+    if not confidence.is_floating_point():
+        confidence = confidence.to(torch.float64)
+    conf, order = torch.sort(confidence, descending=True, stable=True)
     v = values[order]
     # queries kept at each threshold: the first `count` of the descending order
-    count = n - torch.searchsorted(conf.flip(0).contiguous(), grid, right=False)
+    count = n - torch.searchsorted(conf.flip(0).contiguous(), grid.to(conf.dtype), right=False)
     if n == 0:
         return grid, torch.full_like(grid, float("nan"))
     last = (count - 1).clamp(min=0)

@@ -233,7 +233,8 @@ def check_categories(categories, n: int, what: str) -> None:
 def check_confidence(confidence, n: int, unit: str = "query", *, values: bool = True, lists: bool = False) -> Tensor:
     """Per-query confidences: a real 1-D tensor with ``n`` entries (one per ``unit``),
     finite (read when ``values``; the adapters read them once, at compute). Returned
-    as float64. ``lists=True`` also takes a list or tuple of numbers (adapters' batches).
+    floating (integers as float64; a float dtype is kept, so that ``conf:`` thresholds
+    compare in the confidences' own precision). ``lists=True`` also takes a list or tuple of numbers (adapters' batches).
 
     Example:
         >>> check_confidence(torch.tensor([0.5, 2.0]), 2).tolist()
@@ -256,7 +257,8 @@ def check_confidence(confidence, n: int, unit: str = "query", *, values: bool = 
         raise ValueError(f"confidence must be 1-D with one value per {unit}; got shape {_shape(confidence)}")
     if confidence.shape[0] != n:
         raise ValueError(f"confidence must have one value per {unit}; got {confidence.shape[0]} for {n}")
-    confidence = confidence.to(torch.float64)
+    if not confidence.is_floating_point():
+        confidence = confidence.to(torch.float64)
     if values:
         bad = int((~torch.isfinite(confidence)).sum())
         if bad:
@@ -320,6 +322,22 @@ def check_per_query_keys(keys, remedy: str) -> None:
     set_level = [m.key for m in keys if not m.spec.per_query]
     if set_level:
         raise ValueError(f"{', '.join(set_level)}: embedding-set metrics need embeddings; {remedy}")
+
+
+def check_compact_keys(compact: bool, keys) -> None:
+    """``compact=True`` keeps sums and counts only: no confidence keys (they order queries).
+
+    Example:
+        >>> from retrieval_core import parse_metrics
+        >>> check_compact_keys(True, parse_metrics(["mrr", "erc:cmc@1"]))
+        Traceback (most recent call last):
+        ...
+        ValueError: compact=True keeps only sums and counts; confidence keys (erc:cmc@1) need per-query values: use compact=False
+    """
+    wanted = [m.key for m in keys if getattr(m, "confidence", None)]
+    if compact and wanted:
+        raise ValueError(f"compact=True keeps only sums and counts; confidence keys ({', '.join(wanted)}) "
+                         "need per-query values: use compact=False")
 
 
 def check_compact_inputs(compact: bool, **given) -> None:
