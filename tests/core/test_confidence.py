@@ -13,9 +13,9 @@ import torch
 from scipy import stats
 
 import retrieval_core as rc
+from retrieval_core.confidence import _inversions, confidence_curve, erc_curve
 
 pytestmark = pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")
-from retrieval_core.confidence import _inversions, confidence_curve, erc_curve
 
 # -- references written from the definitions ----------------------------------------------
 
