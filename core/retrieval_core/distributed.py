@@ -396,7 +396,8 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
     (zero rows allowed): ``(checked inputs, signature for the other ranks)``."""
     from .registry import depth_needed, parse_metrics, split_scopes
     from .validate import (
-        check_backend, check_categories, check_confidence, check_embedding_options, check_embedding_values, check_embeddings,
+        check_backend, check_categories, check_confidence, check_embedding_options, check_embedding_values,
+        check_embeddings,
         check_labels, check_pairs, check_per_class, check_query_gallery, check_rows, check_same_device,
     )
 

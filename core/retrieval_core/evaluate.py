@@ -25,7 +25,15 @@ from .build import (
 )
 from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
-from .validate import check_categories, check_confidence, check_per_query_keys, check_score_options, check_scores, check_ties, check_values
+from .validate import (
+    check_categories,
+    check_confidence,
+    check_per_query_keys,
+    check_score_options,
+    check_scores,
+    check_ties,
+    check_values,
+)
 
 __all__ = ["evaluate_scores", "score_values", "ranking_values", "QueryValues"]
 

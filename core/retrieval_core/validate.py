@@ -234,7 +234,8 @@ def check_confidence(confidence, n: int, unit: str = "query", *, values: bool = 
     """Per-query confidences: a real 1-D tensor with ``n`` entries (one per ``unit``),
     finite (read when ``values``; the adapters read them once, at compute). Returned
     floating (integers as float64; a float dtype is kept, so that ``conf:`` thresholds
-    compare in the confidences' own precision). ``lists=True`` also takes a list or tuple of numbers (adapters' batches).
+    compare in the confidences' own precision). ``lists=True`` also takes a list or tuple
+    of numbers (adapters' batches).
 
     Example:
         >>> check_confidence(torch.tensor([0.5, 2.0]), 2).tolist()

@@ -10,10 +10,12 @@ import re
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 import retrieval_core as rc
-from retrieval_core.confidence import _inversions, confidence_curve, erc_curve
+from retrieval_core.confidence import _inversions, confidence_curve, confidence_results, erc_curve
 
 pytestmark = pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")
 
@@ -413,3 +415,44 @@ def test_errors_before_the_work():
     """A wrong confidence length fails before any ranking (the check reads no values)."""
     with pytest.raises(ValueError, match="got 2 for 3"):
         rc.evaluate_scores(P, T, ["erc:ndcg"], confidence=torch.rand(2))
+
+
+# -- properties --------------------------------------------------------------------------
+
+pairs_of_lists = st.integers(0, 40).flatmap(
+    lambda n: st.tuples(st.lists(st.integers(-3, 3), min_size=n, max_size=n),
+                        st.lists(st.floats(-2, 2, allow_nan=False, width=32), min_size=n, max_size=n)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs_of_lists)
+def test_property_rank_correlation_equals_scipy(data):
+    x, y = data
+    tx, ty = torch.tensor(x, dtype=torch.int64), torch.tensor(y, dtype=torch.float32)
+    for method, ref in (("spearman", stats.spearmanr), ("kendall", stats.kendalltau)):
+        ours = rc.rank_correlation(tx, ty, method).item()
+        if len(x) < 2:
+            assert math.isnan(ours)
+            continue
+        assert_same(ours, float(ref(np.asarray(x), np.asarray(y, dtype=np.float32))[0]), abs=1e-9)
+        assert -1 <= ours <= 1 or math.isnan(ours)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 1.0, float("nan")]), st.integers(0, 4)), max_size=30))
+def test_property_erc_and_conf_equal_definitions(rows):
+    values = torch.tensor([v for v, _ in rows], dtype=torch.float64)
+    confidence = torch.tensor([c / 4 for _, c in rows], dtype=torch.float64)
+    out, curves = confidence_results(values.unsqueeze(1).repeat(1, 2), ["erc:x", "conf:x"], confidence)
+    kept, ref = erc_reference(values.tolist(), confidence.tolist())
+    assert curves["erc:x"][1].tolist() == pytest.approx(ref)
+    assert curves["erc:x"][0].tolist() == pytest.approx(kept)
+    np.testing.assert_allclose(curves["conf:x"][1].numpy(), conf_reference(values.tolist(), confidence.tolist()),
+                               rtol=1e-12, equal_nan=True)
+    if ref:
+        assert out["erc:x"].item() == pytest.approx(float(np.mean(ref)))
+        # the oracle order (confidence = value) is never worse
+        oracle = erc_curve(1 - values[~torch.isnan(values)], values[~torch.isnan(values)])[1]
+        assert oracle.mean().item() <= out["erc:x"].item() + 1e-12
+    else:
+        assert math.isnan(out["erc:x"].item()) and math.isnan(out["conf:x"].item())
