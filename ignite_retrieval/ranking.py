@@ -20,6 +20,7 @@ from retrieval_core.validate import (
     check_rows,
     check_score_batch,
     check_score_options,
+    check_tie_keys,
     raise_value_flags,
     value_flags,
 )
@@ -53,7 +54,8 @@ class RankingMetrics(RetrievalMetric):
     Args:
         metrics: keys such as ``["ndcg@10", "map@r", "mrr"]`` (see
             ``retrieval_core.known_metrics()``).
-        ties: ``"stable"``: equal scores are ranked by lower column.
+        ties: ``"stable"``: equal scores are ranked by lower column; ``"expected"``,
+            ``"optimistic"``, ``"pessimistic"``: see docs/metrics.md, "Tie modes".
         empty: queries where a metric is undefined (no relevant candidate):
             ``"skip"``, ``"zero"``, ``"one"`` or ``"error"``.
         reduce: ``"mean"``, ``"median"``, ``"min"``, ``"max"`` or ``"none"``
@@ -101,6 +103,7 @@ class RankingMetrics(RetrievalMetric):
         check_per_query_keys(keys, "use EmbeddingMetrics")
         check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact)
         check_compact_keys(compact, keys)
+        check_tie_keys(keys, ties)
         self._keys = keys
         self.metric_keys: Tuple[str, ...] = tuple(m.key for m in keys)
         self._ties, self._empty, self._reduce, self._compact = ties, empty, reduce, bool(compact)

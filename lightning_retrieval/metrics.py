@@ -24,6 +24,7 @@ from retrieval_core.validate import (
     check_rows,
     check_score_batch,
     check_score_options,
+    check_tie_keys,
     raise_value_flags,
     value_flags,
 )
@@ -47,7 +48,8 @@ class RankingMetrics(CoreStateMetric):
 
     Args:
         metrics: keys such as ``["ndcg@10", "map@r", "mrr"]`` (``retrieval_core.known_metrics()``).
-        ties: ``"stable"``: equal scores ranked by lower column.
+        ties: ``"stable"``: equal scores ranked by lower column; ``"expected"``,
+            ``"optimistic"``, ``"pessimistic"``: see docs/metrics.md, "Tie modes".
         empty: queries for which a metric is undefined (no relevant candidate):
             ``"skip"``, ``"zero"``, ``"one"`` or ``"error"``.
         reduce: ``"mean"``, ``"median"`` (average of the two middle values),
@@ -104,6 +106,7 @@ class RankingMetrics(CoreStateMetric):
         parsed = parse_metrics(metrics)
         check_per_query_keys(parsed, "use EmbeddingMetrics")
         check_compact_keys(compact, parsed)
+        check_tie_keys(parsed, ties)
         self._parsed = parsed
         self.keys = tuple(m.key for m in parsed)
         self.ties, self.empty, self.reduce, self.compact = ties, empty, reduce, compact

@@ -145,7 +145,11 @@ class _FlatRetrievalMetric(CoreStateMetric):
 
     def _query_values(self, indexes: Tensor, preds: Tensor, target: Tensor) -> Tensor:
         """``[Q, M]`` float64 per-query values (NaN = undefined), in increasing query id."""
-        return score_values(preds, target, self._keys(preds.numel()), indexes=indexes).values
+        return score_values(preds, target, self._keys(preds.numel()), indexes=indexes, ties=self._ties()).values
+
+    def _ties(self) -> str:
+        """The core's tie mode: "stable", or "expected" where torchmetrics averages ties."""
+        return "stable"
 
     def _filled(self, values: Tensor) -> Tensor:
         """Per-query values after ``empty_target_action``: rows of skipped queries removed."""
@@ -207,10 +211,14 @@ class RetrievalMRR(_TopKMetric):
 
 class RetrievalNormalizedDCG(_TopKMetric):
     """nDCG with linear gain; drop-in for ``torchmetrics.retrieval.RetrievalNormalizedDCG``
-    (``ndcg``, ``ndcg@k``). Graded targets (>= 0) are the gains."""
+    (``ndcg``, ``ndcg@k``). Graded targets (>= 0) are the gains. Equal scores are
+    averaged (``ties="expected"``), as torchmetrics does."""
 
     def _keys(self, n_entries: int) -> List[str]:
         return ["ndcg" if self.top_k is None else f"ndcg@{self.top_k}"]
+
+    def _ties(self) -> str:
+        return "expected"
 
 
 class RetrievalRecall(_TopKMetric):
@@ -314,6 +322,10 @@ class RetrievalAUROC(_TopKMetric):
 
     def _keys(self, n_entries: int) -> List[str]:
         return ["auroc" if self.top_k is None else f"auroc@{self.top_k}"]
+
+    def _ties(self) -> str:
+        # whole list: tied pairs count half (ties="expected"), as torchmetrics' binary_auroc
+        return "expected" if self.top_k is None else "stable"
 
     def _query_values(self, indexes: Tensor, preds: Tensor, target: Tensor) -> Tensor:
         if self.max_fpr is None or self.max_fpr == 1.0:

@@ -21,6 +21,7 @@ first ``d`` columns of rows already in rank order.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Tuple
 
@@ -196,6 +197,7 @@ def rank_dense(
     top: Optional[Callable[[Tensor, int], Tuple[Tensor, Tensor]]] = None,
     select: str = "checked",
     max_relevant: Optional[int] = None,
+    ties: str = "stable",
 ) -> Ranking:
     """Rank a block of dense rows to ``depth`` (or deeper: each row's R with ``at_r``).
 
@@ -205,7 +207,9 @@ def rank_dense(
     ``select``: how the top is selected (see the module's docstring); with
     ``"deferred"``, ``Ranking.inexact`` flags the rows to re-rank with ``"exact"``.
     ``max_relevant``: the largest R of every block of the call, read once by the
-    caller, so that ``at_r`` reads nothing per block.
+    caller, so that ``at_r`` reads nothing per block. ``ties``: ``"expected"`` adds the
+    tie fields at the cut (``with_ties``); ``"optimistic"``/``"pessimistic"`` order equal
+    scores by gain, highest/lowest first (then by column).
 
     Example:
         >>> import torch
@@ -218,12 +222,21 @@ def rank_dense(
         target = target.masked_fill(~mask, 0)
     n_relevant = _count_relevant(target)
     d = _depth(depth, at_r, n_relevant, max_relevant, n)
-    inexact = None
+    with_ties = with_ties or ties == "expected"
+    if ties in ("optimistic", "pessimistic"):
+        preds, target, mask, select = _gain_order(preds, target, mask, ties, top, select)
+    inexact = crossing = None
     if top is not None or select == "checked":
         scores, floor, clash_rows = _score_view(preds, mask)
-        vals, idx = _stable_top(scores, d, floor) if top is None else top(scores, d)
+        extra = int(with_ties and top is None and d < n)  # rank d+1 shows which rows a tie crosses the cut in
+        vals, idx = _stable_top(scores, d + extra, floor) if top is None else top(scores, d)
         if clash_rows is not None:
-            _rank_rows(scores, mask, clash_rows, d, vals, idx)
+            _rank_rows(scores, mask, clash_rows, d + extra, vals, idx)
+        if extra:
+            crossing = vals[:, d - 1] == vals[:, d]
+            if floor is not None:
+                crossing &= vals[:, d - 1] != floor
+            vals, idx = vals[:, :d], idx[:, :d]
     elif select == "deferred":
         scores, floor, clash = _score_view(preds, mask, clash="flags")
         vals, idx, inexact = _stable_top_deferred(scores, d, floor)
@@ -251,17 +264,9 @@ def rank_dense(
             ideal = _binary_ideal(n_relevant, d)
         else:
             ideal = target.topk(d, dim=1).values.to(torch.float64)
-    tie_count = tie_gain = None
+    tie_count = tie_gain = tie_hits = tie_exp_gain = None
     if with_ties:
-        last = vals[:, -1:]
-        tied_all = scores == last
-        if mask is not None:
-            tied_all &= mask
-        tied_in = (vals == last) & valid
-        tie_count = tied_all.sum(1) - tied_in.sum(1)
-        # summed in float64: a float16/bfloat16 sum would round (2048 + 1 == 2048)
-        tied_gain = torch.where(tied_all, target, torch.zeros((), dtype=target.dtype, device=target.device))
-        tie_gain = tied_gain.sum(1, dtype=torch.float64) - (relevance * tied_in).sum(1)
+        tie_count, tie_gain, tie_hits, tie_exp_gain = _past_cut(scores, vals, mask, valid, target, relevance, crossing)
     return Ranking(
         relevance=relevance,
         valid=valid,
@@ -273,7 +278,67 @@ def rank_dense(
         tie_count=tie_count,
         tie_gain=tie_gain,
         inexact=inexact,
+        tie_hits=tie_hits,
+        tie_exp_gain=tie_exp_gain,
+        ties=ties,
     )
+
+
+def _past_cut(scores, vals, mask, valid, target, relevance, crossing=None):
+    """``(count, gain, hits, exp_gain)`` ``[B]`` of the candidates past the cut whose score
+    equals the score at the last rank (sums in float64: a float16 sum would round).
+    ``crossing[B]``: the rows that have such candidates, when the caller knows them.
+    Where host reads are free, the sums run on those rows only."""
+    last = vals[:, -1:]
+    n = scores.shape[1]
+    inside = (vals == last) & valid
+    sync_free = sizing.sync_free(scores)
+    if crossing is not None and not sync_free:
+        equal = torch.zeros_like(crossing, dtype=torch.int64)
+        rows = crossing.nonzero().squeeze(1)
+        tied = scores[rows] == last[rows]
+        equal[rows] = (tied if mask is None else tied & mask[rows]).sum(1)
+        equal = torch.where(crossing, equal, inside.sum(1))
+    elif scores.is_floating_point() and n <= 2**24:
+        # equal scores are those whose difference is 0 (padding: -inf - x is not); the
+        # 0-"norm" counts the others as a reduction, cheaper than a bool [B, N] sum
+        equal = n - torch.linalg.vector_norm(scores - last, ord=0, dim=1).to(torch.int64)
+    else:
+        tied = scores == last
+        equal = (tied if mask is None else tied & mask).sum(1)
+    count = equal - inside.sum(1)
+    gain = torch.zeros(count.shape, dtype=torch.float64, device=count.device)
+    hits, exp_gain = torch.zeros_like(count), torch.zeros_like(gain)
+    if sync_free:
+        rows = slice(None)
+    else:
+        rows = (count > 0).nonzero().squeeze(1)
+        if rows.numel() == 0:
+            return count, gain, hits, exp_gain
+    tied = scores[rows] == last[rows]
+    if mask is not None:
+        tied &= mask[rows]
+    inside, rel = inside[rows], relevance[rows]
+    past = torch.where(tied, target[rows], torch.zeros((), dtype=target.dtype, device=target.device))
+    past = past.to(torch.float64)
+    gain[rows] = past.sum(1) - (rel * inside).sum(1)
+    hits[rows] = (past > 0).sum(1) - ((rel > 0) & inside).sum(1)
+    exp_gain[rows] = torch.expm1(past * math.log(2.0)).sum(1) - (torch.expm1(rel * math.log(2.0)) * inside).sum(1)
+    return count, gain, hits, exp_gain
+
+
+def _gain_order(preds, target, mask, ties, top, select):
+    """Columns of each row re-ordered by gain (decreasing for ``"optimistic"``, increasing
+    for ``"pessimistic"``, stable), so that the stable order of the re-ordered columns
+    puts equal scores by gain: ``(preds, target, mask, select)``."""
+    if top is not None:
+        raise NotImplementedError(f"ties={ties!r} cannot go with a custom top selection (euclidean distances)")
+    key = target.to(torch.int8) if target.dtype == torch.bool else target
+    perm = torch.sort(key, dim=1, descending=ties == "optimistic", stable=True).indices
+    preds, target = preds.gather(1, perm), target.gather(1, perm)
+    if mask is not None:
+        mask = mask.gather(1, perm)
+    return preds, target, mask, "exact" if select == "presorted" else select
 
 
 def _depth(depth: int, at_r: bool, n_relevant: Tensor, max_relevant: Optional[int], n: int) -> int:
@@ -661,6 +726,7 @@ def rank_flat(
     *,
     need_ideal: bool = False,
     block_elements: Optional[int] = None,
+    ties: str = "stable",
 ) -> Tuple[Tensor, Ranking]:
     """Rank the flat form ``(indexes, preds, target)`` to ``depth``: ``(query ids, Ranking)``
     with queries in increasing id. Memory O(n + Q * depth) on CPU; where host reads
@@ -680,7 +746,7 @@ def rank_flat(
         for part_ids, _, blocks in sorted_flat_parts(indexes, preds, target, block_elements):
             rankings, rows = [], []
             for q, p, t, m in blocks:
-                rankings.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal, select="presorted"))
+                rankings.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal, select="presorted", ties=ties))
                 rows.append(q)
             position = torch.empty_like(part_ids, dtype=torch.int64)
             position[torch.cat(rows)] = torch.arange(part_ids.numel(), device=indexes.device)
@@ -691,7 +757,7 @@ def rank_flat(
     for groups, (p_, t_) in iter_groups(indexes, preds, target):
         blocks, rows = [], []
         for q, p, t, m in iter_flat_blocks(groups, p_, t_, block_elements):
-            blocks.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal))
+            blocks.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal, ties=ties))
             rows.append(q)
         position = torch.empty_like(groups.ids)
         position[torch.cat(rows)] = torch.arange(groups.n_queries, device=indexes.device)

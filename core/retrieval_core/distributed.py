@@ -410,6 +410,7 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
     keys = parse_metrics(metrics)
     if shard_gallery:
         _check_shardable(keys, options["backend"])
+    _check_ties(keys, options, shard_gallery)
     custom = relevance is not None
     check_pairs(gallery, gallery_labels, query_ids, gallery_ids)
     query = check_embeddings("query", query, distance, batch=True)
@@ -441,6 +442,19 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
         "confidence": confidence is not None,
     }
     return (keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, confidence), signature
+
+
+def _check_ties(keys, options, shard_gallery: bool) -> None:
+    """Tie modes: as the single-process evaluator, and "stable" only with a sharded gallery."""
+    from .registry import split_scopes
+    from .validate import check_embedding_ties, check_tie_keys
+
+    ties = options["ties"]
+    check_tie_keys(split_scopes(keys)[0], ties)
+    check_embedding_ties(ties, options["distance"], options["backend"])
+    if shard_gallery and ties != "stable":
+        raise NotImplementedError(f"ties={ties!r} is not available with shard_gallery=True on several processes; "
+                                  "use ties='stable', or a gallery gathered to every process")
 
 
 def _check_signatures(signatures: List[Dict[str, Any]]) -> None:

@@ -25,6 +25,7 @@ from .validate import (
     check_confidence,
     check_cutoffs,
     check_embedding_options,
+    check_embedding_ties,
     check_embedding_values,
     check_embeddings,
     check_labels,
@@ -34,6 +35,7 @@ from .validate import (
     check_query_gallery,
     check_rows,
     check_same_device,
+    check_tie_keys,
 )
 
 __all__ = ["evaluate_embeddings", "embedding_values", "DEFAULT_MEMORY_BUDGET"]
@@ -58,6 +60,7 @@ def embedding_values(
     memory_budget: Optional[int] = None,
     progress: bool = False,
     backend: str = "torch",
+    ties: str = "stable",
 ) -> Tensor:
     """Per-query values ``[Q, M]`` (NaN = undefined) of per-query ``keys``, chunk by chunk.
 
@@ -81,7 +84,8 @@ def embedding_values(
     sync_free = sizing.sync_free(device) and backend != "faiss"
     # 1-D labels: R and candidate counts from label counts, relevance read at the
     # ranked positions only, exclusion written into the scores: no [c, G] gains.
-    binary = relevance is None and query_labels.ndim == 1
+    # (tie modes other than "stable" read the gains of tied candidates past the cut: [c, G] gains)
+    binary = relevance is None and query_labels.ndim == 1 and ties == "stable"
     exclusion = None
     if binary:
         n_relevant, n_candidates = search.label_counts(query_labels, gallery_labels, query_ids, gallery_ids)
@@ -126,7 +130,7 @@ def embedding_values(
         gain, mask = gains_of(part)
         top = None if exact is None else exact.top(q_all[part], lambda rows, idx: gain[rows.unsqueeze(1), idx])
         return rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, top=top,
-                          select=select, max_relevant=max_relevant)
+                          select=select, max_relevant=max_relevant, ties=ties)
 
     values = torch.empty(n_query, len(keys), dtype=torch.float64, device=device)
     flags = []
@@ -243,6 +247,8 @@ def evaluate_embeddings(
                             per_class=per_class, memory_budget=memory_budget)
     keys = parse_metrics(metrics)
     query_keys, set_keys = split_scopes(keys)
+    check_tie_keys(query_keys, ties)
+    check_embedding_ties(ties, distance, backend)
     custom = relevance is not None
     query = check_embeddings("query", query, distance)
     query_labels = check_labels("query_labels", query_labels, query.shape[0], custom)
@@ -279,7 +285,7 @@ def evaluate_embeddings(
         values = embedding_values(
             query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels, distance=distance,
             query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=budget, progress=progress,
-            backend=backend,
+            backend=backend, ties=ties,
         )
         names = [m.key for m in query_keys]
         results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, confidence=confidence,

@@ -31,6 +31,7 @@ from .validate import (
     check_per_query_keys,
     check_score_options,
     check_scores,
+    check_tie_keys,
     check_ties,
     check_values,
 )
@@ -55,16 +56,19 @@ def ranking_values(ranking: Ranking, keys: Sequence[MetricKey]) -> Tensor:
     return values.masked_fill(undefined, float("nan"))
 
 
-def _block_ranking(preds, target, mask, keys, depth, at_r, whole, select="checked", max_relevant=None) -> Ranking:
+def _block_ranking(preds, target, mask, keys, depth, at_r, whole, select="checked", max_relevant=None,
+                   ties="stable") -> Ranking:
     need_ideal = any(m.spec.needs_ideal for m in keys)
     return rank_dense(
         preds, target, preds.shape[1] if whole else depth, mask=mask, at_r=at_r, need_ideal=need_ideal,
-        select=select, max_relevant=max_relevant,
+        select=select, max_relevant=max_relevant, ties=ties,
     )
 
 
-def _block_values(preds, target, mask, keys, depth, at_r, whole, select="checked", max_relevant=None) -> Tensor:
-    return ranking_values(_block_ranking(preds, target, mask, keys, depth, at_r, whole, select, max_relevant), keys)
+def _block_values(preds, target, mask, keys, depth, at_r, whole, select="checked", max_relevant=None,
+                  ties="stable") -> Tensor:
+    return ranking_values(_block_ranking(preds, target, mask, keys, depth, at_r, whole, select, max_relevant, ties),
+                          keys)
 
 
 def _max_relevant(target: Tensor, mask: Optional[Tensor], blocks) -> int:
@@ -76,7 +80,8 @@ def _max_relevant(target: Tensor, mask: Optional[Tensor], blocks) -> int:
     return int(torch.stack(maxima).max()) if maxima else 0
 
 
-def _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block_elements, deep_elements) -> Tensor:
+def _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block_elements, deep_elements,
+                            ties="stable") -> Tensor:
     """Dense values with a constant number of host reads: the largest R once (``@r``),
     then, after the loop, the rows whose tie crosses the cut, re-ranked exactly."""
     n_rows, n_cols = preds.shape
@@ -86,7 +91,8 @@ def _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block
     flags = []
     for rows in blocks:
         m = None if mask is None else mask[rows]
-        ranking = _block_ranking(preds[rows], target[rows], m, keys, depth, at_r, whole, "deferred", max_relevant)
+        ranking = _block_ranking(preds[rows], target[rows], m, keys, depth, at_r, whole, "deferred", max_relevant,
+                                 ties)
         values[rows] = ranking_values(ranking, keys)
         if ranking.inexact is not None:
             flags.append((rows, ranking.inexact))
@@ -98,7 +104,7 @@ def _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block
         for part in row_blocks(redo.numel(), n_cols, deep_elements):
             r = redo[part]
             values[r] = _block_values(preds[r], target[r], None if mask is None else mask[r], keys, depth, at_r,
-                                      whole, "exact", max_relevant)
+                                      whole, "exact", max_relevant, ties)
     return values
 
 
@@ -123,6 +129,7 @@ def score_values(
     check_ties(ties)
     keys = parse_metrics(metrics)
     check_per_query_keys(keys, "evaluate_embeddings computes them")
+    check_tie_keys(keys, ties)
     check_scores(preds, target, indexes=indexes, mask=mask)
     depth, at_r, whole = depth_needed(keys)
     device = preds.device
@@ -134,11 +141,13 @@ def score_values(
     names = tuple(m.key for m in keys)
     sync_free = sizing.sync_free(device)
     if indexes is None and sync_free:
-        values = _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block_elements, deep_elements)
+        values = _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block_elements, deep_elements,
+                                         ties)
         return QueryValues(values, names)
     if indexes is None:
         blocks = [
-            _block_values(preds[rows], target[rows], None if mask is None else mask[rows], keys, depth, at_r, whole)
+            _block_values(preds[rows], target[rows], None if mask is None else mask[rows], keys, depth, at_r, whole,
+                          ties=ties)
             for rows in row_blocks(preds.shape[0], preds.shape[1], block_elements)
         ]
         return QueryValues(torch.cat(blocks), names)
@@ -147,7 +156,7 @@ def score_values(
         for part_ids, max_relevant, flat_blocks in sorted_flat_parts(indexes, preds, target, block_elements, at_r):
             values = torch.empty(part_ids.numel(), len(keys), dtype=torch.float64, device=device)
             for rows, p, t, m in flat_blocks:
-                values[rows] = _block_values(p, t, m, keys, depth, at_r, whole, "presorted", max_relevant)
+                values[rows] = _block_values(p, t, m, keys, depth, at_r, whole, "presorted", max_relevant, ties)
             parts.append(values)
             ids.append(part_ids)
         return QueryValues(torch.cat(parts), names, torch.cat(ids))
@@ -155,7 +164,7 @@ def score_values(
     for groups, (p_, t_) in iter_groups(indexes, preds, target):
         values = torch.empty(groups.n_queries, len(keys), dtype=torch.float64, device=preds.device)
         for rows, p, t, m in iter_flat_blocks(groups, p_, t_, block_elements):
-            values[rows] = _block_values(p, t, m, keys, depth, at_r, whole)
+            values[rows] = _block_values(p, t, m, keys, depth, at_r, whole, ties=ties)
         parts.append(values)
         ids.append(groups.ids)
     ids = torch.cat(ids)
@@ -222,7 +231,10 @@ def evaluate_scores(
         metrics: keys such as ``["ndcg@10", "map@r", "mrr"]`` (see :func:`known_metrics`).
         indexes: ``[n]`` query id of each entry (the flat form of torchmetrics).
         mask: ``[Q, N]`` bool, False for padding candidates (dense form only).
-        ties: ``"stable"``: equal scores ranked by lower column / earlier entry.
+        ties: ``"stable"``: equal scores ranked by lower column / earlier entry;
+            ``"expected"``: each value averaged over every order of equal scores (exact,
+            closed form); ``"optimistic"`` / ``"pessimistic"``: equal scores ranked by
+            gain, highest / lowest first (docs/metrics.md, "Tie modes").
         empty: queries where a metric is undefined (no relevant candidate):
             ``"skip"``, ``"zero"``, ``"one"`` or ``"error"``.
         reduce: ``"mean"``, ``"median"``, ``"min"``, ``"max"`` or ``"none"``

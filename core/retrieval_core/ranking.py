@@ -20,6 +20,13 @@ def _lowest(t: Tensor):
     return float("-inf") if t.is_floating_point() else torch.iinfo(t.dtype).min
 
 
+def _one_mode(parts) -> str:
+    modes = {p.ties for p in parts}
+    if len(modes) > 1:
+        raise ValueError(f"cannot join Rankings built for different tie modes: {sorted(modes)}")
+    return modes.pop() if modes else "stable"
+
+
 @dataclass(eq=False)
 class Ranking:
     """Top-``depth`` candidates of ``Q`` queries, all tensors on one device.
@@ -38,6 +45,12 @@ class Ranking:
         tie_count: optional ``[Q]``: candidates past rank ``d`` whose score equals
             the score at rank ``d`` (ready for tie-aware modes).
         tie_gain: optional ``[Q]``: the summed gain of those candidates.
+        tie_hits: optional ``[Q]``: how many of them are relevant (gain > 0).
+        tie_exp_gain: optional ``[Q]``: their summed exponential gain 2^g - 1.
+        ties: the tie mode the Ranking was built for: ``"stable"``, ``"optimistic"`` and
+            ``"pessimistic"`` are orders (the builder ordered tied candidates), with
+            ``"expected"`` the kernels average over the orders of tied candidates
+            (:mod:`retrieval_core.ties`; it needs ``scores`` and the tie fields).
         inexact: optional ``[Q]`` bool, from the builders' ``select="deferred"``: rows
             whose score at rank ``d`` ties with a candidate past it, so that the tied
             candidates kept may not be the lowest-indexed ones; the caller re-ranks
@@ -60,6 +73,9 @@ class Ranking:
     tie_count: Optional[Tensor] = None
     tie_gain: Optional[Tensor] = None
     inexact: Optional[Tensor] = None
+    tie_hits: Optional[Tensor] = None
+    tie_exp_gain: Optional[Tensor] = None
+    ties: str = "stable"
 
     @classmethod
     def from_relevance(cls, relevance: Tensor, valid: Optional[Tensor] = None) -> "Ranking":
@@ -99,6 +115,9 @@ class Ranking:
             tie_count=cat_opt([p.tie_count for p in parts]),
             tie_gain=cat_opt([p.tie_gain for p in parts]),
             inexact=cat_opt([p.inexact for p in parts]),
+            tie_hits=cat_opt([p.tie_hits for p in parts]),
+            tie_exp_gain=cat_opt([p.tie_exp_gain for p in parts]),
+            ties=_one_mode(parts),
         )
 
     def select(self, rows: Tensor) -> "Ranking":
@@ -118,6 +137,9 @@ class Ranking:
             tie_count=take(self.tie_count),
             tie_gain=take(self.tie_gain),
             inexact=take(self.inexact),
+            tie_hits=take(self.tie_hits),
+            tie_exp_gain=take(self.tie_exp_gain),
+            ties=self.ties,
         )
 
     @property
@@ -169,6 +191,13 @@ class Ranking:
     def cum_precision_hits(self) -> Tensor:
         """``[Q, d]`` float64 sum over j <= i of P@j * rel_j (average precision numerator)."""
         return (self.hit * self.cum_hits / self.positions).cumsum(1)
+
+    @cached_property
+    def tie_groups(self):
+        """The tied groups of the Ranking (:class:`retrieval_core.ties.TieGroups`), for ``ties="expected"``."""
+        from .ties import TieGroups
+
+        return TieGroups(self)
 
     @cached_property
     def first_hit(self) -> Tensor:

@@ -112,6 +112,10 @@ class MetricKey:
 
     def __call__(self, ranking: Ranking) -> Tensor:
         k = ranking.n_relevant if self.cutoff == AT_R else self.cutoff
+        if ranking.ties == "expected":
+            from .ties import expected_kernel
+
+            return expected_kernel(self.spec.kernel)(ranking, k)
         return self.spec.kernel(ranking, k)
 
 

@@ -34,8 +34,7 @@ from torch import Tensor
 
 from .search import DISTANCES
 
-TIES = ("stable",)
-TIES_LATER = ("expected", "optimistic", "pessimistic")
+TIES = ("stable", "expected", "optimistic", "pessimistic")
 EMPTY = ("skip", "zero", "one", "error")
 REDUCE = ("mean", "median", "min", "max", "none")
 PER_CLASS = (None, "macro", "all")
@@ -419,16 +418,57 @@ def check_values(preds: Tensor, target: Tensor, names: Tuple[str, str] = ("preds
 
 
 def check_ties(ties) -> None:
-    """
+    """One of :data:`TIES` (docs/metrics.md, "Tie modes").
+
     Example:
-        >>> check_ties("expected")
+        >>> check_ties("random")
         Traceback (most recent call last):
         ...
-        NotImplementedError: ties='expected' is not implemented yet; use ties='stable'
+        ValueError: ties must be one of 'stable', 'expected', 'optimistic', 'pessimistic'; got 'random'
     """
-    if ties in TIES_LATER:
-        raise NotImplementedError(f"ties={ties!r} is not implemented yet; use ties='stable'")
     check_choice("ties", ties, TIES)
+
+
+def check_tie_keys(keys, ties) -> None:
+    """Keys that have no value under the tie mode: a clear error before any work.
+
+    Example:
+        >>> from retrieval_core.registry import parse_metrics
+        >>> check_tie_keys(parse_metrics(["auroc@10"]), "expected")
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: auroc@10 has no closed form under ties='expected' (how many relevant and non-relevant candidates the top k holds depends on the order); use auroc (whole list), or ties='stable', 'optimistic' or 'pessimistic'
+    """
+    if ties != "expected":
+        return
+    for m in keys:
+        if m.spec.name == "auroc" and m.cutoff is not None:
+            raise NotImplementedError(
+                f"{m.key} has no closed form under ties='expected' (how many relevant and non-relevant candidates "
+                "the top k holds depends on the order); use auroc (whole list), or ties='stable', 'optimistic' "
+                "or 'pessimistic'"
+            )
+
+
+def check_embedding_ties(ties, distance, backend="torch") -> None:
+    """Tie modes other than ``"stable"`` in embedding mode: every distance but the euclidean
+    ones (whose exact float64 re-ranking decides near-ties) and the torch backend only.
+
+    Example:
+        >>> check_embedding_ties("expected", "euclidean")
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: ties='expected' is not available with distance='euclidean' (its exact re-ranking of near-ties has no tie groups); use 'cosine', 'dot', 'hamming', a callable, or ties='stable'
+    """
+    if ties == "stable":
+        return
+    if isinstance(distance, str) and distance in ("euclidean", "squared_euclidean"):
+        raise NotImplementedError(
+            f"ties={ties!r} is not available with distance={distance!r} (its exact re-ranking of near-ties has no "
+            "tie groups); use 'cosine', 'dot', 'hamming', a callable, or ties='stable'"
+        )
+    if backend != "torch":
+        raise NotImplementedError(f"ties={ties!r} needs backend='torch'; got backend={backend!r}")
 
 
 def check_score_options(*, ties="stable", empty="skip", reduce="mean", compact=False) -> None:
@@ -482,6 +522,7 @@ def check_embedding_options(
         ValueError: distance must be one of 'cosine', 'dot', 'euclidean', 'squared_euclidean', 'hamming' or a callable; got 'manhattan'
     """
     check_ties(ties)
+    check_embedding_ties(ties, distance)
     check_choice("empty", empty, EMPTY)
     check_choice("reduce", reduce, REDUCE)
     if per_class not in PER_CLASS:

@@ -1,0 +1,361 @@
+"""Tie modes (``ties=``): "expected" against the mean over every order of tied
+candidates (brute force), "optimistic"/"pessimistic" against the best/worst order,
+anchors (scikit-learn, torchmetrics) on tied scores, hand toys, every input path.
+
+The brute force scores every permutation of a small row's columns with the stable
+mode (equal scores go by column, so each order of each tied group comes up equally
+often among the permutations) and averages: it shares nothing with the closed forms
+of retrieval_core.ties but the stable kernels, which the anchor tests check.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import retrieval_core as rc
+from retrieval_core import sizing
+from retrieval_core.registry import AT_K, AT_R, REGISTRY
+
+MODES = ("expected", "optimistic", "pessimistic")
+
+
+def keys_for(n: int, k: int, mode: str = "expected"):
+    """Every per-query key of the registry, at cutoff k, @r and whole list where it has them."""
+    keys = []
+    for name, spec in sorted(REGISTRY.items()):
+        if not spec.per_query:
+            continue
+        if spec.plain:
+            keys.append(name)
+        if AT_K in spec.cutoffs and not (name == "auroc" and mode == "expected"):
+            keys.append(f"{name}@{k}")
+        if AT_R in spec.cutoffs and spec.plain != AT_R:
+            keys.append(f"{name}@r")
+    return keys
+
+
+def permuted_rows(preds: torch.Tensor, target: torch.Tensor):
+    """Every column permutation of one row, stacked: ``[n!, n]`` scores and gains."""
+    perms = torch.tensor(list(itertools.permutations(range(preds.numel()))))
+    return preds[perms], target[perms]
+
+
+def stable_per_permutation(preds, target, keys):
+    p, t = permuted_rows(preds, target)
+    r = rc.evaluate_scores(p, t, keys, reduce="none", empty="skip")
+    return {key: r[key] for key in keys}
+
+
+def same(a: float, b: float, tol: float = 1e-9) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tol
+
+
+@st.composite
+def tied_row(draw, max_n=6):
+    n = draw(st.integers(1, max_n))
+    levels = draw(st.integers(1, 3))
+    scores = draw(st.lists(st.integers(0, levels - 1), min_size=n, max_size=n))
+    graded = draw(st.booleans())
+    gains = draw(st.lists(st.integers(0, 3 if graded else 1), min_size=n, max_size=n))
+    k = draw(st.integers(1, n))
+    return torch.tensor(scores, dtype=torch.float32), torch.tensor(gains, dtype=torch.float32), k
+
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(tied_row())
+def test_expected_is_the_mean_over_every_order_of_ties(row):
+    preds, target, k = row
+    keys = keys_for(preds.numel(), k)
+    got = rc.evaluate_scores(preds[None], target[None], keys, ties="expected", reduce="none")
+    per_perm = stable_per_permutation(preds, target, keys)
+    for key in keys:
+        values = per_perm[key]
+        want = float("nan") if torch.isnan(values).all() else values.mean().item()
+        assert same(got[key].item(), want), (key, got[key].item(), want)
+
+
+# keys whose value cannot go down when a relevant candidate moves ahead of a less relevant one
+# (fall_out: cannot go up); map_hits, wap and auroc@k divide by what the cut holds, so the
+# relevant-first order need not be their best (checked against that order instead)
+NOT_MONOTONE = ("map_hits", "wap", "auroc@")
+
+
+def gain_first_order(preds, target, descending: bool):
+    """The order (score desc, gain desc/asc, column asc) as a permutation of the columns."""
+    by_gain = torch.sort(target, descending=descending, stable=True).indices
+    by_score = torch.sort(preds[by_gain], descending=True, stable=True).indices
+    return by_gain[by_score]
+
+
+@SETTINGS
+@given(tied_row())
+def test_optimistic_and_pessimistic_are_the_best_and_worst_orders(row):
+    preds, target, k = row
+    keys = keys_for(preds.numel(), k, "optimistic")
+    per_perm = stable_per_permutation(preds, target, keys)
+    for mode in ("optimistic", "pessimistic"):
+        got = rc.evaluate_scores(preds[None], target[None], keys, ties=mode, reduce="none")
+        order = gain_first_order(preds, target, descending=mode == "optimistic")
+        # the same order given as distinct scores, ranked by the stable mode
+        ranked = torch.arange(preds.numel(), 0, -1, dtype=torch.float32)
+        explicit = torch.empty_like(ranked).scatter_(0, order, ranked)
+        direct = rc.evaluate_scores(explicit[None], target[None], keys, reduce="none")
+        for key in keys:
+            assert same(got[key].item(), direct[key].item()), (mode, key)
+            if key.startswith(NOT_MONOTONE):
+                continue
+            values = per_perm[key]
+            if torch.isnan(values).all():
+                assert math.isnan(got[key].item())
+                continue
+            best = mode == "optimistic"
+            if key.startswith("fall_out"):
+                best = not best
+            want = values.max() if best else values.min()
+            assert same(got[key].item(), want.item()), (mode, key, got[key].item(), want.item())
+
+
+@SETTINGS
+@given(tied_row(max_n=7), st.randoms(use_true_random=False))
+def test_expected_does_not_depend_on_the_column_order(row, rnd):
+    preds, target, k = row
+    keys = keys_for(preds.numel(), k)
+    perm = list(range(preds.numel()))
+    rnd.shuffle(perm)
+    a = rc.evaluate_scores(preds[None], target[None], keys, ties="expected", reduce="none")
+    b = rc.evaluate_scores(preds[perm][None], target[perm][None], keys, ties="expected", reduce="none")
+    for key in keys:
+        assert same(a[key].item(), b[key].item(), 1e-12), key
+
+
+def test_hand_toys():
+    # scores [2, 1, 1, 1, 0], gains [0, 1, 0, 0, 1]: one relevant candidate in a group of three at ranks 2-4
+    preds = torch.tensor([[2.0, 1.0, 1.0, 1.0, 0.0]])
+    target = torch.tensor([[0.0, 1.0, 0.0, 0.0, 1.0]])
+    r = rc.evaluate_scores(preds, target, ["mrr", "hit_rate@2", "precision@3", "map", "auroc", "ndcg@2", "map_hits@2",
+                                           "recall@2", "fall_out@2", "dcg@3"], ties="expected")
+    assert r["mrr"].item() == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3 + 0)  # first hit is the group's
+    assert r["hit_rate@2"].item() == pytest.approx(1 / 3)
+    assert r["precision@3"].item() == pytest.approx((2 / 3) / 3)
+    # AP: the group's hit at rank 2, 3 or 4 (P = 1/2, 1/3, 1/4), the other at rank 5 (P = 2/5)
+    assert r["map"].item() == pytest.approx(((1 / 2 + 1 / 3 + 1 / 4) / 3 + 2 / 5) / 2)
+    # (relevant, non-relevant) pairs in order: the last candidate wins none, the grouped one loses to
+    # rank 1 and ties with its two group mates (half each): 1 of 2 * 3 pairs
+    assert r["auroc"].item() == pytest.approx(1 / 6)
+    ideal2 = 1.0 + 1 / math.log2(3)
+    assert r["ndcg@2"].item() == pytest.approx((1 / 3) / math.log2(3) / ideal2)
+    assert r["map_hits@2"].item() == pytest.approx(1 / 3 * (1 / 2))  # hit at rank 2 only: P@2 / 1
+    assert r["recall@2"].item() == pytest.approx((1 / 3) / 2)
+    assert r["fall_out@2"].item() == pytest.approx((2 - 1 / 3) / 3)
+    assert r["dcg@3"].item() == pytest.approx((1 / 3) / math.log2(3) + (1 / 3) / 2)
+    opt = rc.evaluate_scores(preds, target, ["mrr", "map"], ties="optimistic")
+    pes = rc.evaluate_scores(preds, target, ["mrr", "map"], ties="pessimistic")
+    assert opt["mrr"].item() == 0.5 and pes["mrr"].item() == 0.25
+    assert opt["map"].item() == pytest.approx((1 / 2 + 2 / 5) / 2)
+    assert pes["map"].item() == pytest.approx((1 / 4 + 2 / 5) / 2)
+
+
+def test_all_tied_whole_row_is_the_prior():
+    # every candidate tied: precision@k is R / n, AUROC is 1/2, hit_rate@1 is R / n
+    target = torch.tensor([[1, 0, 0, 1, 0, 0, 0, 1]])
+    preds = torch.zeros(1, 8)
+    r = rc.evaluate_scores(preds, target, ["precision@3", "auroc", "hit_rate@1", "r_precision"], ties="expected")
+    assert r["precision@3"].item() == pytest.approx(3 / 8)
+    assert r["auroc"].item() == pytest.approx(0.5)
+    assert r["hit_rate@1"].item() == pytest.approx(3 / 8)
+    assert r["r_precision"].item() == pytest.approx(3 / 8)
+
+
+def many_ties(generator, q=40, n=30, levels=4, graded=True):
+    preds = torch.randint(0, levels, (q, n), generator=generator).float()
+    hi = 4 if graded else 2
+    target = torch.randint(0, hi, (q, n), generator=generator).float()
+    target[0] = 0
+    return preds, target
+
+
+def test_auroc_equals_sklearn_with_ties(generator):
+    skm = pytest.importorskip("sklearn.metrics")
+    preds, target = many_ties(generator, graded=False)
+    got = rc.evaluate_scores(preds, target, ["auroc"], ties="expected", reduce="none")["auroc"]
+    for i in range(preds.shape[0]):
+        y = target[i].numpy()
+        if 0 < y.sum() < y.size:
+            assert got[i].item() == pytest.approx(skm.roc_auc_score(y, preds[i].numpy()), abs=1e-12)
+        else:
+            assert math.isnan(got[i].item())
+
+
+@pytest.mark.parametrize("k", [1, 3, 10, None])
+def test_ndcg_equals_sklearn_and_torchmetrics_with_ties(generator, k):
+    skm = pytest.importorskip("sklearn.metrics")
+    tmf = pytest.importorskip("torchmetrics.functional.retrieval")
+    preds, target = many_ties(generator)
+    key = "ndcg" if k is None else f"ndcg@{k}"
+    got = rc.evaluate_scores(preds, target, [key], ties="expected", reduce="none")[key]
+    for i in range(1, preds.shape[0]):
+        if target[i].sum() == 0:
+            continue
+        want = skm.ndcg_score(target[i:i + 1].numpy(), preds[i:i + 1].numpy(), k=k, ignore_ties=False)
+        assert got[i].item() == pytest.approx(want, abs=1e-9)
+        tm = tmf.retrieval_normalized_dcg(preds[i].double(), target[i].long(), top_k=k)
+        assert got[i].item() == pytest.approx(tm.item(), abs=1e-6)
+
+
+def test_stable_is_not_the_anchor_on_ties(generator):
+    """The anchor comparison above can fail: stable tie order differs from sklearn here."""
+    skm = pytest.importorskip("sklearn.metrics")
+    preds, target = many_ties(generator, graded=False)
+    stable = rc.evaluate_scores(preds, target, ["auroc"], reduce="none")["auroc"]
+    rows = [i for i in range(preds.shape[0]) if 0 < target[i].sum() < target.shape[1]]
+    diffs = [abs(stable[i].item() - skm.roc_auc_score(target[i].numpy(), preds[i].numpy())) for i in rows]
+    assert max(diffs) > 1e-3
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sync_free", [False, True])
+def test_flat_and_masked_inputs_agree_with_dense(generator, mode, sync_free):
+    preds, target = many_ties(generator, q=12, n=9)
+    keys = [k for k in keys_for(9, 4, mode) if not k.startswith("auroc@")]
+    with sizing.force_sync_free(sync_free):
+        dense = rc.evaluate_scores(preds, target, keys, ties=mode, reduce="none")
+        # flat form, entries shuffled: under "expected" the entry order does not matter; under the
+        # gain orders, ties of equal gain go by appearance, which the shuffle changes: same values
+        # (equal gains are interchangeable)
+        perm = torch.randperm(preds.numel(), generator=generator)
+        idx = torch.arange(12).repeat_interleave(9)
+        flat = rc.evaluate_scores(preds.reshape(-1)[perm], target.reshape(-1)[perm], keys, indexes=idx[perm],
+                                  ties=mode, reduce="none")
+        # padded dense rows: three extra masked columns with the top score
+        pad = torch.cat([preds, torch.full((12, 3), 9.0)], 1)
+        padt = torch.cat([target, torch.ones(12, 3)], 1)
+        mask = torch.cat([torch.ones(12, 9, dtype=torch.bool), torch.zeros(12, 3, dtype=torch.bool)], 1)
+        masked = rc.evaluate_scores(pad, padt, keys, mask=mask, ties=mode, reduce="none")
+    for key in keys:
+        torch.testing.assert_close(flat[key], dense[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)
+        torch.testing.assert_close(masked[key], dense[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("distance", ["cosine", "dot", "hamming"])
+def test_embeddings_with_duplicates_equal_score_mode(generator, mode, distance):
+    keys = ["map@r", "mrr", "ndcg@3", "hit_rate@2", "precision@4", "map_hits@3", "r_precision", "auroc"]
+    if distance == "hamming":
+        x = torch.randint(0, 2, (24, 5), generator=generator).float()
+        scores = -((x[:, None] != x[None]).sum(-1)).float()
+    else:
+        x = torch.randn(5, 4, generator=generator)[torch.randint(0, 5, (24,), generator=generator)]
+        y = torch.nn.functional.normalize(x) if distance == "cosine" else x
+        scores = y @ y.T
+    labels = torch.randint(0, 3, (24,), generator=generator)
+    got = rc.evaluate_embeddings(x, labels, keys, distance=distance, ties=mode, reduce="none")
+    mask = ~torch.eye(24, dtype=torch.bool)
+    want = rc.evaluate_scores(scores, labels[:, None] == labels[None], keys, mask=mask, ties=mode, reduce="none")
+    for key in keys:
+        torch.testing.assert_close(got[key], want[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)
+
+
+def test_expected_differs_from_stable_only_with_ties(generator):
+    preds = torch.rand(20, 15, generator=generator)  # no ties
+    target = torch.randint(0, 3, (20, 15), generator=generator)
+    keys = [k for k in keys_for(15, 5) if k != "auroc@5"]
+    for mode in MODES:
+        a = rc.evaluate_scores(preds, target, keys, ties=mode, reduce="none")
+        b = rc.evaluate_scores(preds, target, keys, reduce="none")
+        for key in keys:
+            torch.testing.assert_close(a[key], b[key], equal_nan=True, rtol=0, atol=1e-12, msg=(mode, key))
+
+
+def test_adapters_pass_ties_through(generator):
+    ig = pytest.importorskip("ignite_retrieval")
+    lt = pytest.importorskip("lightning_retrieval")
+    preds, target = many_ties(generator, q=10, n=8)
+    keys = ["ndcg@3", "map@r", "mrr", "auroc"]
+    for mode in MODES:
+        want = rc.evaluate_scores(preds, target, keys, ties=mode)
+        m = ig.RankingMetrics(keys, ties=mode)
+        m.update({"y_pred": preds[:4], "y": target[:4]})
+        m.update({"y_pred": preds[4:], "y": target[4:]})
+        got_ig = m.compute()
+        n = lt.RankingMetrics(keys, ties=mode)
+        n.update(preds[:6], target[:6])
+        n.update(preds[6:], target[6:])
+        got_lt = n.compute()
+        for key in keys:
+            assert got_ig[key] == pytest.approx(want[key].item(), abs=1e-12)
+            assert got_lt[key].item() == pytest.approx(want[key].item(), abs=1e-12)
+
+
+def test_unsupported_combinations_raise():
+    p, t = torch.zeros(2, 4), torch.tensor([[1, 0, 0, 1], [0, 1, 0, 0]])
+    with pytest.raises(NotImplementedError, match=r"auroc@2 has no closed form under ties='expected'"):
+        rc.evaluate_scores(p, t, ["auroc@2"], ties="expected")
+    with pytest.raises(ValueError, match=r"ties must be one of 'stable', 'expected', 'optimistic', 'pessimistic'"):
+        rc.evaluate_scores(p, t, ["mrr"], ties="random")
+    x, labels = torch.randn(6, 3), torch.tensor([0, 1, 0, 1, 0, 1])
+    with pytest.raises(NotImplementedError, match=r"ties='pessimistic' is not available with distance='euclidean'"):
+        rc.evaluate_embeddings(x, labels, ["mrr"], distance="euclidean", ties="pessimistic")
+
+
+DROPIN_TIE_CASES = [
+    ("RetrievalNormalizedDCG", {}), ("RetrievalNormalizedDCG", {"top_k": 3}), ("RetrievalAUROC", {}),
+]
+
+
+@pytest.mark.parametrize("name,kwargs", DROPIN_TIE_CASES)
+def test_lightning_dropins_average_ties_as_torchmetrics(generator, name, kwargs):
+    lr = pytest.importorskip("lightning_retrieval")
+    tmr = pytest.importorskip("torchmetrics.retrieval")
+    preds, target = many_ties(generator, q=30, n=12, graded=name != "RetrievalAUROC")
+    target[0, 0] = 1  # no empty query (torchmetrics and we treat those differently for AUROC)
+    target[:, -1] = 0
+    idx = torch.arange(30).repeat_interleave(12)
+    ours, theirs = getattr(lr, name)(**kwargs), getattr(tmr, name)(**kwargs)
+    for m in (ours, theirs):
+        m.update(preds.reshape(-1), target.reshape(-1).long(), idx)
+    assert ours.compute().item() == pytest.approx(theirs.compute().item(), abs=1e-5)
+    stable = rc.evaluate_scores(preds, target, ["auroc" if name == "RetrievalAUROC" else "ndcg@3"])
+    expected = rc.evaluate_scores(preds, target, ["auroc" if name == "RetrievalAUROC" else "ndcg@3"],
+                                  ties="expected")
+    assert stable.popitem()[1].item() != pytest.approx(expected.popitem()[1].item(), abs=1e-4)  # ties matter here
+
+
+def test_adapters_reject_auroc_at_k_under_expected_at_construction():
+    ig = pytest.importorskip("ignite_retrieval")
+    lt = pytest.importorskip("lightning_retrieval")
+    for make in (ig.RankingMetrics, lt.RankingMetrics):
+        with pytest.raises(NotImplementedError, match=r"auroc@5 has no closed form under ties='expected'"):
+            make(["auroc@5"], ties="expected")
+    for make in (ig.EmbeddingMetrics, lt.EmbeddingMetrics):
+        with pytest.raises(NotImplementedError, match=r"ties='expected' is not available with distance='euclidean'"):
+            make(["mrr"], distance="euclidean", ties="expected")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_embedding_adapters_pass_ties_through(generator, mode):
+    ig = pytest.importorskip("ignite_retrieval")
+    lt = pytest.importorskip("lightning_retrieval")
+    x = torch.randn(4, 3, generator=generator)[torch.randint(0, 4, (20,), generator=generator)]  # duplicates
+    labels = torch.randint(0, 3, (20,), generator=generator)
+    keys = ["map@r", "mrr", "ndcg@3"]
+    want = rc.evaluate_embeddings(x, labels, keys, ties=mode)
+    stable = rc.evaluate_embeddings(x, labels, keys)
+    assert any(abs(want[k].item() - stable[k].item()) > 1e-6 for k in keys)  # the mode matters on this input
+    m = ig.EmbeddingMetrics(keys, ties=mode)
+    m.update({"embeddings": x[:8], "labels": labels[:8]})
+    m.update({"embeddings": x[8:], "labels": labels[8:]})
+    n = lt.EmbeddingMetrics(keys, ties=mode)
+    n.update(x[:8], labels[:8])
+    n.update(x[8:], labels[8:])
+    got_ig, got_lt = m.compute(), n.compute()
+    for key in keys:
+        assert got_ig[key] == pytest.approx(want[key].item(), abs=1e-12)
+        assert got_lt[key].item() == pytest.approx(want[key].item(), abs=1e-12)
