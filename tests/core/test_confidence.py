@@ -456,3 +456,20 @@ def test_property_erc_and_conf_equal_definitions(rows):
         assert oracle.mean().item() <= out["erc:x"].item() + 1e-12
     else:
         assert math.isnan(out["erc:x"].item()) and math.isnan(out["conf:x"].item())
+
+
+@pytest.mark.parametrize("ties,pick", [("expected", np.mean), ("optimistic", np.min), ("pessimistic", np.max)])
+def test_erc_follows_the_ties_option(ties, pick, scores, generator):
+    """``ties=`` orders tied confidences as it orders tied scores: the ERC over the
+    per-query values of that mode equals the brute force over every order of each tied group."""
+    preds, target = scores
+    preds, target = preds[:9], target[:9]
+    confidence = torch.tensor([0.5, 0.2, 0.5, 0.9, 0.5, 0.2, 0.9, 0.1, 0.5])
+    r = rc.evaluate_scores(preds, target, ["erc:ndcg@5", "spearman:ndcg@5"], confidence=confidence, ties=ties)
+    values = per_query(preds, target, "ndcg@5", ties=ties)
+    keep = ~torch.isnan(values)
+    ref = erc_over_orders((1 - values[keep]).tolist(), confidence[keep].tolist(), pick)
+    assert r.curves["erc:ndcg@5"][1].tolist() == pytest.approx(ref.tolist())
+    assert r["erc:ndcg@5"].item() == pytest.approx(float(ref.mean()))
+    c, v = defined(confidence, values)
+    assert_same(r["spearman:ndcg@5"].item(), stats.spearmanr(c, v)[0])
