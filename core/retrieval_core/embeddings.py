@@ -26,6 +26,7 @@ from .validate import (
     check_ci_options,
     check_keep_per_query,
     check_return_neighbours,
+    check_confidence,
     check_cutoffs,
     check_embedding_options,
     check_embedding_ties,
@@ -240,6 +241,7 @@ def evaluate_embeddings(
     seed: int = 0,
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,
+    confidence: Optional[Tensor] = None,
 ) -> MetricResults:
     """Evaluate retrieval of ``gallery`` items by ``query`` embeddings (exact k-NN).
 
@@ -279,6 +281,9 @@ def evaluate_embeddings(
             (``gallery_ids``, or ``query_ids`` with ``gallery=None``), else gallery
             positions; scores larger = closer (cosine similarity, dot product, or the
             negated distance). A slot past the query's candidates holds -1 and -inf.
+        confidence: ``[Q]`` finite floats, one per query (higher = more
+            confident), for the confidence keys (``"erc:cmc@1"``, ``"conf:map@r"``,
+            ``"spearman:..."``, ``"kendall:..."``; see :func:`evaluate_scores`).
 
     Example:
         >>> import torch
@@ -287,6 +292,9 @@ def evaluate_embeddings(
         >>> r = evaluate_embeddings(x, labels, ["cmc@1", "map@r"])
         >>> r["cmc@1"].item(), r["map@r"].item()
         (1.0, 1.0)
+        >>> r = evaluate_embeddings(x, labels, ["spearman:map@r"], confidence=torch.tensor([0.9, 0.2, 0.5, 0.7]))
+        >>> r["spearman:map@r"].item()  # every value is 1: the correlation is undefined
+        nan
     """
     check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
                             per_class=per_class, memory_budget=memory_budget)
@@ -325,6 +333,8 @@ def evaluate_embeddings(
     check_per_class(per_class, query_labels, custom)
     if categories is not None:
         check_categories(categories, query.shape[0], "query")
+    if confidence is not None:
+        confidence = check_confidence(confidence, query.shape[0], "query").to(query.device)
     check_embedding_values(query, query_labels, None if self_gallery else gallery,
                            None if self_gallery else gallery_labels, distance=distance, custom=custom)
 
@@ -344,9 +354,9 @@ def evaluate_embeddings(
         names = [m.key for m in query_keys]
         results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, ci=ci,
                             ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                            keep_per_query=keep_per_query, query_ids=given_ids)
+                            keep_per_query=keep_per_query, query_ids=given_ids, confidence=confidence, ties=ties)
         if per_class is not None:
-            results.update(_per_class(values, names, query_labels, empty, reduce, per_class))
+            results.update(_per_class(values, names, query_labels, empty, reduce, per_class, confidence, ties))
     if set_keys:
         from .set_level import set_level_values
 
@@ -365,12 +375,16 @@ def evaluate_embeddings(
         if named is not None:
             positions = torch.where(positions >= 0, named[positions.clamp(min=0)], -1)
         ordered.neighbours = (positions, scores)
+    ordered.curves = results.curves
     return ordered
 
 
-def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, per_class: str) -> dict:
-    """PML's avg_of_avgs: the main keys become the mean over labels of each label's value."""
-    by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels)
+def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, per_class: str,
+               confidence: Optional[Tensor] = None, ties: str = "stable") -> dict:
+    """PML's avg_of_avgs: the main keys become the mean over labels of each label's value
+    (confidence keys too: the mean of each label's value; their curves stay those of all queries)."""
+    by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels, confidence=confidence,
+                         ties=ties)
     label_names, _ = encode_labels(labels)
     out = {}
     for key in names:
