@@ -14,6 +14,7 @@ from retrieval_core.validate import (
     check_batch_like_earlier,
     check_ci_keys,
     check_ci_options,
+    check_confidence,
     check_embedding_options,
     check_keep_per_query,
     check_embeddings,
@@ -34,8 +35,11 @@ class EmbeddingMetrics(RetrievalMetric):
     classes or ``[B, C]`` multi-hot) and optionally ``"ids"`` (``[B]`` dataset
     indices: an item seen twice with the same row, as DistributedSampler pads,
     counts once; an id repeated with a different row is a ``ValueError``),
-    ``"is_query"`` / ``"is_gallery"`` (``[B]`` bool) and ``"categories"``
-    (``[B]`` integer labels: adds ``"{key}/{label}"`` results).
+    ``"is_query"`` / ``"is_gallery"`` (``[B]`` bool), ``"categories"``
+    (``[B]`` integer labels: adds ``"{key}/{label}"`` results) and ``"confidence"``
+    (``[B]`` finite floats, higher = more confident; the queries' are used: needed
+    by the confidence keys ``"erc:<key>"``, ``"conf:<key>"``, ``"spearman:<key>"``,
+    ``"kendall:<key>"``; curves in ``last_results.curves``).
 
     Without flags every item is both a query and a gallery item (PML's layout);
     with ``is_query``/``is_gallery`` (OML's layout) each side is the flagged items.
@@ -78,7 +82,7 @@ class EmbeddingMetrics(RetrievalMetric):
     """
 
     _required = ("embeddings", "labels")
-    _optional = ("ids", "is_query", "is_gallery", "categories")
+    _optional = ("ids", "is_query", "is_gallery", "categories", "confidence")
     required_output_keys = _required
     _state_attributes = ("_state", "_n_rows", "_dim", "_label_shape", "_present")
 
@@ -138,6 +142,8 @@ class EmbeddingMetrics(RetrievalMetric):
             for name, kind in (("ids", "int"), ("is_query", "flag"), ("is_gallery", "flag"), ("categories", "int")):
                 if fields[name] is not None:
                     checked[name] = check_rows(name, fields[name], n, kind=kind, lists=True)
+            if fields["confidence"] is not None:  # values (finite) are read once, at compute
+                checked["confidence"] = check_confidence(fields["confidence"], n, values=False, lists=True)
         self._check_present(fields)
         if n == 0:
             return
@@ -149,7 +155,8 @@ class EmbeddingMetrics(RetrievalMetric):
     def _results(self) -> MetricResults:
         present, _ = self._agree(self._n_rows)
         dtypes = {"embeddings": torch.float32, "labels": torch.int64, "ids": torch.int64,
-                  "is_query": torch.bool, "is_gallery": torch.bool, "categories": torch.int64}
+                  "is_query": torch.bool, "is_gallery": torch.bool, "categories": torch.int64,
+                  "confidence": torch.float64}
         state = {
             k: self._cat(self._state[k], dtypes[k], self._device)
             for k in self._required + self._optional

@@ -14,6 +14,8 @@ from retrieval_core.registry import parse_metrics
 from retrieval_core.steps import compact_sums, finalize_compact, finalize_scores
 from retrieval_core.validate import (
     check_compact_inputs,
+    check_compact_keys,
+    check_confidence,
     check_per_query_keys,
     check_ci_keys,
     check_ci_options,
@@ -42,7 +44,10 @@ class RankingMetrics(RetrievalMetric):
     with keys ``"y_pred"``, ``"y"`` and optionally ``"ids"`` (``[B]`` integer query
     ids: a query seen twice with the same values, as DistributedSampler pads,
     counts once; an id repeated with different values is a ``ValueError``) and
-    ``"categories"`` (``[B]`` integer labels: adds ``"{key}/{label}"`` results).
+    ``"categories"`` (``[B]`` integer labels: adds ``"{key}/{label}"`` results) and
+    ``"confidence"`` (``[B]`` finite floats, higher = more confident: needed by the
+    confidence keys ``"erc:<key>"``, ``"conf:<key>"``, ``"spearman:<key>"``,
+    ``"kendall:<key>"``; their curves are in ``last_results.curves``).
 
     Per-query values are computed in ``update`` by ``retrieval_core`` and kept
     (``[n, M]`` float64, tiny); ``compute`` gathers them from every process,
@@ -86,9 +91,9 @@ class RankingMetrics(RetrievalMetric):
     """
 
     _required = ("y_pred", "y")
-    _optional = ("ids", "categories")
+    _optional = ("ids", "categories", "confidence")
     required_output_keys = _required
-    _state_attributes = ("_values", "_ids", "_categories", "_sums", "_checks", "_n_rows", "_present")
+    _state_attributes = ("_values", "_ids", "_categories", "_confidence", "_sums", "_checks", "_n_rows", "_present")
 
     def __init__(
         self,
@@ -110,6 +115,7 @@ class RankingMetrics(RetrievalMetric):
         keys = parse_metrics(metrics)
         check_per_query_keys(keys, "use EmbeddingMetrics")
         check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact)
+        check_compact_keys(compact, keys)
         check_tie_keys(keys, ties)
         check_ci_options(ci, ci_method, n_resamples, seed, reduce, compact=compact)
         check_ci_keys(keys, ci, ci_method)
@@ -126,6 +132,7 @@ class RankingMetrics(RetrievalMetric):
         self._values: list = []
         self._ids: list = []
         self._categories: list = []
+        self._confidence: list = []
         self._n_rows = 0
         self._present: Optional[Dict[str, bool]] = None
         self._checks = torch.zeros(3, dtype=torch.int64, device=self._device)  # summed value_flags
@@ -146,7 +153,10 @@ class RankingMetrics(RetrievalMetric):
             categories = fields.get("categories")
             if categories is not None:
                 categories = check_rows("categories", categories, n, lists=True)
-            check_compact_inputs(self._compact, ids=ids, categories=categories)
+            confidence = fields.get("confidence")
+            if confidence is not None:  # values (finite) are read once, at compute
+                confidence = check_confidence(confidence, n, values=False, lists=True)
+            check_compact_inputs(self._compact, ids=ids, categories=categories, confidence=confidence)
         self._check_present(fields)
         if n == 0:
             return
@@ -162,6 +172,8 @@ class RankingMetrics(RetrievalMetric):
             self._ids.append(ids.to(self._device))
         if categories is not None:
             self._categories.append(categories.to(self._device))
+        if confidence is not None:
+            self._confidence.append(confidence.to(self._device))
 
     def _results(self) -> MetricResults:
         """Gather every rank's state and aggregate (the same result on every rank)."""
@@ -173,8 +185,9 @@ class RankingMetrics(RetrievalMetric):
         values = self._cat(self._values, torch.float64, self._device)
         ids = self._cat(self._ids, torch.int64, self._device) if present["ids"] else None
         categories = self._cat(self._categories, torch.int64, self._device) if present.get("categories") else None
-        return finalize_scores(values, self.metric_keys, ids=ids, categories=categories,
-                               empty=self._empty, reduce=self._reduce, **self._stats)
+        confidence = self._cat(self._confidence, torch.float64, self._device) if present.get("confidence") else None
+        return finalize_scores(values, self.metric_keys, ids=ids, categories=categories, confidence=confidence,
+                               empty=self._empty, reduce=self._reduce, ties=self._ties, **self._stats)
 
     def compute(self) -> Dict[str, Any]:
         results = self._results()

@@ -70,7 +70,7 @@ class CoreStateMetric(Metric):
                 if not isinstance(value, MetricResults):
                     value = MetricResults(value)
                 value.n_queries, value.n_empty = counts[:2]
-                value.ci, value.per_query, value.query_ids, value.neighbours = counts[2:]
+                value.ci, value.per_query, value.query_ids, value.neighbours, value.curves = counts[2:]
                 if self._computed is not None:
                     self._computed = value
             return value
@@ -81,7 +81,8 @@ class CoreStateMetric(Metric):
         """Remember the bookkeeping of ``results`` for :meth:`_wrap_compute`."""
         if isinstance(results, MetricResults):
             self._last_counts = (results.n_queries, dict(results.n_empty), dict(results.ci),
-                                 dict(results.per_query), results.query_ids, results.neighbours)
+                                 dict(results.per_query), results.query_ids, results.neighbours,
+                                 dict(results.curves))
         return results
 
     def _cat_or_empty(self, value) -> Tensor:

@@ -17,6 +17,8 @@ from retrieval_core.validate import (
     check_ci_keys,
     check_ci_options,
     check_compact_inputs,
+    check_compact_keys,
+    check_confidence,
     check_keep_per_query,
     check_embedding_options,
     check_embeddings,
@@ -66,12 +68,15 @@ class RankingMetrics(CoreStateMetric):
         kwargs: torchmetrics' ``Metric`` arguments (``sync_on_compute``,
             ``process_group``, ``dist_sync_fn``, ``compute_on_cpu``...).
 
-    ``update(preds, target, *, ids=None, categories=None, mask=None)`` takes
+    ``update(preds, target, *, ids=None, categories=None, mask=None, confidence=None)`` takes
     ``preds[B, N]`` scores and ``target[B, N]`` gains (bool, or >= 0) of ``B`` queries;
     ``mask[B, N]`` marks real candidates. ``ids[B]`` (int) are query ids: a query
     seen twice with the same row (DistributedSampler padding) counts once; an id
     repeated with a different row is a ``ValueError``. ``categories[B]`` (int)
-    add ``"{key}/{category}"`` results. The per-query values are computed in
+    add ``"{key}/{category}"`` results. ``confidence[B]`` (finite floats, higher =
+    more confident) feeds the confidence keys (``"erc:<key>"``, ``"conf:<key>"``,
+    ``"spearman:<key>"``, ``"kendall:<key>"``; curves in ``compute().curves``).
+    The per-query values are computed in
     ``update``; the states are ``values [n, M]`` float64 (NaN = undefined), ``ids``
     and ``categories`` ("cat"), or ``sums [3, M]`` ("sum") with ``compact=True``,
     plus ``invalid [2]`` ("sum"): counts of NaN/inf scores and bad gains, checked in
@@ -116,6 +121,7 @@ class RankingMetrics(CoreStateMetric):
         parsed = parse_metrics(metrics)
         check_ci_keys(parsed, ci, ci_method)
         check_per_query_keys(parsed, "use EmbeddingMetrics")
+        check_compact_keys(compact, parsed)
         check_tie_keys(parsed, ties)
         self._parsed = parsed
         self.keys = tuple(m.key for m in parsed)
@@ -126,6 +132,7 @@ class RankingMetrics(CoreStateMetric):
             self.add_state("values", default=[], dist_reduce_fx="cat")
             self.add_state("ids", default=[], dist_reduce_fx="cat")
             self.add_state("categories", default=[], dist_reduce_fx="cat")
+            self.add_state("confidence", default=[], dist_reduce_fx="cat")
         # summed value_flags of the batches: NaN/inf scores, NaN/inf gains, negative gains
         self.add_state("invalid", default=torch.zeros(3, dtype=torch.int64), dist_reduce_fx="sum")
 
@@ -137,6 +144,7 @@ class RankingMetrics(CoreStateMetric):
         ids: Optional[Tensor] = None,
         categories: Optional[Tensor] = None,
         mask: Optional[Tensor] = None,
+        confidence: Optional[Tensor] = None,
     ) -> None:
         """Compute the batch's per-query values (structure checked here, values in ``compute``)."""
         check_score_batch(preds, target, mask=mask)
@@ -145,7 +153,9 @@ class RankingMetrics(CoreStateMetric):
             ids = check_rows("ids", ids, n, lists=True).to(preds.device)
         if categories is not None:
             categories = check_rows("categories", categories, n, lists=True).to(preds.device)
-        check_compact_inputs(self.compact, ids=ids, categories=categories)
+        if confidence is not None:
+            confidence = check_confidence(confidence, n, values=False, lists=True).to(preds.device)
+        check_compact_inputs(self.compact, ids=ids, categories=categories, confidence=confidence)
         values = score_values(preds, target, self._parsed, mask=mask, ties=self.ties).values
         if self.compact:
             self.sums += compact_sums(values)
@@ -155,6 +165,8 @@ class RankingMetrics(CoreStateMetric):
                 self.ids.append(ids)
             if categories is not None:
                 self.categories.append(categories)
+            if confidence is not None:
+                self.confidence.append(confidence)
         self.invalid += value_flags(preds, target).to(self.invalid.device)
 
     def compute(self):
@@ -165,10 +177,11 @@ class RankingMetrics(CoreStateMetric):
         values = self._state("values")
         if values is None:
             values = torch.empty(0, len(self.keys), dtype=torch.float64, device=self.device)
-        ids, categories = self._state("ids"), self._state("categories")
-        _same_rows(values.shape[0], ids=ids, categories=categories)
+        ids, categories, confidence = self._state("ids"), self._state("categories"), self._state("confidence")
+        _same_rows(values.shape[0], ids=ids, categories=categories, confidence=confidence)
         return self._counted(finalize_scores(values, self.keys, ids=ids, categories=categories, gather=False,
-                                                   empty=self.empty, reduce=self.reduce, **self.stats))
+                                             confidence=confidence, empty=self.empty, reduce=self.reduce,
+                                             ties=self.ties, **self.stats))
 
 
 class EmbeddingMetrics(CoreStateMetric):
@@ -186,13 +199,15 @@ class EmbeddingMetrics(CoreStateMetric):
         kwargs: torchmetrics' ``Metric`` arguments.
 
     ``update(embeddings, labels, *, ids=None, is_query=None, is_gallery=None,
-    categories=None)`` stores a batch: ``embeddings[B, D]``, ``labels[B]`` (int) or
+    categories=None, confidence=None)`` stores a batch: ``embeddings[B, D]``, ``labels[B]`` (int) or
     ``[B, C]`` multi-hot, ``ids[B]`` (int) sample ids (an item seen twice, e.g.
     DistributedSampler padding, counts once (an id repeated with a different row
     is a ``ValueError``); an item is never matched with one of
     the same id), ``is_query[B]``/``is_gallery[B]`` (bool; without them every item
     is both a query and a gallery item, and never retrieves itself),
-    ``categories[B]`` (int) per query. States are "cat" lists of those tensors.
+    ``categories[B]`` (int) per query, ``confidence[B]`` (finite floats, higher = more
+    confident; the queries' feed the confidence keys ``"erc:<key>"``...; curves in
+    ``compute().curves``). States are "cat" lists of those tensors.
     Shapes and dtypes are checked in ``update`` (``retrieval_core.validate``, as
     everywhere), including that every batch has the embedding dimension and label
     form (1-D classes, or multi-hot with the same classes) of the earlier ones.
@@ -240,7 +255,7 @@ class EmbeddingMetrics(CoreStateMetric):
                             per_class=per_class, memory_budget=memory_budget, progress=progress,
                             ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                             keep_per_query=check_keep_per_query(keep_per_query))
-        for name in ("embeddings", "labels", "ids", "is_query", "is_gallery", "categories"):
+        for name in ("embeddings", "labels", "ids", "is_query", "is_gallery", "categories", "confidence"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
 
     def update(
@@ -252,6 +267,7 @@ class EmbeddingMetrics(CoreStateMetric):
         is_query: Optional[Tensor] = None,
         is_gallery: Optional[Tensor] = None,
         categories: Optional[Tensor] = None,
+        confidence: Optional[Tensor] = None,
     ) -> None:
         """Store one batch (detached). Shapes and dtypes are checked here, values in ``compute``."""
         embeddings = check_embeddings("embeddings", embeddings, self.options["distance"], batch=True)
@@ -264,6 +280,8 @@ class EmbeddingMetrics(CoreStateMetric):
                 for name, value, kind in (("ids", ids, "int"), ("is_query", is_query, "flag"),
                                           ("is_gallery", is_gallery, "flag"), ("categories", categories, "int"))
                 if value is not None}
+        if confidence is not None:  # values (finite) are read once, at compute
+            rows["confidence"] = check_confidence(confidence, n, values=False, lists=True)
         self.embeddings.append(embeddings.detach())
         self.labels.append(labels.detach())
         for name, value in rows.items():
@@ -286,7 +304,7 @@ class EmbeddingMetrics(CoreStateMetric):
         embeddings = self._state("embeddings")
         if embeddings is None or embeddings.shape[0] == 0:
             return {k: torch.tensor(float("nan"), dtype=torch.float64, device=self.device) for k in self.keys}
-        optional = {name: self._state(name) for name in ("ids", "is_query", "is_gallery", "categories")}
+        optional = {name: self._state(name) for name in ("ids", "is_query", "is_gallery", "categories", "confidence")}
         labels = self._state("labels")
         _same_rows(embeddings.shape[0], labels=labels, **optional)
         # synced: every rank holds every rank's state, and the ranks divide the evaluation

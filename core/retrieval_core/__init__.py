@@ -16,6 +16,7 @@ if __name__ != "retrieval_core":  # one module identity: never a second copy und
 from .aggregate import MetricResults, aggregate, reduce_values
 from .build import group_flat, rank_dense, rank_flat
 from .comparison import Comparison, compare, compare_many
+from .confidence import rank_correlation
 from .embeddings import evaluate_embeddings
 from .evaluate import QueryValues, evaluate_scores, ranking_values, score_values
 from .ranking import Ranking
@@ -39,6 +40,7 @@ __all__ = [
     "metric_key",
     "parse_metrics",
     "rank_dense",
+    "rank_correlation",
     "rank_flat",
     "ranking_values",
     "reduce_values",

@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from .validate import EMPTY, REDUCE, check_choice, check_ci_options, check_keep_per_query
+from .validate import EMPTY, REDUCE, check_choice, check_ci_options, check_confidence, check_keep_per_query
 
 __all__ = ["MetricResults", "aggregate", "encode_labels", "reduce_values"]
 
@@ -143,6 +143,8 @@ def aggregate(
     seed: int = 0,
     keep_per_query: bool = False,
     query_ids: Optional[Tensor] = None,
+    confidence: Optional[Tensor] = None,
+    ties: str = "stable",
 ) -> MetricResults:
     """Reduce per-query ``values[Q, M]`` (NaN = empty query) to ``{key: Tensor}``.
 
@@ -153,6 +155,11 @@ def aggregate(
     ``ci_method``, ``n_resamples``, ``seed``). ``keep_per_query``: fills
     ``results.per_query`` (``[Q]`` float64 after ``empty``: NaN = skipped) and
     ``results.query_ids`` (the given ``query_ids``; None: positions).
+    Confidence keys (``"erc:cmc@1"``..., a column holding the inner key's values)
+    are reduced by :func:`retrieval_core.confidence.confidence_results` with
+    ``confidence[Q]`` (and ``ties`` for equal confidences), which also fills
+    ``curves``; under ``reduce="none"`` they give the inner per-query values. ``ci`` leaves
+    confidence keys out (their value is a curve's area, not a mean over queries).
 
     Example:
         >>> v = torch.tensor([[1.0, float("nan")], [0.0, 0.5]], dtype=torch.float64)
@@ -164,6 +171,8 @@ def aggregate(
     check_choice("reduce", reduce, REDUCE)
     level = check_ci_options(ci, ci_method, n_resamples, seed, reduce)
     check_keep_per_query(keep_per_query)
+    if confidence is not None:
+        confidence = check_confidence(confidence, values.shape[0]).to(values.device)
     n_empty = dict(zip(keys, torch.isnan(values).sum(0).unbind(0)))
     values = _fill_empty(values, keys, empty)
     out = MetricResults(
@@ -171,13 +180,24 @@ def aggregate(
         n_queries=torch.tensor(values.shape[0]),
         n_empty=n_empty,
     )
+    if reduce != "none":
+        from .confidence import confidence_results
+
+        reduced, out.curves = confidence_results(values, keys, confidence, reduce=reduce, ties=ties)
+        out.update(reduced)
     groups = None if categories is None else _category_groups(categories, values.device)
     for name, rows in groups or []:
-        reduced = reduce_values(values[rows], reduce)
-        out.update({f"{k}/{name}": v for k, v in zip(keys, reduced.unbind(-1))})
-    # keys reduced from per-query values; a prefixed key ("erc:cmc@1"...) summarises
-    # them otherwise and gets neither an interval nor per-query values
-    plain = [j for j, k in enumerate(keys) if ":" not in k]
+        reduced = dict(zip(keys, reduce_values(values[rows], reduce).unbind(-1)))
+        if reduce != "none":
+            reduced.update(confidence_results(values[rows], keys, None if confidence is None else
+                                              confidence[rows], reduce=reduce, ties=ties,
+                                              curves=False)[0])
+        out.update({f"{k}/{name}": reduced[k] for k in keys})
+    # keys reduced from per-query values; a confidence key ("erc:cmc@1"...) summarises
+    # them otherwise and gets no interval (its per_query entry: the inner key's values)
+    from .confidence import split_key
+
+    plain = [j for j, k in enumerate(keys) if split_key(k) is None]
     plain_keys = [keys[j] for j in plain]
     if level is not None and plain:
         from .intervals import intervals
@@ -185,6 +205,6 @@ def aggregate(
         out.ci = intervals(values[:, plain], plain_keys, level, method=ci_method, reduce=reduce,
                            n_resamples=n_resamples, seed=seed, groups=groups)
     if keep_per_query:
-        out.per_query = dict(zip(plain_keys, values[:, plain].unbind(1)))
+        out.per_query = dict(zip(keys, values.unbind(1)))
         out.query_ids = query_ids
     return out

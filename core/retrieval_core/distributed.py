@@ -341,7 +341,7 @@ def _set_values(set_keys, query, query_labels, query_ids, gallery, gallery_label
 
 def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tensor]], n_queries: int, *,
              all_labels: Optional[Tensor], categories, options, group, device, per_query_ids=None,
-             neighbours=None):
+             neighbours=None, confidence: Optional[Tensor] = None):
     """Gather the per-query values (rank order = global query order), aggregate them
     as one process does, and take rank 0's set-level values: the same on every rank."""
     from .aggregate import MetricResults, aggregate
@@ -356,11 +356,13 @@ def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tens
         results = aggregate(values, names, empty=options["empty"], reduce=options["reduce"], categories=categories,
                             ci=options.get("ci"), ci_method=options.get("ci_method", "bootstrap"),
                             n_resamples=options.get("n_resamples", 1000), seed=options.get("seed", 0),
-                            keep_per_query=options.get("keep_per_query", False), query_ids=per_query_ids)
+                            keep_per_query=options.get("keep_per_query", False), query_ids=per_query_ids,
+                            confidence=confidence, ties=options["ties"])
         if options["per_class"] is not None:
             results.update(_per_class(values, names, all_labels, options["empty"], options["reduce"],
-                                      options["per_class"], ci=options.get("ci"), ci_out=results.ci,
-                                      n_resamples=options.get("n_resamples", 1000), seed=options.get("seed", 0)))
+                                      options["per_class"], confidence, options["ties"], ci=options.get("ci"),
+                                      ci_out=results.ci, n_resamples=options.get("n_resamples", 1000),
+                                      seed=options.get("seed", 0)))
     for m in set_keys:
         results[m.key] = _from_rank0(None if set_values is None else set_values[m.key], group, device)
     ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
@@ -368,12 +370,13 @@ def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tens
     ordered.ci, ordered.per_query, ordered.query_ids = results.ci, results.per_query, results.query_ids
     if neighbours:
         ordered.neighbours = (gather_cat(neighbours[0][0], group), gather_cat(neighbours[0][1], group))
+    ordered.curves = results.curves
     return ordered
 
 
 def _evaluate_share(keys, query, query_labels, query_ids, *, gallery, gallery_labels, gallery_ids, self_gallery: bool,
                     all_query, all_labels, all_ids, categories, n_queries: int, options, group, device,
-                    per_query_ids=None):
+                    per_query_ids=None, confidence: Optional[Tensor] = None):
     """This rank's queries against the whole gallery (held by every rank), rank 0's
     set-level values, then :func:`_combine`."""
     from .registry import split_scopes
@@ -399,7 +402,7 @@ def _evaluate_share(keys, query, query_labels, query_ids, *, gallery, gallery_la
     (values, set_values), _ = agree(local, group=group, device=device)
     return _combine(keys, values, set_values, n_queries, all_labels=all_labels, categories=categories,
                     options=options, group=group, device=device, per_query_ids=per_query_ids,
-                    neighbours=neighbours)
+                    neighbours=neighbours, confidence=confidence)
 
 
 def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
@@ -417,12 +420,13 @@ def _stats_options(ci, ci_method, n_resamples, seed, keep_per_query, return_neig
 
 
 def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids, categories,
-                 shard_gallery, options):
+                 shard_gallery, options, confidence=None):
     """This rank's inputs, checked as the single-process evaluator checks them
     (zero rows allowed): ``(checked inputs, signature for the other ranks)``."""
     from .registry import depth_needed, parse_metrics, split_scopes
     from .validate import (
-        check_backend, check_categories, check_embedding_options, check_embedding_values, check_embeddings,
+        check_backend, check_categories, check_confidence, check_embedding_options, check_embedding_values,
+        check_embeddings,
         check_labels, check_pairs, check_per_class, check_query_gallery, check_rows, check_same_device,
     )
 
@@ -456,6 +460,8 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
     check_per_class(options["per_class"], query_labels, custom)
     if categories is not None:
         check_categories(categories, query.shape[0], "query")
+    if confidence is not None:
+        confidence = check_confidence(confidence, query.shape[0], "query").to(query.device)
     check_embedding_values(query, query_labels, gallery, gallery_labels, distance=distance, custom=custom)
     signature = {
         "rows": query.shape[0], "gallery_rows": None if gallery is None else gallery.shape[0],
@@ -463,8 +469,9 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
         "dtype": str(query.dtype), "label_dtype": str(query_labels.dtype),
         "gallery": gallery is not None, "ids": query_ids is not None,
         "categories": None if categories is None else ("tensor" if isinstance(categories, Tensor) else "labels"),
+        "confidence": confidence is not None,
     }
-    return (keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids), signature
+    return (keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, confidence), signature
 
 
 def _check_ties(keys, options, shard_gallery: bool) -> None:
@@ -493,7 +500,7 @@ def _check_stats_options(options, shard_gallery) -> None:
 def _check_signatures(signatures: List[Dict[str, Any]]) -> None:
     """What must agree between ranks (so that every rank enters the same collectives)."""
     for field, what in (("gallery", "a gallery"), ("ids", "query_ids (and gallery_ids)"),
-                        ("categories", "categories")):
+                        ("categories", "categories"), ("confidence", "confidence")):
         got = [s[field] for s in signatures]
         if len(set(map(str, got))) > 1:
             raise ValueError(f"every rank must pass {what} or none; per rank: {got}")
@@ -550,11 +557,12 @@ def evaluate_embeddings(
     seed: int = 0,
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,
+    confidence: Optional[Tensor] = None,
 ):
     """:func:`retrieval_core.evaluate_embeddings` with the rows spread over the ranks
     of ``group``, the work divided between them.
 
-    Each rank passes its own rows (``query``, labels, ids, categories and, unless
+    Each rank passes its own rows (``query``, labels, ids, categories, confidence and, unless
     the queries are their own gallery, ``gallery`` rows): sizes may differ, and a
     rank may pass zero rows (``[0, D]``). Every rank returns the same
     :class:`~retrieval_core.MetricResults` as the single-process call on the
@@ -597,18 +605,20 @@ def evaluate_embeddings(
         if shard_gallery:
             _check_shardable(parse_metrics(metrics), backend)
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
-                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories, **options)
+                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
+                            confidence=confidence, **options)
     device = _comm_device(query, group)
     checked, signatures = agree(
         lambda: _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids,
-                             categories, shard_gallery, options), group=group, device=device)
+                             categories, shard_gallery, options, confidence), group=group, device=device)
     _check_signatures(signatures)
-    keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids = checked
+    keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, confidence = checked
     rows = [s["rows"] for s in signatures]
     n_queries, rank = sum(rows), rank_of(group)
     if n_queries == 0:  # what one process says of an empty query set, on every rank
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
-                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories, **options)
+                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
+                            confidence=confidence, **options)
     query_keys, set_keys = split_scopes(keys)
     self_gallery = gallery is None
     per_query_ids = gather_cat(query_ids, group) if keep_per_query and query_ids is not None else None
@@ -616,6 +626,8 @@ def evaluate_embeddings(
         start = sum(rows[:rank])
         query_ids = torch.arange(start, start + rows[rank], device=query.device)
     categories = _gather_categories(categories, group)
+    if confidence is not None:  # per-query values and confidences travel in the same (rank) order
+        confidence = gather_cat(confidence, group)
     if shard_gallery:
         from .sharded import sharded_values
 
@@ -624,7 +636,8 @@ def evaluate_embeddings(
                                 options=options, group=group, device=device)
         all_labels = gather_cat(query_labels, group) if per_class is not None else None
         return _combine(keys, values, None, n_queries, all_labels=all_labels, categories=categories,
-                        options=options, group=group, device=device, per_query_ids=per_query_ids)
+                        options=options, group=group, device=device, per_query_ids=per_query_ids,
+                        confidence=confidence)
     if self_gallery:
         gallery, gallery_labels, gallery_ids = (gather_cat(t, group) for t in (query, query_labels, query_ids))
         all_query, all_labels, all_ids = gallery, gallery_labels, gallery_ids
@@ -638,7 +651,8 @@ def evaluate_embeddings(
     return _evaluate_share(keys, query, query_labels, query_ids, gallery=gallery, gallery_labels=gallery_labels,
                            gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=all_query,
                            all_labels=all_labels, all_ids=all_ids, categories=categories, n_queries=n_queries,
-                           options=options, group=group, device=device, per_query_ids=per_query_ids)
+                           options=options, group=group, device=device, per_query_ids=per_query_ids,
+                           confidence=confidence)
 
 
 def evaluate_split(
@@ -651,6 +665,7 @@ def evaluate_split(
     query_ids: Optional[Tensor] = None,
     gallery_ids: Optional[Tensor] = None,
     categories=None,
+    confidence: Optional[Tensor] = None,
     group=None,
     distance="cosine",
     relevance=None,
@@ -683,14 +698,17 @@ def evaluate_split(
     """
     from .embeddings import evaluate_embeddings as evaluate_one
     from .registry import parse_metrics
-    from .validate import check_categories, check_embedding_options, check_labels, check_per_class, check_rows
+    from .validate import (
+        check_categories, check_confidence, check_embedding_options, check_labels, check_per_class, check_rows,
+    )
 
     options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
                        _stats_options(ci, ci_method, n_resamples, seed, keep_per_query, return_neighbours))
     n = world_size(group)
     if n == 1 or not isinstance(query, Tensor) or query.ndim != 2 or query.shape[0] == 0:
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
-                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories, **options)
+                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
+                            confidence=confidence, **options)
     device = _comm_device(query, group)
 
     def check():
@@ -704,9 +722,10 @@ def evaluate_split(
         check_per_class(per_class, query_labels, relevance is not None)
         if categories is not None:
             check_categories(categories, query.shape[0], "query")
-        return keys, [query.shape[0], None if gallery is None else int(gallery.shape[0])]
+        checked = None if confidence is None else check_confidence(confidence, query.shape[0], "query")
+        return (keys, checked), [query.shape[0], None if gallery is None else int(gallery.shape[0])]
 
-    keys, sizes = agree(check, group=group, device=device)
+    (keys, confidence), sizes = agree(check, group=group, device=device)
     if any(s != sizes[0] for s in sizes):
         raise ValueError(
             "evaluate_split needs the same rows on every rank (gathered states); got [queries, gallery] rows "
@@ -723,4 +742,5 @@ def evaluate_split(
         keys, query[part], query_labels[part], None if query_ids is None else query_ids[part], gallery=gallery,
         gallery_labels=gallery_labels, gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=query,
         all_labels=query_labels, all_ids=query_ids, categories=categories, n_queries=query.shape[0],
-        options=options, group=group, device=device, per_query_ids=per_query_ids)
+        options=options, group=group, device=device, per_query_ids=per_query_ids,
+        confidence=None if confidence is None else confidence.to(query.device))

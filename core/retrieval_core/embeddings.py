@@ -26,6 +26,7 @@ from .validate import (
     check_ci_options,
     check_keep_per_query,
     check_return_neighbours,
+    check_confidence,
     check_cutoffs,
     check_embedding_options,
     check_embedding_ties,
@@ -240,6 +241,7 @@ def evaluate_embeddings(
     seed: int = 0,
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,
+    confidence: Optional[Tensor] = None,
 ) -> MetricResults:
     """Evaluate retrieval of ``gallery`` items by ``query`` embeddings (exact k-NN).
 
@@ -279,6 +281,9 @@ def evaluate_embeddings(
             (``gallery_ids``, or ``query_ids`` with ``gallery=None``), else gallery
             positions; scores larger = closer (cosine similarity, dot product, or the
             negated distance). A slot past the query's candidates holds -1 and -inf.
+        confidence: ``[Q]`` finite floats, one per query (higher = more
+            confident), for the confidence keys (``"erc:cmc@1"``, ``"conf:map@r"``,
+            ``"spearman:..."``, ``"kendall:..."``; see :func:`evaluate_scores`).
 
     Example:
         >>> import torch
@@ -287,6 +292,9 @@ def evaluate_embeddings(
         >>> r = evaluate_embeddings(x, labels, ["cmc@1", "map@r"])
         >>> r["cmc@1"].item(), r["map@r"].item()
         (1.0, 1.0)
+        >>> r = evaluate_embeddings(x, labels, ["spearman:map@r"], confidence=torch.tensor([0.9, 0.2, 0.5, 0.7]))
+        >>> r["spearman:map@r"].item()  # every value is 1: the correlation is undefined
+        nan
     """
     check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
                             per_class=per_class, memory_budget=memory_budget)
@@ -325,6 +333,8 @@ def evaluate_embeddings(
     check_per_class(per_class, query_labels, custom)
     if categories is not None:
         check_categories(categories, query.shape[0], "query")
+    if confidence is not None:
+        confidence = check_confidence(confidence, query.shape[0], "query").to(query.device)
     check_embedding_values(query, query_labels, None if self_gallery else gallery,
                            None if self_gallery else gallery_labels, distance=distance, custom=custom)
 
@@ -344,10 +354,10 @@ def evaluate_embeddings(
         names = [m.key for m in query_keys]
         results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, ci=ci,
                             ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                            keep_per_query=keep_per_query, query_ids=given_ids)
+                            keep_per_query=keep_per_query, query_ids=given_ids, confidence=confidence, ties=ties)
         if per_class is not None:
-            results.update(_per_class(values, names, query_labels, empty, reduce, per_class, ci=ci,
-                                      ci_out=results.ci, n_resamples=n_resamples, seed=seed))
+            results.update(_per_class(values, names, query_labels, empty, reduce, per_class, confidence, ties,
+                                      ci=ci, ci_out=results.ci, n_resamples=n_resamples, seed=seed))
     if set_keys:
         from .set_level import set_level_values
 
@@ -366,16 +376,18 @@ def evaluate_embeddings(
         if named is not None:
             positions = torch.where(positions >= 0, named[positions.clamp(min=0)], -1)
         ordered.neighbours = (positions, scores)
+    ordered.curves = results.curves
     return ordered
 
 
 def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, per_class: str,
-               ci: Optional[float] = None, ci_out: Optional[dict] = None, n_resamples: int = 1000,
-               seed: int = 0) -> dict:
-    """PML's avg_of_avgs: the main keys become the mean over labels of each label's value.
-    With ``ci``, ``ci_out`` receives their (bootstrap) intervals, replacing the main keys'."""
-    by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels, ci=ci,
-                         n_resamples=n_resamples, seed=seed)
+               confidence: Optional[Tensor] = None, ties: str = "stable", ci: Optional[float] = None,
+               ci_out: Optional[dict] = None, n_resamples: int = 1000, seed: int = 0) -> dict:
+    """PML's avg_of_avgs: the main keys become the mean over labels of each label's value
+    (confidence keys too: the mean of each label's value; their curves stay those of all queries).
+    With ``ci``, ``ci_out`` receives the main keys' (bootstrap) intervals, replacing theirs."""
+    by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels, confidence=confidence,
+                         ties=ties, ci=ci, n_resamples=n_resamples, seed=seed)
     label_names, _ = encode_labels(labels)
     out = {}
     for key in names:
@@ -383,13 +395,15 @@ def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, p
         out[key] = reduce_values(per.unsqueeze(1), "mean")[0]
         if per_class == "all":
             out.update({f"{key}/class={n}": v for n, v in zip(label_names, per.unbind(0))})
-            if ci is not None:
+            if ci is not None and f"{key}/{label_names[0]}" in by_label.ci:
                 ci_out.update({f"{key}/class={n}": by_label.ci[f"{key}/{n}"] for n in label_names})
     if ci is not None:
         from .aggregate import _category_groups, _fill_empty
+        from .confidence import split_key
         from .intervals import macro_intervals
 
-        filled = _fill_empty(values, names, empty)
-        ci_out.update(macro_intervals(filled, names, ci, _category_groups(labels, values.device), reduce=reduce,
-                                      n_resamples=n_resamples, seed=seed))
+        plain = [j for j, k in enumerate(names) if split_key(k) is None]  # confidence keys: no interval
+        filled = _fill_empty(values[:, plain], [names[j] for j in plain], empty)
+        ci_out.update(macro_intervals(filled, [names[j] for j in plain], ci, _category_groups(labels, values.device),
+                                      reduce=reduce, n_resamples=n_resamples, seed=seed))
     return out

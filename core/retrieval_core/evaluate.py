@@ -30,6 +30,7 @@ from .validate import (
     check_ci_keys,
     check_ci_options,
     check_keep_per_query,
+    check_confidence,
     check_per_query_keys,
     check_score_options,
     check_scores,
@@ -197,6 +198,21 @@ def _query_categories(categories, indexes: Optional[Tensor], query_ids: Optional
     return lo if labels is None else [labels[i] for i in lo.tolist()]
 
 
+def _query_confidence(confidence: Tensor, indexes: Optional[Tensor], query_ids: Optional[Tensor], n: int) -> Tensor:
+    """Confidences per query: as given for dense rows; for the flat form, one per
+    entry, taken from each query's entries (which must agree)."""
+    if indexes is None:
+        return check_confidence(confidence, n, "query (row)")
+    confidence = check_confidence(confidence, indexes.numel(), "prediction (the flat form takes one per entry)")
+    confidence = confidence.to(indexes.device)
+    position = torch.searchsorted(query_ids, indexes)
+    lo = confidence.new_full((n,), float("inf")).scatter_reduce(0, position, confidence, "amin")
+    hi = confidence.new_full((n,), float("-inf")).scatter_reduce(0, position, confidence, "amax")
+    if bool((lo != hi).any()):
+        raise ValueError("confidence must be the same for every entry of a query (equal indexes)")
+    return lo
+
+
 def evaluate_scores(
     preds: Tensor,
     target: Tensor,
@@ -213,6 +229,7 @@ def evaluate_scores(
     n_resamples: int = 1000,
     seed: int = 0,
     keep_per_query: bool = False,
+    confidence: Optional[Tensor] = None,
 ) -> MetricResults:
     """Evaluate ranking metrics from scores.
 
@@ -243,6 +260,11 @@ def evaluate_scores(
         keep_per_query: keep ``results.per_query[key]`` (``[Q]`` float64, NaN =
             skipped) and ``results.query_ids`` (the flat form's query ids; None for
             dense rows: positions), for ``results.worst(key, n)`` and ``compare``.
+        confidence: ``[Q]`` finite floats, one per query (dense) or per entry
+            (flat; equal within a query), higher = more confident: needed by the
+            confidence keys ``"erc:<key>"``, ``"conf:<key>"``, ``"spearman:<key>"``,
+            ``"kendall:<key>"`` (docs/metrics.md, "Confidence metrics"), which also
+            fill ``results.curves`` (erc, conf).
 
     Returns:
         :class:`MetricResults`, a ``dict[str, Tensor]`` on the input's device,
@@ -258,6 +280,9 @@ def evaluate_scores(
         >>> r = evaluate_scores(preds, target, ["hit_rate@1"], ci=0.9, ci_method="beta", keep_per_query=True)
         >>> [round(x.item(), 3) for x in r.ci["hit_rate@1"]], r.per_query["hit_rate@1"].tolist()
         ([0.097, 0.903], [1.0, 0.0])
+        >>> r = evaluate_scores(preds, target, ["erc:cmc@1"], confidence=torch.tensor([0.9, 0.4]))
+        >>> r["erc:cmc@1"].item(), r.curves["erc:cmc@1"][1].tolist()  # the confident query is right
+        (0.25, [0.0, 0.5])
     """
     check_score_options(ties=ties, empty=empty, reduce=reduce)
     check_ci_options(ci, ci_method, n_resamples, seed, reduce)
@@ -265,9 +290,15 @@ def evaluate_scores(
     check_ci_keys(parse_metrics(metrics), ci, ci_method)
     check_scores(preds, target, indexes=indexes, mask=mask)
     check_values(preds, target)
+    if confidence is not None:  # structure before the work: the number of entries
+        check_confidence(confidence, preds.shape[0] if indexes is None else indexes.numel(),
+                         "query (row)" if indexes is None else "prediction (the flat form takes one per entry)",
+                         values=False)
     qv = score_values(preds, target, metrics, indexes=indexes, mask=mask, ties=ties)
     if categories is not None:
         categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])
+    if confidence is not None:
+        confidence = _query_confidence(confidence, indexes, qv.query_ids, qv.values.shape[0])
     return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories, ci=ci,
                      ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query,
-                     query_ids=qv.query_ids)
+                     query_ids=qv.query_ids, confidence=confidence, ties=ties)

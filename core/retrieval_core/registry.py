@@ -106,6 +106,14 @@ class MetricKey:
     key: str
     spec: MetricSpec
     cutoff: Union[int, str, float, None]
+    # "erc", "conf", "spearman" or "kendall" for a confidence key "<kind>:<inner key>"
+    # (spec and cutoff are then the inner key's: the per-query values it reduces)
+    confidence: Optional[str] = None
+
+    @property
+    def inner(self) -> str:
+        """The per-query key a confidence key reduces (the key itself otherwise)."""
+        return self.key.partition(":")[2] if self.confidence else self.key
 
     @property
     def binary(self) -> bool:
@@ -136,12 +144,39 @@ def known_metrics() -> str:
         if AT_X in spec.cutoffs:
             forms.append(f"{name}@x")
         parts.extend(forms)
+    parts.extend(f"{kind}:<key>" for kind in CONFIDENCE_KINDS)
     return ", ".join(parts)
+
+
+CONFIDENCE_KINDS = ("erc", "conf", "spearman", "kendall")  # confidence keys "<kind>:<key>" (confidence.py)
+# keys "<kind>:<key>" whose values can be read as 1 - error (erc): bounded in [0, 1]
+_UNBOUNDED = frozenset({"dcg", "dcg_exp", "acg", "wap"})
+
+
+def _parse_confidence(key: str, kind: str, inner_key: str) -> MetricKey:
+    """``"<kind>:<inner>"``: the inner per-query key, tagged with the confidence kind."""
+    if ":" in inner_key:
+        raise ValueError(f"confidence keys take a plain per-query key after '{kind}:', e.g. '{kind}:cmc@1'; "
+                         f"got {key!r}")
+    inner = _parse_one(inner_key)
+    if not inner.spec.per_query:
+        raise ValueError(f"{key!r}: confidence keys reduce per-query values; {inner.spec.name!r} is an "
+                         "embedding-set metric (one value per evaluation)")
+    if kind == "erc" and inner.spec.name in _UNBOUNDED:
+        raise ValueError(f"{key!r}: erc: reads 1 - value as the error of a query and needs a metric within "
+                         f"[0, 1]; {inner.spec.name!r} is unbounded (use spearman:/kendall:/conf: instead)")
+    return MetricKey(key, inner.spec, inner.cutoff, kind)
 
 
 def _parse_one(key: str) -> MetricKey:
     if not isinstance(key, str):
         raise TypeError(f"metric keys must be strings like 'ndcg@10'; got {key!r} of type {type(key).__name__}")
+    kind, colon, inner_key = key.partition(":")
+    if colon:
+        if kind not in CONFIDENCE_KINDS:
+            raise ValueError(f"unknown prefix {kind + ':'!r} in key {key!r}; confidence keys are "
+                             f"{', '.join(k + ':<key>' for k in CONFIDENCE_KINDS)}")
+        return _parse_confidence(key, kind, inner_key)
     name, sep, arg = key.partition("@")
     canonical = ALIASES.get(name, name)
     spec = REGISTRY.get(canonical)

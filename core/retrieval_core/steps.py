@@ -62,6 +62,8 @@ def finalize_scores(
     reduce: str = "mean",
     group=None,
     gather: bool = True,
+    confidence: Optional[Tensor] = None,
+    ties: str = "stable",
     **stats,
 ) -> MetricResults:
     """Gather per-query values from every rank (unless ``gather=False``: already
@@ -73,20 +75,24 @@ def finalize_scores(
     A repeated id with the same row (per-query values, NaN equal to NaN, and
     category: a query repeated by DistributedSampler's padding) counts once; an id
     repeated with a different row is a ``ValueError`` (see
-    :func:`~retrieval_core.distributed.drop_duplicates`).
+    :func:`~retrieval_core.distributed.drop_duplicates`). ``confidence[n]`` (one per
+    row, for the confidence keys) travels with the values.
 
     Example:
         >>> values = torch.tensor([[1.0], [0.5], [1.0]], dtype=torch.float64)
         >>> finalize_scores(values, ["mrr"], ids=torch.tensor([3, 8, 3]))["mrr"].item()
         0.75
     """
-    values, ids, categories = _gather_present(gather, group, values, ids, categories)
+    values, ids, categories, confidence = _gather_present(gather, group, values, ids, categories, confidence)
     if ids is not None:
-        rest, names = ((values,), ["per-query values"]) if categories is None else (
-            (values, categories), ["per-query values", "categories"])
-        ids, values, *cats = drop_duplicates(ids, *rest, names=names)
-        categories = cats[0] if cats else None
-    return aggregate(values, keys, empty=empty, reduce=reduce, categories=categories, query_ids=ids, **stats)
+        named = [(n, t) for n, t in (("categories", categories), ("confidence", confidence)) if t is not None]
+        ids, values, *rest = drop_duplicates(ids, values, *(t for _, t in named),
+                                             names=["per-query values"] + [n for n, _ in named])
+        rest = iter(rest)
+        categories = None if categories is None else next(rest)
+        confidence = None if confidence is None else next(rest)
+    return aggregate(values, keys, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
+                     ties=ties, query_ids=ids, **stats)
 
 
 def finalize_embeddings(
@@ -98,6 +104,7 @@ def finalize_embeddings(
     is_query: Optional[Tensor] = None,
     is_gallery: Optional[Tensor] = None,
     categories: Optional[Tensor] = None,
+    confidence: Optional[Tensor] = None,
     group=None,
     gather: bool = True,
     split: Optional[bool] = None,
@@ -120,27 +127,31 @@ def finalize_embeddings(
     Without flags every item is both a query and a gallery item (PML's layout);
     with ``is_query``/``is_gallery`` (OML's layout) the flagged subsets are used. An
     item is never matched with itself (nor with another item of the same id).
+    ``confidence`` (one per item; the queries' are used) feeds the confidence keys.
     """
-    embeddings, labels, ids, is_query, is_gallery, categories = _gather_present(
-        gather, group, embeddings, labels, ids, is_query, is_gallery, categories)
+    embeddings, labels, ids, is_query, is_gallery, categories, confidence = _gather_present(
+        gather, group, embeddings, labels, ids, is_query, is_gallery, categories, confidence)
     if ids is not None:
         named = [(n, t) for n, t in (("labels", labels), ("is_query", is_query), ("is_gallery", is_gallery),
-                                     ("categories", categories)) if t is not None]
+                                     ("categories", categories), ("confidence", confidence)) if t is not None]
         ids, embeddings, *present = drop_duplicates(ids, embeddings, *(t for _, t in named),
                                                     names=["embeddings"] + [n for n, _ in named])
         labels, rest = present[0], iter(present[1:])
         is_query = None if is_query is None else next(rest)
         is_gallery = None if is_gallery is None else next(rest)
         categories = None if categories is None else next(rest)
+        confidence = None if confidence is None else next(rest)
     item_ids = ids if ids is not None else torch.arange(embeddings.shape[0], device=embeddings.device)
     divided = (gather if split is None else split) and world_size(group) > 1
     evaluate = partial(evaluate_split, group=group) if divided else evaluate_embeddings
     if is_query is None and is_gallery is None:
-        return evaluate(embeddings, labels, metrics, query_ids=item_ids, categories=categories, **options)
+        return evaluate(embeddings, labels, metrics, query_ids=item_ids, categories=categories,
+                        confidence=confidence, **options)
     q = torch.ones_like(item_ids, dtype=torch.bool) if is_query is None else is_query.bool()
     g = torch.ones_like(item_ids, dtype=torch.bool) if is_gallery is None else is_gallery.bool()
     return evaluate(
         embeddings[q], labels[q], metrics, gallery=embeddings[g], gallery_labels=labels[g],
         query_ids=item_ids[q], gallery_ids=item_ids[g],
-        categories=None if categories is None else categories[q], **options,
+        categories=None if categories is None else categories[q],
+        confidence=None if confidence is None else confidence[q], **options,
     )

@@ -229,6 +229,86 @@ def check_categories(categories, n: int, what: str) -> None:
         raise ValueError(f"categories must have one entry per {what}; got {length} for {n}")
 
 
+def check_confidence(confidence, n: int, unit: str = "query", *, values: bool = True, lists: bool = False) -> Tensor:
+    """Per-query confidences: a real 1-D tensor with ``n`` entries (one per ``unit``),
+    finite (read when ``values``; the adapters read them once, at compute). Returned
+    floating (integers as float64; a float dtype is kept, so that ``conf:`` thresholds
+    compare in the confidences' own precision). ``lists=True`` also takes a list or tuple
+    of numbers (adapters' batches).
+
+    Example:
+        >>> check_confidence(torch.tensor([0.5, 2.0]), 2).tolist()
+        [0.5, 2.0]
+        >>> check_confidence(torch.tensor([0.5, float("nan")]), 2)
+        Traceback (most recent call last):
+        ...
+        ValueError: confidence contains NaN or infinite values (1 of 2); confidences must be finite numbers
+    """
+    if lists and isinstance(confidence, (list, tuple)):
+        if not all(isinstance(c, numbers.Real) and not isinstance(c, bool) for c in confidence):
+            raise TypeError("confidence must be a tensor or a list of real numbers, one per query")
+        confidence = torch.tensor([float(c) for c in confidence], dtype=torch.float64)
+    if not isinstance(confidence, Tensor):
+        raise TypeError(f"confidence must be a torch.Tensor with one real value per {unit}; "
+                        f"got {type(confidence).__name__}")
+    if confidence.dtype == torch.bool or confidence.is_complex():
+        raise TypeError(f"confidence must be a real (float or integer) tensor; got {confidence.dtype}")
+    if confidence.ndim != 1:
+        raise ValueError(f"confidence must be 1-D with one value per {unit}; got shape {_shape(confidence)}")
+    if confidence.shape[0] != n:
+        raise ValueError(f"confidence must have one value per {unit}; got {confidence.shape[0]} for {n}")
+    if not confidence.is_floating_point():
+        confidence = confidence.to(torch.float64)
+    if values:
+        bad = int((~torch.isfinite(confidence)).sum())
+        if bad:
+            raise ValueError(f"confidence contains NaN or infinite values ({bad} of {n}); "
+                             "confidences must be finite numbers")
+    return confidence
+
+
+def check_confidence_range(confidence: Tensor, keys: Sequence[str]) -> None:
+    """``conf:`` keys threshold confidences on a grid of [0, 1]: every value must lie there.
+
+    Example:
+        >>> check_confidence_range(torch.tensor([0.2, 1.5]), ["conf:cmc@1"])
+        Traceback (most recent call last):
+        ...
+        ValueError: conf:cmc@1: conf: keys need confidences within [0, 1]; got values from 0.2 to 1.5 (rescale them, or use erc:/spearman:/kendall: keys, which take any range)
+    """
+    if confidence.numel() == 0:
+        return
+    low, high = torch.stack([confidence.min(), confidence.max()]).tolist()
+    if low < 0 or high > 1:
+        raise ValueError(
+            f"{', '.join(keys)}: conf: keys need confidences within [0, 1]; got values from {low:g} to {high:g} "
+            "(rescale them, or use erc:/spearman:/kendall: keys, which take any range)"
+        )
+
+
+def check_correlation_inputs(x, y, method) -> None:
+    """The inputs of ``rank_correlation``: two real finite 1-D tensors of one length
+    and device, and a method.
+
+    Example:
+        >>> check_correlation_inputs(torch.zeros(3), torch.zeros(2), "spearman")
+        Traceback (most recent call last):
+        ...
+        ValueError: x and y must be 1-D of the same length; got shapes (3,) and (2,)
+    """
+    check_choice("method", method, ("spearman", "kendall"))
+    for name, t in (("x", x), ("y", y)):
+        check_tensor(name, t)
+        if t.dtype == torch.bool or t.is_complex():
+            raise TypeError(f"{name} must be a real (float or integer) tensor; got {t.dtype}")
+    if x.ndim != 1 or y.ndim != 1 or x.shape[0] != y.shape[0]:
+        raise ValueError(f"x and y must be 1-D of the same length; got shapes {_shape(x)} and {_shape(y)}")
+    check_same_device(x=x, y=y)
+    for name, t in (("x", x), ("y", y)):
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} contains NaN or infinite values; rank correlation needs finite numbers")
+
+
 def check_per_query_keys(keys, remedy: str) -> None:
     """Score mode takes per-query keys only; ``remedy`` says where set-level keys go.
 
@@ -242,6 +322,22 @@ def check_per_query_keys(keys, remedy: str) -> None:
     set_level = [m.key for m in keys if not m.spec.per_query]
     if set_level:
         raise ValueError(f"{', '.join(set_level)}: embedding-set metrics need embeddings; {remedy}")
+
+
+def check_compact_keys(compact: bool, keys) -> None:
+    """``compact=True`` keeps sums and counts only: no confidence keys (they order queries).
+
+    Example:
+        >>> from retrieval_core import parse_metrics
+        >>> check_compact_keys(True, parse_metrics(["mrr", "erc:cmc@1"]))
+        Traceback (most recent call last):
+        ...
+        ValueError: compact=True keeps only sums and counts; confidence keys (erc:cmc@1) need per-query values: use compact=False
+    """
+    wanted = [m.key for m in keys if getattr(m, "confidence", None)]
+    if compact and wanted:
+        raise ValueError(f"compact=True keeps only sums and counts; confidence keys ({', '.join(wanted)}) "
+                         "need per-query values: use compact=False")
 
 
 def check_compact_inputs(compact: bool, **given) -> None:
