@@ -422,3 +422,30 @@ def test_neighbours_follow_the_tie_order(ties):
     idx, scores = r.neighbours
     assert torch.equal(idx, order)
     assert torch.equal(scores, sim.gather(1, order))
+
+
+def test_flat_scores_with_categories_and_ci():
+    g = torch.Generator().manual_seed(8)
+    indexes = torch.randint(0, 30, (400,), generator=g)
+    preds = torch.rand(400, generator=g)
+    target = torch.rand(400, generator=g) < 0.3
+    cats = indexes % 3  # one category per query
+    r = evaluate_scores(preds, target, ["ndcg@5", "hit_rate@3"], indexes=indexes, categories=cats, ci=0.9,
+                        keep_per_query=True, n_resamples=300)
+    ids = r.query_ids
+    assert torch.equal(ids, torch.unique(indexes))
+    per_query = torch.stack([r.per_query["ndcg@5"], r.per_query["hit_rate@3"]], 1)
+    groups = [(str(c), (ids % 3 == c).nonzero().squeeze(1)) for c in range(3)]
+    ref = intervals(per_query, ["ndcg@5", "hit_rate@3"], 0.9, n_resamples=300, groups=groups)
+    assert set(r.ci) == set(ref)
+    for k, v in ref.items():
+        assert torch.equal(torch.stack(r.ci[k]), torch.stack(v))
+
+
+def test_beta_under_expected_ties_names_the_key():
+    preds = torch.tensor([[0.5, 0.5, 0.1], [0.9, 0.5, 0.5]])
+    target = torch.tensor([[1, 0, 0], [0, 1, 0]])
+    with pytest.raises(ValueError, match=r"needs per-query values of 0 or 1; 'hit_rate@1' has others \(tie averaging"):
+        evaluate_scores(preds, target, ["hit_rate@1"], ties="expected", ci=0.9, ci_method="beta")
+    r = evaluate_scores(preds, target, ["hit_rate@1"], ties="optimistic", ci=0.9, ci_method="beta")
+    assert r["hit_rate@1"].item() == 0.5 and r.ci["hit_rate@1"][0] < 0.5 < r.ci["hit_rate@1"][1]
