@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["require", "faiss", "tqdm", "pyplot"]
+__all__ = ["require", "faiss", "tqdm", "pyplot", "figure"]
 
 
 def require(module: str, *, feature: str, package: str) -> ModuleType:
@@ -42,3 +42,12 @@ def tqdm():
 def pyplot(feature: str) -> ModuleType:
     """matplotlib.pyplot, for ``feature`` (e.g. ``"plot()"``)."""
     return require("matplotlib.pyplot", feature=feature, package="matplotlib")
+
+
+def figure(feature: str, **kwargs):
+    """A new ``matplotlib.figure.Figure`` on its own Agg canvas (no pyplot state), for ``feature``."""
+    mpl_figure = require("matplotlib.figure", feature=feature, package="matplotlib")
+    agg = require("matplotlib.backends.backend_agg", feature=feature, package="matplotlib")
+    fig = mpl_figure.Figure(**kwargs)
+    agg.FigureCanvasAgg(fig)
+    return fig
