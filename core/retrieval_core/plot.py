@@ -289,7 +289,7 @@ def plot_categories(results: Mapping[str, Tensor], key: str, *, kind: Optional[s
     ax.set_xlabel(kind)
     ax.set_ylabel(key)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="best", framealpha=0.9)
     ax.set_title(title or f"{key} per {kind}")
     return fig
 
