@@ -142,8 +142,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    pass
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Plain text help; each option's default after its help (none shown for None/False)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if not action.option_strings or default is None or default is False or default == argparse.SUPPRESS \
+                or "default:" in text:
+            return text
+        if isinstance(default, (list, tuple)):
+            default = " ".join(map(str, default))
+        return f"{text} (default: {default})".strip()
 
 
 def _metric_list(text: str) -> List[str]:
@@ -193,15 +203,15 @@ def _data_options(p: argparse.ArgumentParser, default_metrics: Sequence[str]) ->
     """The evaluation options shared by ``eval`` and ``report``."""
     p.add_argument("query", help="query embeddings [Q, D] (.pt, .npy, .npz or file.npz:NAME)")
     p.add_argument("query_labels", help="query labels [Q] (or multi-hot [Q, C])")
-    p.add_argument("--gallery", help="gallery embeddings [G, D] (default: the query set, each query's own row "
-                                     "excluded)")
+    p.add_argument("--gallery", help="gallery embeddings [G, D]; without it the query set is the gallery, each "
+                                     "query's own row excluded")
     p.add_argument("--gallery-labels", help="gallery labels [G] (required with --gallery)")
     p.add_argument("--query-ids", help="query ids [Q]: a gallery item with the query's id is never retrieved")
     p.add_argument("--gallery-ids", help="gallery ids [G]")
-    p.add_argument("--metrics", type=_metric_list, default=list(default_metrics),
+    p.add_argument("--metrics", type=_metric_list, default=list(default_metrics), metavar="KEYS",
                    help="metric keys, separated by spaces or commas (e.g. cmc@1 map@r ndcg@10)")
     p.add_argument("--distance", default="cosine",
-                   choices=["cosine", "dot", "euclidean", "squared_euclidean", "hamming"])
+                   choices=["cosine", "dot", "euclidean", "squared_euclidean", "hamming"], help="distance between embeddings")
     p.add_argument("--empty", default="skip", choices=list(validate.EMPTY),
                    help="queries where a metric is undefined (no relevant item)")
     p.add_argument("--reduce", default="mean", choices=[r for r in validate.REDUCE if r != "none"],
@@ -214,7 +224,9 @@ def _data_options(p: argparse.ArgumentParser, default_metrics: Sequence[str]) ->
                         "per-category values")
     p.add_argument("--ci", type=_float_level, metavar="LEVEL", help="interval level, e.g. 0.95 (bootstrap over "
                                                                    "queries)")
-    p.add_argument("--ci-method", default="bootstrap", choices=["bootstrap", "beta"])
+    p.add_argument("--ci-method", default="bootstrap", choices=["bootstrap", "beta"],
+                   help="bootstrap over queries, or beta: the Beta(0.5 + hits, 0.5 + misses) credible "
+                        "interval, for keys whose per-query values are 0/1")
     p.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples for --ci")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     p.add_argument("--confidence", metavar="FILE", help="per-query confidences [Q] (higher = more confident) for "
@@ -232,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     p_demo = sub.add_parser("demo", help="evaluate two embeddings of scikit-learn's digits",
                             description=demo_results.__doc__, formatter_class=_Formatter)
-    p_demo.add_argument("--metrics", type=_metric_list, default=list(DEMO_METRICS),
+    p_demo.add_argument("--metrics", type=_metric_list, default=list(DEMO_METRICS), metavar="KEYS",
                         help="metric keys, separated by spaces or commas")
     p_demo.add_argument("--report", metavar="DIR", help="also write the report of the demo into DIR")
     p_demo.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -251,8 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
                               formatter_class=_Formatter)
     _data_options(p_report, EVAL_METRICS)
     p_report.add_argument("--out", required=True, metavar="DIR", help="folder of the report (created if needed)")
-    p_report.add_argument("--title", default="Retrieval report")
-    p_report.add_argument("--curves", type=_metric_list, default=["cmc", "precision"],
+    p_report.add_argument("--title", default="Retrieval report", help="title of the report")
+    p_report.add_argument("--curves", type=_metric_list, default=["cmc", "precision"], metavar="NAMES",
                           help="names drawn over k (name@1..name@K, evaluated in the same pass)")
     p_report.add_argument("--max-k", type=int, default=10, help="largest k of the curves")
 
@@ -262,11 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
                            formatter_class=_Formatter)
     p_cmp.add_argument("a", help="results of system A (eval --output A.json)")
     p_cmp.add_argument("b", help="results of system B (eval --output B.json)")
-    p_cmp.add_argument("--metrics", type=_metric_list, default=None,
+    p_cmp.add_argument("--metrics", type=_metric_list, default=None, metavar="KEYS",
                        help="keys to compare (default: every key with per-query values in both)")
-    p_cmp.add_argument("--test", default="permutation", choices=["permutation", "paired_t", "bootstrap"])
-    p_cmp.add_argument("--n-resamples", type=int, default=10000)
-    p_cmp.add_argument("--seed", type=int, default=0)
+    p_cmp.add_argument("--test", default="permutation", choices=["permutation", "paired_t", "bootstrap"],
+                       help="sign-flip permutation test, paired t-test, or bootstrap of the mean difference")
+    p_cmp.add_argument("--n-resamples", type=int, default=10000, help="resamples of the permutation/bootstrap test")
+    p_cmp.add_argument("--seed", type=int, default=0, help="seed of the resampling")
     p_cmp.add_argument("--ci", type=_float_level, default=0.95, metavar="LEVEL", help="interval level")
     p_cmp.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.commands = {"demo": p_demo, "eval": p_eval, "report": p_report, "compare": p_cmp}  # type: ignore[attr-defined]
@@ -303,7 +316,8 @@ def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = Fa
         wanted.update(ci=args.ci, ci_method=args.ci_method, n_resamples=args.n_resamples, seed=args.seed)
     if args.confidence:
         wanted["confidence"] = load_tensor(args.confidence).to(device)
-    if keep_per_query:
+    per_query_pass = keep_per_query and not _supports("keep_per_query")
+    if keep_per_query and not per_query_pass:
         wanted["keep_per_query"] = True
     for name in wanted:
         if not _supports(name):
@@ -311,8 +325,16 @@ def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = Fa
             raise CommandError(f"{flag} needs evaluate_embeddings({name}=...), which this version of "
                                "retrieval_core lacks")
     keys = list(args.metrics) + [k for k in extra_keys if k not in args.metrics]
-    return evaluate_embeddings(load_tensor(args.query).to(device), load_tensor(args.query_labels).to(device), keys,
-                               **options, **tensors, **wanted)
+    query, labels = load_tensor(args.query).to(device), load_tensor(args.query_labels).to(device)
+    results = evaluate_embeddings(query, labels, keys, **options, **tensors, **wanted)
+    if per_query_pass:  # a core without keep_per_query=: the per-query values from reduce="none"
+        per_query_keys = [m.key for m in parse_metrics(keys) if m.spec.per_query]
+        if per_query_keys:
+            options.update(reduce="none", per_class=None, categories=None, progress=False)
+            values = evaluate_embeddings(query, labels, per_query_keys, **options, **tensors, **wanted)
+            results.per_query = {k: values[k] for k in per_query_keys}
+            results.query_ids = tensors.get("query_ids")
+    return results
 
 
 def _print_results(runs: Dict[str, MetricResults], keys: Sequence[str], as_json: bool, single: bool) -> None:
@@ -398,9 +420,9 @@ def _read_run(path: str) -> MetricResults:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not JSON ({err.msg} at line {err.lineno}); expected an `eval --output` "
-                         "file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        where = f"{err.msg} at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
+        raise ValueError(f"{path} is not JSON ({where}); expected an `eval --output` file") from None
     try:
         return MetricResults.from_dict(data)
     except ValueError:
@@ -428,12 +450,12 @@ def _aligned(a: MetricResults, b: MetricResults, path_a: str, path_b: str):
 def cmd_compare(args) -> int:
     import retrieval_core
 
+    a, b = _read_run(args.a), _read_run(args.b)
     compare_fn = getattr(retrieval_core, "compare", None)
     if compare_fn is not None and not callable(compare_fn):  # the module: its function
         compare_fn = getattr(compare_fn, "compare", None)
     if not callable(compare_fn):
         raise CommandError("compare needs retrieval_core.compare, which this version of retrieval_core lacks")
-    a, b = _read_run(args.a), _read_run(args.b)
     for path, r in ((args.a, a), (args.b, b)):
         if not r.per_query:
             raise ValueError(f"{path} holds no per-query values: write it with `{PROG} eval ... --output {path}`")
