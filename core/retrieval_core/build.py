@@ -273,6 +273,7 @@ def rank_dense(
         tie_count=tie_count,
         tie_gain=tie_gain,
         inexact=inexact,
+        index=idx,
     )
 
 
@@ -341,6 +342,7 @@ def rank_binary(
         complete=d >= n,
         scores=vals,
         inexact=inexact,
+        index=idx,
     )
 
 

@@ -25,7 +25,17 @@ from .build import (
 )
 from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
-from .validate import check_categories, check_per_query_keys, check_score_options, check_scores, check_ties, check_values
+from .validate import (
+    check_categories,
+    check_ci_keys,
+    check_ci_options,
+    check_keep_per_query,
+    check_per_query_keys,
+    check_score_options,
+    check_scores,
+    check_ties,
+    check_values,
+)
 
 __all__ = ["evaluate_scores", "score_values", "ranking_values", "QueryValues"]
 
@@ -189,6 +199,11 @@ def evaluate_scores(
     empty: str = "skip",
     reduce: str = "mean",
     categories=None,
+    ci: Optional[float] = None,
+    ci_method: str = "bootstrap",
+    n_resamples: int = 1000,
+    seed: int = 0,
+    keep_per_query: bool = False,
 ) -> MetricResults:
     """Evaluate ranking metrics from scores.
 
@@ -206,6 +221,16 @@ def evaluate_scores(
             or in increasing query id for the flat form).
         categories: one label per query (dense) or per entry (flat); adds
             ``"{key}/{label}"`` results.
+        ci: a level in (0, 1) (e.g. 0.95): ``results.ci[key] = (low, high)`` for
+            every key and ``"{key}/{label}"`` (docs/statistics.md).
+        ci_method: ``"bootstrap"`` (percentile bootstrap over queries, of the
+            ``reduce`` statistic) or ``"beta"`` (Beta(0.5 + hits, 0.5 + misses)
+            highest-density interval; keys with 0/1 per-query values, ``reduce="mean"``).
+        n_resamples, seed: bootstrap resamples and the seed of their CPU generator
+            (the same interval on every device).
+        keep_per_query: keep ``results.per_query[key]`` (``[Q]`` float64, NaN =
+            skipped) and ``results.query_ids`` (the flat form's query ids; None for
+            dense rows: positions), for ``results.worst(key, n)`` and ``compare``.
 
     Returns:
         :class:`MetricResults`, a ``dict[str, Tensor]`` on the input's device,
@@ -218,11 +243,19 @@ def evaluate_scores(
         >>> r = evaluate_scores(preds, target, ["mrr@3", "precision@1"])
         >>> round(r["mrr@3"].item(), 4), r["precision@1"].item()
         (0.75, 0.5)
+        >>> r = evaluate_scores(preds, target, ["hit_rate@1"], ci=0.9, ci_method="beta", keep_per_query=True)
+        >>> [round(x.item(), 3) for x in r.ci["hit_rate@1"]], r.per_query["hit_rate@1"].tolist()
+        ([0.097, 0.903], [1.0, 0.0])
     """
     check_score_options(ties=ties, empty=empty, reduce=reduce)
+    check_ci_options(ci, ci_method, n_resamples, seed, reduce)
+    check_keep_per_query(keep_per_query)
+    check_ci_keys(parse_metrics(metrics), ci, ci_method)
     check_scores(preds, target, indexes=indexes, mask=mask)
     check_values(preds, target)
     qv = score_values(preds, target, metrics, indexes=indexes, mask=mask, ties=ties)
     if categories is not None:
         categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])
-    return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories)
+    return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories, ci=ci,
+                     ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query,
+                     query_ids=qv.query_ids)

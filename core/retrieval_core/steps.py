@@ -62,9 +62,13 @@ def finalize_scores(
     reduce: str = "mean",
     group=None,
     gather: bool = True,
+    **stats,
 ) -> MetricResults:
     """Gather per-query values from every rank (unless ``gather=False``: already
-    gathered), drop repeated query ids and aggregate.
+    gathered), drop repeated query ids and aggregate. ``stats``: ``ci``,
+    ``ci_method``, ``n_resamples``, ``seed``, ``keep_per_query`` of
+    :func:`~retrieval_core.aggregate.aggregate` (the per-query values' ids are
+    ``ids`` when given, else positions).
 
     A repeated id with the same row (per-query values, NaN equal to NaN, and
     category: a query repeated by DistributedSampler's padding) counts once; an id
@@ -82,7 +86,7 @@ def finalize_scores(
             (values, categories), ["per-query values", "categories"])
         ids, values, *cats = drop_duplicates(ids, *rest, names=names)
         categories = cats[0] if cats else None
-    return aggregate(values, keys, empty=empty, reduce=reduce, categories=categories)
+    return aggregate(values, keys, empty=empty, reduce=reduce, categories=categories, query_ids=ids, **stats)
 
 
 def finalize_embeddings(
