@@ -144,7 +144,7 @@ def plot_at_k(results: Mapping[str, Tensor], names: Optional[Sequence[str]] = No
         (line,) = ax.plot(ks, values, marker="o" if len(ks) <= 30 else None, markersize=3, label=text)
         if intervals is not None:
             ax.fill_between(ks, [lo for lo, _ in intervals], [hi for _, hi in intervals], alpha=0.2,
-                            color=line.get_color(), linewidth=0)
+                            color=line.get_color(), linewidth=0, label=f"{text}: interval")
         if len(ks) <= 12:
             ax.set_xticks(ks)
     ax.set_xlabel("k (number of retrieved items)")
