@@ -389,6 +389,19 @@ def cmd_report(args) -> int:
     return 0
 
 
+def nearest_similarity(x: torch.Tensor) -> torch.Tensor:
+    """A simple per-query confidence in [0, 1]: (1 + cosine similarity to the nearest other row) / 2.
+
+    Example:
+        >>> nearest_similarity(torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])).tolist()
+        [1.0, 1.0, 0.5]
+    """
+    unit = torch.nn.functional.normalize(x.double(), dim=1)
+    sim = unit @ unit.T
+    sim.fill_diagonal_(float("-inf"))
+    return ((1 + sim.amax(1)) / 2).clamp(0, 1)
+
+
 def cmd_demo(args) -> int:
     parse_metrics(args.metrics)
     if not args.report:
@@ -399,18 +412,31 @@ def cmd_demo(args) -> int:
     from .report import write_report
 
     models, labels = _digits()
-    keys = list(args.metrics) + [k for k in at_k_keys(["cmc", "precision"], 10) if k not in args.metrics]
-    options = dict(categories=labels)
+    shown = list(args.metrics)
+    confidence = _supports("confidence") and "cmc@1" in shown
+    if confidence:  # how well the nearest-neighbour similarity predicts a correct first result
+        shown += [k for k in ("erc:cmc@1", "conf:cmc@1", "spearman:cmc@1") if k not in shown]
+    keys = shown + [k for k in at_k_keys(["cmc", "precision"], 10) if k not in shown]
+    options: Dict[str, object] = dict(categories=labels)
     if _supports("ci"):
         options.update(ci=0.95)
-    runs = {name: evaluate_embeddings(emb, labels, keys, **options) for name, emb in models.items()}
-    settings = {"data": "scikit-learn digits: 1797 images of 10 digits; each image is a query against all others",
-                "distance": "cosine", "interval": "95% bootstrap over queries" if "ci" in options else None}
-    paths = write_report(runs, args.report, metrics=args.metrics, title="Digits: raw pixels vs a random projection",
-                         settings=settings, plots=_plots_available(), category_name="digit")
-    _print_results(runs, args.metrics, args.json, single=False)
-    print(f"\nreport of the demo: {paths['html'].resolve()} (and report.md, results.json, "
-          f"{sum(p.suffix == '.png' for p in paths.values())} PNG plots in {paths['html'].parent})")
+    if _supports("keep_per_query"):
+        options.update(keep_per_query=True)
+    runs = {}
+    for name, emb in models.items():
+        extra = {"confidence": nearest_similarity(emb)} if confidence else {}
+        runs[name] = evaluate_embeddings(emb, labels, keys, **options, **extra)
+    settings = {"data": "scikit-learn's digits: 1797 images of 10 digits; each image is a query against all others",
+                "distance": "cosine",
+                "interval": "95% bootstrap over queries, per metric" if "ci" in options else None,
+                "confidence": "(1 + cosine similarity to the nearest neighbour) / 2" if confidence else None}
+    paths = write_report(runs, args.report, metrics=shown, title="Digits: raw pixels vs a random projection",
+                         settings=settings, plots=_plots_available(), category_name="digit",
+                         category_keys=["cmc@1", "map@r"])
+    _print_results(runs, shown, args.json, single=False)
+    if not args.json:
+        print(f"\nreport of the demo: {paths['html'].resolve()}\n(with report.md, results.json and "
+              f"{sum(p.suffix == '.png' for p in paths.values())} PNG plots in {paths['html'].parent.resolve()})")
     return 0
 
 

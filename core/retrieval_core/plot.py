@@ -68,6 +68,18 @@ def _new_axes(ax, feature: str, figsize=(6.4, 4.4)):
     return fig, fig.add_subplot()
 
 
+def _fit_values(ax) -> None:
+    """Fit the value axis to everything drawn (lines and bands), within [0, 1] plus a margin."""
+    ys = [float(y) for line in ax.get_lines() for y in line.get_ydata()]
+    ys += [float(y) for c in ax.collections for p in c.get_paths() for y in p.vertices[:, 1]]
+    ys = [y for y in ys if y == y]
+    if not ys:
+        return
+    low, high = min(ys), max(ys)
+    pad = max(0.05 * (high - low), 0.002)
+    ax.set_ylim(max(low - pad, -0.01), min(high + pad, 1.01) if high <= 1 else high + pad)
+
+
 def at_k_keys(names: Union[str, Sequence[str]], k: Union[int, Iterable[int]]) -> List[str]:
     """The keys ``name@1 .. name@k`` (or ``name@i`` for each i of an iterable) of every
     name, checked: evaluate them in one call to draw :func:`plot_at_k` from one search.
@@ -136,6 +148,7 @@ def plot_at_k(results: Mapping[str, Tensor], names: Optional[Sequence[str]] = No
         raise ValueError("plot_at_k needs keys name@1, name@2, ... in the results; build them with "
                          "plot.at_k_keys(['cmc'], 10) and evaluate them in one call")
     fig, ax = _new_axes(ax, "plot_at_k()")
+    banded = False
     for name in names:
         ks, values, intervals = at_k_series(results, name)
         if not ks:
@@ -144,15 +157,17 @@ def plot_at_k(results: Mapping[str, Tensor], names: Optional[Sequence[str]] = No
         (line,) = ax.plot(ks, values, marker="o" if len(ks) <= 30 else None, markersize=3, label=text)
         if intervals is not None:
             ax.fill_between(ks, [lo for lo, _ in intervals], [hi for _, hi in intervals], alpha=0.2,
-                            color=line.get_color(), linewidth=0, label=f"{text}: interval")
+                            color=line.get_color(), linewidth=0)
+            banded = True
         if len(ks) <= 12:
             ax.set_xticks(ks)
     ax.set_xlabel("k (number of retrieved items)")
     ax.set_ylabel("value" if len(names) > 1 else _pretty(names[0]))
-    ax.set_ylim(-0.02, 1.02)
+    _fit_values(ax)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best")
-    ax.set_title(title or (f"{_pretty(names[0])} curve" if len(names) == 1 else "metrics at cutoff k"))
+    ax.set_title((title or (f"{_pretty(names[0])} curve" if len(names) == 1 else "metrics at cutoff k"))
+                 + (" (shaded: interval)" if banded else ""))
     return fig
 
 
@@ -269,28 +284,34 @@ def category_values(results: Mapping[str, Tensor], key: str, kind: Optional[str]
 
 
 def plot_categories(results: Mapping[str, Tensor], key: str, *, kind: Optional[str] = None, ax=None,
-                    title: Optional[str] = None):
-    """Bars of ``key`` per category or per class (see :func:`category_values`), with
-    their intervals as error bars when ``results.ci`` holds them, and the overall
-    value of ``key`` as a dashed line."""
+                    title: Optional[str] = None, label_name: Optional[str] = None):
+    """``key`` per category or per class (see :func:`category_values`): one point per
+    label, with its interval as an error bar when ``results.ci`` holds them, and the
+    overall value of ``key`` as a dashed line. The value axis is fitted to the points
+    (not forced to start at 0), so that close values stay apart. ``label_name``
+    names the labels (default ``kind``: "class" or "category"), e.g. ``"digit"``.
+    """
     kind, labels, values, intervals = category_values(results, key, kind)
+    label_name = label_name or kind
     fig, ax = _new_axes(ax, "plot_categories()", figsize=(max(6.4, 0.35 * len(labels) + 2), 4.4))
     positions = list(range(len(labels)))
     yerr = None
     if intervals is not None:
         yerr = [[max(v - lo, 0.0) for v, (lo, _) in zip(values, intervals)],
                 [max(hi - v, 0.0) for v, (_, hi) in zip(values, intervals)]]
-    ax.bar(positions, values, yerr=yerr, capsize=3 if yerr else 0, color="tab:blue", alpha=0.8,
-           label=f"{key} per {kind}" + (" (with interval)" if yerr else ""))
+    ax.errorbar(positions, values, yerr=yerr, fmt="o", capsize=4 if yerr else 0, color="tab:blue",
+                label=f"{key} per {label_name}" + (" (bar: interval)" if yerr else ""))
     if key in results:
-        ax.axhline(float(results[key]), color="tab:red", linestyle="--", label=f"overall {float(results[key]):.3f}")
+        overall = float(results[key])
+        ax.axhline(overall, color="tab:red", linestyle="--", label=f"all queries: {overall:.3f}")
     ax.set_xticks(positions)
     ax.set_xticklabels(labels, rotation=0 if len(labels) <= 12 else 90)
-    ax.set_xlabel(kind)
+    ax.set_xlim(-0.5, len(labels) - 0.5)
+    ax.set_xlabel(label_name)
     ax.set_ylabel(key)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="best", framealpha=0.9)
-    ax.set_title(title or f"{key} per {kind}")
+    ax.set_title(title or f"{key} per {label_name}")
     return fig
 
 

@@ -204,10 +204,11 @@ def _slug(text: str) -> str:
 
 
 def report_figures(results: Union[MetricResults, Runs], *, metrics: Optional[Sequence[str]] = None,
-                   max_category_plots: int = 2, category_name: str = "category") -> List[Tuple[str, str, object]]:
+                   category_keys: Optional[Sequence[str]] = None, max_category_plots: int = 2,
+                   category_name: str = "category") -> List[Tuple[str, str, object]]:
     """``[(file name, caption, Figure)]`` of every plot the results allow (needs matplotlib):
     metric@k curves (all runs on one plot per metric), per-class/per-category bars of the
-    first ``max_category_plots`` keys of each run, ERC and confidence curves."""
+    first ``max_category_plots`` keys of each run (or of ``category_keys``), ERC and confidence curves."""
     from . import plot
 
     runs = _runs(results)
@@ -231,11 +232,10 @@ def report_figures(results: Union[MetricResults, Runs], *, metrics: Optional[Seq
         _, views = _split(list(r))
         suffix = f" ({run})" if len(runs) > 1 else ""
         for view in ("class", "category"):
-            for key in [k for k in keys if k in views[view]][:max_category_plots]:
-                fig = plot.plot_categories(r, key, kind=view)
+            chosen = keys if category_keys is None else list(category_keys)
+            for key in [k for k in chosen if k in views[view]][:max_category_plots]:
                 label = "class" if view == "class" else category_name
-                fig.axes[0].set_xlabel(label)
-                fig.axes[0].set_title(f"{key} per {label}{suffix}")
+                fig = plot.plot_categories(r, key, kind=view, label_name=label, title=f"{key} per {label}{suffix}")
                 figures.append((f"{_slug(run)}_{_slug(key)}_per_{view}.png", f"{key} per {label}{suffix}", fig))
         for curve in r.curves:
             if curve.startswith("erc:"):
@@ -250,11 +250,13 @@ def report_figures(results: Union[MetricResults, Runs], *, metrics: Optional[Seq
 def write_report(results: Union[MetricResults, Runs], out: Union[str, Path], *,
                  metrics: Optional[Sequence[str]] = None, title: str = "Retrieval report",
                  settings: Optional[Mapping] = None, plots: bool = True, category_name: str = "category",
-                 ) -> Dict[str, Path]:
+                 category_keys: Optional[Sequence[str]] = None) -> Dict[str, Path]:
     """Write ``report.md``, ``results.json``, the PNG plots and ``report.html`` into ``out``
     (created if needed). ``metrics``: the keys of the main table (default: every key
     without a ``/``); ``settings``: lines listed under the title (data, distance...);
-    ``plots``: draw the PNGs (needs matplotlib; False: tables only).
+    ``plots``: draw the PNGs (needs matplotlib; False: tables only); ``category_name``:
+    what the per-category labels are (e.g. "digit"); ``category_keys``: the keys drawn
+    per category/class (default: the first two of ``metrics``).
 
     Returns ``{"markdown", "json", "html", <png names>...: path}``.
     """
@@ -264,7 +266,8 @@ def write_report(results: Union[MetricResults, Runs], out: Union[str, Path], *,
     paths: Dict[str, Path] = {}
     pngs: List[Tuple[str, str, bytes]] = []
     if plots:
-        for file, caption, fig in report_figures(runs, metrics=metrics, category_name=category_name):
+        for file, caption, fig in report_figures(runs, metrics=metrics, category_name=category_name,
+                                                 category_keys=category_keys):
             buffer = io.BytesIO()
             fig.savefig(buffer, format="png", dpi=100)
             png = buffer.getvalue()

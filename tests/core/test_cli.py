@@ -289,3 +289,26 @@ def test_compare_two_eval_outputs_against_scipy(saved, tmp_path):
     assert got["mean_difference"] == pytest.approx((va - vb).mean().item())
     assert got["p_value"] == pytest.approx(stats.ttest_rel(va.numpy(), vb.numpy()).pvalue)
     assert not math.isnan(got["ci"][0]) and got["n"] == 40
+
+
+def test_demo_report_of_the_digits(tmp_path):
+    pytest.importorskip("sklearn")
+    code, out, err = run_cli("demo", "--report", "demo-report", "--metrics", "cmc@1", "map@r", "nmi", cwd=tmp_path)
+    assert code == 0, err
+    folder = tmp_path / "demo-report"
+    assert f"report of the demo: {folder / 'report.html'}" in out
+    models, labels = cli._digits()
+    tables = _markdown_tables((folder / "report.md").read_text())
+    header, *rows = tables["Metrics (value [interval])"]
+    assert header == ["metric", "raw pixels (64-d)", "random projection (16-d)"]
+    for name, col in zip(header[1:], (1, 2)):
+        want = rc.evaluate_embeddings(models[name], labels, ["cmc@1", "map@r", "nmi"])
+        got = {row[0]: row[col].split(" [")[0] for row in rows}
+        assert got == {k: f"{v.item():.4f}" for k, v in want.items()}
+    digits = tables["Per digit: raw pixels (64-d)"]
+    assert digits[0][:3] == ["digit", "cmc@1", "map@r"] and [row[0] for row in digits[1:]] == [str(d) for d in range(10)]
+    pngs = sorted(p.name for p in folder.glob("*.png"))
+    assert "cmc_at_k.png" in pngs and "raw_pixels_64_d_map_r_per_category.png" in pngs
+    data = json.loads((folder / "results.json").read_text())
+    assert set(data["runs"]) == {"raw pixels (64-d)", "random projection (16-d)"}
+    assert data["runs"]["raw pixels (64-d)"]["n_queries"] == 1797

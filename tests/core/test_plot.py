@@ -72,7 +72,9 @@ def test_plot_at_k_default_names_and_interval_band():
     fig = plot.plot_at_k(r)  # map@r has no integer cutoff: not a curve
     ax = fig.axes[0]
     assert [line.get_label() for line in ax.get_lines()] == ["CMC"]
-    assert ax.get_ylabel() == "CMC" and ax.get_title() == "CMC curve"
+    assert ax.get_ylabel() == "CMC" and ax.get_title() == "CMC curve (shaded: interval)"
+    low, high = ax.get_ylim()
+    assert low < 0.4 and 0.95 < high <= 1.01  # the axis holds the bands
     (band,) = ax.collections
     ys = band.get_paths()[0].vertices[:, 1]
     assert min(ys) == pytest.approx(0.4) and max(ys) == pytest.approx(0.95)
@@ -150,24 +152,27 @@ def test_plot_confidence_curve():
     assert ax.get_ylabel() == "cmc@1 of queries with confidence ≥ t"
 
 
-def test_plot_categories_bars_and_intervals(digits_like):
+def test_plot_categories_points_and_intervals(digits_like):
     x, labels = digits_like
     r = rc.evaluate_embeddings(x, labels, ["map@r"], per_class="all")
     ax = plot.plot_categories(r, "map@r").axes[0]
-    heights = [p.get_height() for p in ax.patches]
-    assert heights == pytest.approx([r[f"map@r/class={c}"].item() for c in range(4)])
+    points = ax.containers[0].lines[0]
+    assert list(points.get_xdata()) == [0, 1, 2, 3]
+    assert list(points.get_ydata()) == pytest.approx([r[f"map@r/class={c}"].item() for c in range(4)])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "3"]
     assert ax.get_xlabel() == "class" and ax.get_title() == "map@r per class"
-    (overall,) = ax.get_lines()
-    assert list(overall.get_ydata()) == pytest.approx([r["map@r"].item()] * 2)
+    overall = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(overall) == 1 and list(overall[0].get_ydata()) == pytest.approx([r["map@r"].item()] * 2)
     # per-category entries with intervals: error bars from results.ci
     r2 = MetricResults({"cmc@1": torch.tensor(0.5), "cmc@1/a": torch.tensor(0.4), "cmc@1/b": torch.tensor(0.6)})
     r2.ci = {"cmc@1/a": (torch.tensor(0.3), torch.tensor(0.5)), "cmc@1/b": (torch.tensor(0.55), torch.tensor(0.7))}
-    ax = plot.plot_categories(r2, "cmc@1").axes[0]
-    assert ax.get_xlabel() == "category"
-    (bars,) = [c for c in ax.collections if c.get_segments()]
+    ax = plot.plot_categories(r2, "cmc@1", label_name="digit").axes[0]
+    assert ax.get_xlabel() == "digit" and ax.get_title() == "cmc@1 per digit"
+    (bars,) = ax.containers[0].lines[2]
     spans = sorted((float(min(s[:, 1])), float(max(s[:, 1]))) for s in bars.get_segments())
     assert [v for span in spans for v in span] == pytest.approx([0.3, 0.5, 0.55, 0.7])
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "cmc@1 per digit (bar: interval)" in legend and "all queries: 0.500" in legend
     with pytest.raises(ValueError, match=r"no per-class entries of 'cmc@1'.*per_class='all'"):
         plot.plot_categories(r2, "cmc@1", kind="class")
 
