@@ -81,3 +81,106 @@ def test_torch_save_and_load_with_weights_only(tmp_path):
     """)
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert json.loads(out) == json.loads(json.dumps(r.to_dict()))
+
+
+# --- the report ----------------------------------------------------------------------------------
+
+import base64  # noqa: E402
+import re  # noqa: E402
+from html.parser import HTMLParser  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from retrieval_core import report  # noqa: E402
+
+
+class _Page(HTMLParser):
+    """Tables (lists of rows of cell texts) and image sources of an HTML page."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.images, self._cell = [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = ""
+        elif tag == "img":
+            self.images.append(dict(attrs)["src"])
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th"):
+            self.tables[-1][-1].append(self._cell)
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+
+def _two_runs():
+    g = torch.Generator().manual_seed(2)
+    x, labels = torch.randn(50, 6, generator=g), torch.arange(50) % 5
+    keys = ["cmc@1", "cmc@2", "cmc@3", "map@r"]
+    a = rc.evaluate_embeddings(x, labels, keys, per_class="all")
+    b = rc.evaluate_embeddings(x[:, :3].contiguous(), labels, keys, per_class="all")
+    a.ci["cmc@1"] = (torch.tensor(0.1), torch.tensor(0.3))
+    return {"A": a, "B <b>": b}
+
+
+def test_markdown_and_html_hold_the_same_tables():
+    runs = _two_runs()
+    md = report.markdown_report(runs, metrics=["cmc@1", "map@r"], title="T", settings={"distance": "cosine"})
+    assert md.startswith("# T\n\n- distance: cosine\n")
+    rows = [line for line in md.splitlines() if line.startswith("| cmc@1 |")]
+    a, b = runs["A"], runs["B <b>"]
+    assert rows[0] == f"| cmc@1 | {a['cmc@1'].item():.4f} [0.1000, 0.3000] | {b['cmc@1'].item():.4f} |"
+    assert "| queries | 50 | 50 |" in md and "| empty queries: map@r | 0 | 0 |" in md
+    assert "## Per class: A" in md and "## Per class: B <b>" in md
+    class_row = next(line for line in md.splitlines() if line.startswith("| 3 |"))
+    assert class_row == f"| 3 | {a['cmc@1/class=3'].item():.4f} | {a['map@r/class=3'].item():.4f} |"
+    page = _Page()
+    page.feed(report.html_report(runs, metrics=["cmc@1", "map@r"], title="T", images=[("c", b"\x89PNG")]))
+    main = page.tables[0]
+    assert main[0] == ["metric", "A", "B <b>"]  # escaped in the page, read back as text
+    assert main[1] == ["cmc@1", f"{a['cmc@1'].item():.4f} [0.1000, 0.3000]", f"{b['cmc@1'].item():.4f}"]
+    assert page.images == ["data:image/png;base64," + base64.b64encode(b"\x89PNG").decode()]
+    with pytest.raises(TypeError, match=r"one MetricResults or a non-empty \{name: MetricResults\} mapping"):
+        report.markdown_report({})
+
+
+def test_write_report_files_and_figures(tmp_path):
+    pytest.importorskip("matplotlib")
+    runs = _two_runs()
+    paths = report.write_report(runs, tmp_path / "out", metrics=["cmc@1", "map@r"], category_keys=["map@r"])
+    names = sorted(p.name for p in paths.values())
+    assert names == ["a_map_r_per_class.png", "b_b_map_r_per_class.png", "cmc_at_k.png", "report.html",
+                     "report.md", "results.json"]
+    md = paths["markdown"].read_text()
+    assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md) == ["cmc_at_k.png", "a_map_r_per_class.png",
+                                                          "b_b_map_r_per_class.png"]
+    figures = {f: fig for f, _, fig in report.report_figures(runs, metrics=["cmc@1"])}
+    lines = figures["cmc_at_k.png"].axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["A: CMC", "B <b>: CMC"]
+    assert list(lines[1].get_ydata()) == pytest.approx([runs["B <b>"][f"cmc@{k}"].item() for k in (1, 2, 3)])
+    page = _Page()
+    page.feed(paths["html"].read_text())
+    assert len(page.images) == 3
+    assert base64.b64decode(page.images[0].split(",", 1)[1]) == (tmp_path / "out" / "cmc_at_k.png").read_bytes()
+    data = json.loads(paths["json"].read_text())
+    assert MetricResults.from_dict(data["runs"]["A"])["map@r/class=2"].item() == pytest.approx(
+        runs["A"]["map@r/class=2"].item())
+
+
+def test_docs_snippets_run(tmp_path):
+    docs = Path(__file__).resolve().parents[2] / "docs" / "reports.md"
+    blocks = re.findall(r"```python\n(.*?)```", docs.read_text(encoding="utf-8"), flags=re.S)
+    assert len(blocks) >= 2
+    for code in blocks:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        for line in code.splitlines():  # a print whose comment shows its output
+            if line.lstrip().startswith("print(") and "  # " in line:
+                assert line.split("  # ", 1)[1].strip() in proc.stdout
