@@ -301,23 +301,27 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 # commands
 
 
-def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = False) -> MetricResults:
+def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = False,
+              class_view: bool = False) -> MetricResults:
     parse_metrics(args.metrics)  # unknown keys: the registry's error (with "did you mean")
     device = torch.device(args.device)
     tensors = {name: load_tensor(getattr(args, name)).to(device)
                for name in ("gallery", "gallery_labels", "query_ids", "gallery_ids") if getattr(args, name)}
     options = dict(distance=args.distance, empty=args.empty, reduce=args.reduce, ties=args.ties,
                    per_class=args.per_class, memory_budget=args.memory_budget, progress=args.progress)
+    query, labels = load_tensor(args.query).to(device), load_tensor(args.query_labels).to(device)
     if args.categories:
         categories = load_labels(args.categories)
         options["categories"] = categories.to(device) if isinstance(categories, torch.Tensor) else categories
+    elif class_view and args.per_class is None and _few_classes(labels):
+        options["categories"] = labels  # the per-class view of the report; the main values stay over all queries
+        args.class_view = "the query labels (a per-class view; main values over all queries)"
     wanted = {}
     if args.ci is not None:
         wanted.update(ci=args.ci, ci_method=args.ci_method, n_resamples=args.n_resamples, seed=args.seed)
     if args.confidence:
         wanted["confidence"] = load_tensor(args.confidence).to(device)
-    per_query_pass = keep_per_query and not _supports("keep_per_query")
-    if keep_per_query and not per_query_pass:
+    if keep_per_query:
         wanted["keep_per_query"] = True
     for name in wanted:
         if not _supports(name):
@@ -325,15 +329,7 @@ def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = Fa
             raise CommandError(f"{flag} needs evaluate_embeddings({name}=...), which this version of "
                                "retrieval_core lacks")
     keys = list(args.metrics) + [k for k in extra_keys if k not in args.metrics]
-    query, labels = load_tensor(args.query).to(device), load_tensor(args.query_labels).to(device)
     results = evaluate_embeddings(query, labels, keys, **options, **tensors, **wanted)
-    if per_query_pass:  # a core without keep_per_query=: the per-query values from reduce="none"
-        per_query_keys = [m.key for m in parse_metrics(keys) if m.spec.per_query]
-        if per_query_keys:
-            options.update(reduce="none", per_class=None, categories=None, progress=False)
-            values = evaluate_embeddings(query, labels, per_query_keys, **options, **tensors, **wanted)
-            results.per_query = {k: values[k] for k in per_query_keys}
-            results.query_ids = tensors.get("query_ids")
     return results
 
 
@@ -361,7 +357,7 @@ def cmd_eval(args) -> int:
 def _settings(args) -> Dict[str, object]:
     return {"query": args.query, "labels": args.query_labels, "gallery": args.gallery or "the queries (self excluded)",
             "distance": args.distance, "ties": args.ties, "empty": args.empty, "reduce": args.reduce,
-            "per_class": args.per_class, "categories": args.categories,
+            "per_class": args.per_class, "categories": args.categories or getattr(args, "class_view", None),
             "interval": None if args.ci is None else f"{args.ci} ({args.ci_method})", "confidence": args.confidence}
 
 
@@ -374,6 +370,14 @@ def _plots_available() -> bool:
     return True
 
 
+MAX_CLASS_VIEW = 50  # report: a per-class table and plot by default up to this many classes
+
+
+def _few_classes(labels: torch.Tensor) -> bool:
+    return (labels.ndim == 1 and not labels.is_floating_point() and labels.numel() > 0
+            and torch.unique(labels).numel() <= MAX_CLASS_VIEW)
+
+
 def cmd_report(args) -> int:
     from .plot import at_k_keys
     from .report import write_report
@@ -381,9 +385,10 @@ def cmd_report(args) -> int:
     if args.max_k < 1:
         raise CommandError(f"--max-k must be a positive integer; got {args.max_k}")
     curve_keys = at_k_keys(args.curves, args.max_k) if args.curves else []
-    r = _evaluate(args, extra_keys=curve_keys)
+    r = _evaluate(args, extra_keys=curve_keys, class_view=True)
+    by_class = not args.categories and args.per_class is None and any("/" in k for k in r)
     paths = write_report(r, args.out, metrics=args.metrics, title=args.title, settings=_settings(args),
-                         plots=_plots_available())
+                         plots=_plots_available(), category_name="class" if by_class else "category")
     print(_table({args.query: r}, args.metrics))
     print(f"report written to {paths['markdown'].parent}: " + ", ".join(sorted(p.name for p in paths.values())))
     return 0

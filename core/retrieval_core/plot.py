@@ -284,13 +284,17 @@ def category_values(results: Mapping[str, Tensor], key: str, kind: Optional[str]
 
 
 def plot_categories(results: Mapping[str, Tensor], key: str, *, kind: Optional[str] = None, ax=None,
-                    title: Optional[str] = None, label_name: Optional[str] = None):
-    """``key`` per category or per class (see :func:`category_values`): one point per
-    label, with its interval as an error bar when ``results.ci`` holds them, and the
-    overall value of ``key`` as a dashed line. The value axis is fitted to the points
-    (not forced to start at 0), so that close values stay apart. ``label_name``
+                    title: Optional[str] = None, label_name: Optional[str] = None, style: str = "points"):
+    """``key`` per category or per class (see :func:`category_values`), with the
+    interval of each as an error bar when ``results.ci`` holds them, and the value
+    over all queries as a dashed line.
+
+    ``style="points"`` (default): one point per label, the value axis fitted to the
+    points so that close values stay apart; ``"bars"``: bars from 0. ``label_name``
     names the labels (default ``kind``: "class" or "category"), e.g. ``"digit"``.
     """
+    if style not in ("points", "bars"):
+        raise ValueError(f"style must be 'points' or 'bars'; got {style!r}")
     kind, labels, values, intervals = category_values(results, key, kind)
     label_name = label_name or kind
     fig, ax = _new_axes(ax, "plot_categories()", figsize=(max(6.4, 0.35 * len(labels) + 2), 4.4))
@@ -299,8 +303,11 @@ def plot_categories(results: Mapping[str, Tensor], key: str, *, kind: Optional[s
     if intervals is not None:
         yerr = [[max(v - lo, 0.0) for v, (lo, _) in zip(values, intervals)],
                 [max(hi - v, 0.0) for v, (_, hi) in zip(values, intervals)]]
-    ax.errorbar(positions, values, yerr=yerr, fmt="o", capsize=4 if yerr else 0, color="tab:blue",
-                label=f"{key} per {label_name}" + (" (bar: interval)" if yerr else ""))
+    text = f"{key} per {label_name}" + (" (error bar: interval)" if yerr else "")
+    if style == "bars":
+        ax.bar(positions, values, yerr=yerr, capsize=4 if yerr else 0, color="tab:blue", alpha=0.8, label=text)
+    else:
+        ax.errorbar(positions, values, yerr=yerr, fmt="o", capsize=4 if yerr else 0, color="tab:blue", label=text)
     if key in results:
         overall = float(results[key])
         ax.axhline(overall, color="tab:red", linestyle="--", label=f"all queries: {overall:.3f}")

@@ -312,3 +312,35 @@ def test_demo_report_of_the_digits(tmp_path):
     data = json.loads((folder / "results.json").read_text())
     assert set(data["runs"]) == {"raw pixels (64-d)", "random projection (16-d)"}
     assert data["runs"]["raw pixels (64-d)"]["n_queries"] == 1797
+
+
+def test_report_shows_a_per_class_view_by_default(saved, tmp_path, capsys):
+    path, x, labels = saved
+    assert cli.main(["report", str(path / "x.pt"), str(path / "labels.npy"), "--metrics", "map@r",
+                     "--out", str(tmp_path / "r"), "--curves", "cmc", "--max-k", "3"]) == 0
+    tables = _markdown_tables((tmp_path / "r" / "report.md").read_text())
+    want = rc.evaluate_embeddings(x, labels, ["map@r"], categories=labels)
+    assert tables["Metrics"][1] == ["map@r", f"{want['map@r'].item():.4f}"]  # over all queries, not macro
+    header, *rows = tables["Per class"]
+    assert header == ["class", "map@r"]
+    assert rows == [[str(c), f"{want[f'map@r/{c}'].item():.4f}"] for c in range(4)]
+    assert (tmp_path / "r" / "results_map_r_per_category.png").exists()
+    assert "the query labels (a per-class view" in (tmp_path / "r" / "report.md").read_text()
+
+
+@pytest.mark.skipif(not cli._supports("confidence"), reason="evaluate_embeddings(confidence=) (issue 11, conf) is "
+                    "not in this build")
+def test_confidence_file_gives_erc_values_and_plots(saved, tmp_path):
+    pytest.importorskip("matplotlib")
+    path, x, labels = saved
+    conf = torch.rand(40, generator=torch.Generator().manual_seed(5))
+    torch.save(conf, tmp_path / "conf.pt")
+    keys = ["cmc@1", "erc:cmc@1", "conf:cmc@1"]
+    code, out, err = run_cli("report", path / "x.pt", path / "labels.npy", "--metrics", ",".join(keys),
+                             "--confidence", tmp_path / "conf.pt", "--out", tmp_path / "r")
+    assert code == 0, err
+    want = rc.evaluate_embeddings(x, labels, keys, confidence=conf)
+    data = json.loads((tmp_path / "r" / "results.json").read_text())["runs"]["results"]
+    assert data["values"]["erc:cmc@1"] == pytest.approx(want["erc:cmc@1"].item())
+    assert data["curves"]["erc:cmc@1"]["y"] == pytest.approx(want.curves["erc:cmc@1"][1].tolist())
+    assert (tmp_path / "r" / "results_erc_cmc_1.png").exists() and (tmp_path / "r" / "results_conf_cmc_1.png").exists()

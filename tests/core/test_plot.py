@@ -172,7 +172,11 @@ def test_plot_categories_points_and_intervals(digits_like):
     spans = sorted((float(min(s[:, 1])), float(max(s[:, 1]))) for s in bars.get_segments())
     assert [v for span in spans for v in span] == pytest.approx([0.3, 0.5, 0.55, 0.7])
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "cmc@1 per digit (bar: interval)" in legend and "all queries: 0.500" in legend
+    assert "cmc@1 per digit (error bar: interval)" in legend and "all queries: 0.500" in legend
+    ax = plot.plot_categories(r2, "cmc@1", style="bars").axes[0]
+    assert [p.get_height() for p in ax.patches] == pytest.approx([0.4, 0.6]) and ax.get_ylim()[0] == 0
+    with pytest.raises(ValueError, match=r"style must be 'points' or 'bars'; got 'pie'"):
+        plot.plot_categories(r2, "cmc@1", style="pie")
     with pytest.raises(ValueError, match=r"no per-class entries of 'cmc@1'.*per_class='all'"):
         plot.plot_categories(r2, "cmc@1", kind="class")
 
