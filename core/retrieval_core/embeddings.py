@@ -222,11 +222,12 @@ def _whole_list_notice(keys: Sequence[MetricKey], n_gallery: int) -> None:
     depth, _, whole = depth_needed(keys)
     size, ratio = WHOLE_LIST_NOTICE
     if whole and n_gallery >= size and n_gallery >= ratio * max(depth, 1):
-        names = ", ".join(m.key for m in keys if m.spec.per_query and m.cutoff is None)
+        names = [m.key for m in keys if m.spec.per_query and m.cutoff is None]
+        cutoffs = f", where the cutoff keys rank only the top {depth}" if depth else ""
         warnings.warn(
-            f"whole-list keys ({names}) rank all {n_gallery} gallery items of every query, where cutoff keys "
-            f"rank only the top {max(depth, 1)}: this evaluation is many times slower; a cutoff such as "
-            f"'{names.split(', ')[0]}@100' (or '@r') bounds the work",
+            f"whole-list keys ({', '.join(names)}) rank all {n_gallery} gallery items of every query{cutoffs}: "
+            f"this evaluation is many times slower than with cutoffs; a cutoff such as '{names[0]}@100' "
+            "(or '@r' where the key takes it) bounds the work",
             stacklevel=3,
         )
 

@@ -224,8 +224,12 @@ def test_whole_list_keys_give_a_notice():
     g = torch.Generator().manual_seed(0)
     gallery, query = torch.randn(4096, 4, generator=g), torch.randn(3, 4, generator=g)
     gl, ql = torch.arange(4096) % 5, torch.arange(3) % 5
-    with pytest.warns(UserWarning, match=r"whole-list keys \(mrr\) rank all 4096 gallery items.*'mrr@100'"):
+    with pytest.warns(UserWarning, match=r"^whole-list keys \(mrr\) rank all 4096 gallery items of every query, "
+                      r"where the cutoff keys rank only the top 5: .*'mrr@100'"):
         rc.evaluate_embeddings(query, ql, ["mrr", "cmc@5"], gallery=gallery, gallery_labels=gl)
+    with pytest.warns(UserWarning, match=r"^whole-list keys \(map, ndcg\) rank all 4096 gallery items of every "
+                      r"query: .*'map@100'"):
+        rc.evaluate_embeddings(query, ql, ["map", "ndcg"], gallery=gallery, gallery_labels=gl)
     import warnings
 
     with warnings.catch_warnings():
