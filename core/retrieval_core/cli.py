@@ -211,7 +211,8 @@ def _data_options(p: argparse.ArgumentParser, default_metrics: Sequence[str]) ->
     p.add_argument("--metrics", type=_metric_list, default=list(default_metrics), metavar="KEYS",
                    help="metric keys, separated by spaces or commas (e.g. cmc@1 map@r ndcg@10)")
     p.add_argument("--distance", default="cosine",
-                   choices=["cosine", "dot", "euclidean", "squared_euclidean", "hamming"], help="distance between embeddings")
+                   choices=["cosine", "dot", "euclidean", "squared_euclidean", "hamming"],
+                   help="distance between embeddings")
     p.add_argument("--empty", default="skip", choices=list(validate.EMPTY),
                    help="queries where a metric is undefined (no relevant item)")
     p.add_argument("--reduce", default="mean", choices=[r for r in validate.REDUCE if r != "none"],
@@ -282,7 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_cmp.add_argument("--seed", type=int, default=0, help="seed of the resampling")
     p_cmp.add_argument("--ci", type=_float_level, default=0.95, metavar="LEVEL", help="interval level")
     p_cmp.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.commands = {"demo": p_demo, "eval": p_eval, "report": p_report, "compare": p_cmp}  # type: ignore[attr-defined]
+    commands = {"demo": p_demo, "eval": p_eval, "report": p_report, "compare": p_cmp}
+    parser.commands = commands  # type: ignore[attr-defined]
     return parser
 
 

@@ -99,7 +99,8 @@ def at_k_keys(names: Union[str, Sequence[str]], k: Union[int, Iterable[int]]) ->
     return keys
 
 
-def at_k_series(results: Mapping[str, Tensor], name: str) -> Tuple[List[int], List[float], Optional[List[Tuple[float, float]]]]:
+def at_k_series(results: Mapping[str, Tensor], name: str
+                ) -> Tuple[List[int], List[float], Optional[List[Tuple[float, float]]]]:
     """``(ks, values, intervals or None)`` of the keys ``name@<int>`` in ``results``, by k.
 
     Example:
@@ -382,8 +383,10 @@ def plot_values(val, *, ax=None, name: Optional[str] = None, lower_bound: Option
         ax.set_xlim(-0.5, len(keys) - 0.5)
     if lower_bound is not None or upper_bound is not None:
         lo, hi = ax.get_ylim()
-        pad = 0.05 * ((upper_bound if upper_bound is not None else hi) - (lower_bound if lower_bound is not None else lo))
-        ax.set_ylim((lower_bound - pad) if lower_bound is not None else lo, (upper_bound + pad) if upper_bound is not None else hi)
+        low = lo if lower_bound is None else lower_bound
+        high = hi if upper_bound is None else upper_bound
+        pad = 0.05 * (high - low)
+        ax.set_ylim(lo if lower_bound is None else low - pad, hi if upper_bound is None else high + pad)
     arrow = "" if higher_is_better is None else (" (higher is better)" if higher_is_better else " (lower is better)")
     ax.set_ylabel(f"value{arrow}")
     ax.grid(True, alpha=0.3)

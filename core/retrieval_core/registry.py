@@ -18,7 +18,9 @@ from . import kernels as K
 from . import set_level
 from .ranking import Ranking
 
-__all__ = ["MetricSpec", "MetricKey", "REGISTRY", "ALIASES", "parse_metrics", "metric_key", "known_metrics", "did_you_mean"]
+__all__ = [
+    "MetricSpec", "MetricKey", "REGISTRY", "ALIASES", "parse_metrics", "metric_key", "known_metrics", "did_you_mean",
+]
 
 # Cutoff forms a key may take; AT_X is a float parameter (set-level metrics).
 AT_K, AT_R, WHOLE, AT_X = "k", "r", "whole", "x"

@@ -278,7 +278,8 @@ def write_report(results: Union[MetricResults, Runs], out: Union[str, Path], *,
     (out / "report.md").write_text(markdown_report(runs, images=[(f, c) for f, c, _ in pngs], **common) + "\n",
                                    encoding="utf-8")
     payload = {"title": title, "settings": dict(settings or {}), "runs": {n: r.to_dict() for n, r in runs.items()}}
-    (out / "results.json").write_text(json.dumps(payload, indent=1, allow_nan=False, default=str) + "\n", encoding="utf-8")
+    text = json.dumps(payload, indent=1, allow_nan=False, default=str)
+    (out / "results.json").write_text(text + "\n", encoding="utf-8")
     (out / "report.html").write_text(html_report(runs, images=[(c, p) for _, c, p in pngs], **common) + "\n",
                                      encoding="utf-8")
     paths.update(markdown=out / "report.md", json=out / "results.json", html=out / "report.html")
