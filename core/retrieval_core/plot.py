@@ -211,6 +211,15 @@ def plot_erc(results, key: str, *, ax=None, title: Optional[str] = None, label: 
     from ``results.curves["erc:<key>"]``, with the oracle (the largest errors rejected
     first; needs ``results.per_query[key]``) and the random baseline (the mean
     error). The legend gives each curve's area (AUERC, lower is better).
+
+    Example:
+        >>> from retrieval_core import MetricResults
+        >>> r = MetricResults({"erc:cmc@1": torch.tensor(0.25)})
+        >>> r.curves["erc:cmc@1"] = (torch.tensor([0.5, 1.0]), torch.tensor([0.0, 0.5]))
+        >>> r.per_query["cmc@1"] = torch.tensor([1.0, 0.0])
+        >>> ax = plot_erc(r, "cmc@1").axes[0]
+        >>> [line.get_label() for line in ax.get_lines()]
+        ['confidence order (AUERC 0.250)', 'oracle (AUERC 0.250)', 'random (AUERC 0.500)']
     """
     name, base, kept, error = _curve(results, "erc:", key)
     fig, ax = _new_axes(ax, "plot_erc()")
@@ -293,6 +302,12 @@ def plot_categories(results: Mapping[str, Tensor], key: str, *, kind: Optional[s
     ``style="points"`` (default): one point per label, the value axis fitted to the
     points so that close values stay apart; ``"bars"``: bars from 0. ``label_name``
     names the labels (default ``kind``: "class" or "category"), e.g. ``"digit"``.
+
+    Example:
+        >>> r = {"map@r": torch.tensor(0.5), "map@r/a": torch.tensor(0.4), "map@r/b": torch.tensor(0.6)}
+        >>> ax = plot_categories(r, "map@r", label_name="group").axes[0]
+        >>> ax.get_title(), [t.get_text() for t in ax.get_xticklabels()]
+        ('map@r per group', ['a', 'b'])
     """
     if style not in ("points", "bars"):
         raise ValueError(f"style must be 'points' or 'bars'; got {style!r}")
