@@ -223,12 +223,15 @@ def rank_dense(
     n_relevant = _count_relevant(target)
     d = _depth(depth, at_r, n_relevant, max_relevant, n)
     with_ties = with_ties or ties == "expected"
-    if ties in ("optimistic", "pessimistic"):
+    by_gain = ties in ("optimistic", "pessimistic")
+    if by_gain and (select != "checked" or top is not None):  # columns re-ordered by gain up front
         preds, target, mask, select = _gain_order(preds, target, mask, ties, top, select)
+        by_gain = False
     inexact = crossing = None
     if top is not None or select == "checked":
         scores, floor, clash_rows = _score_view(preds, mask)
-        extra = int(with_ties and top is None and d < n)  # rank d+1 shows which rows a tie crosses the cut in
+        # rank d+1 shows which rows a tie crosses the cut in
+        extra = int((with_ties or by_gain) and top is None and d < n)
         vals, idx = _stable_top(scores, d + extra, floor) if top is None else top(scores, d)
         if clash_rows is not None:
             _rank_rows(scores, mask, clash_rows, d + extra, vals, idx)
@@ -237,6 +240,8 @@ def rank_dense(
             if floor is not None:
                 crossing &= vals[:, d - 1] != floor
             vals, idx = vals[:, :d], idx[:, :d]
+        if by_gain:
+            vals, idx = _gain_ties(scores, target, mask, vals, idx, crossing, ties)
     elif select == "deferred":
         scores, floor, clash = _score_view(preds, mask, clash="flags")
         vals, idx, inexact = _stable_top_deferred(scores, d, floor)
@@ -332,6 +337,30 @@ def _past_cut(scores, vals, mask, valid, target, relevance, crossing=None):
         return c, g, h, e
     count[rows], gain[rows], hits[rows], exp_gain[rows] = c, g, h, e
     return count, gain, hits, exp_gain
+
+
+def _gain_ties(scores, target, mask, vals, idx, crossing, ties):
+    """The stable top ``(vals, idx)`` with equal scores ordered by gain (highest first for
+    ``"optimistic"``, lowest for ``"pessimistic"``, then by column): ties inside the top
+    are re-ordered there; rows whose tie crosses the cut are ranked again from all
+    their columns ordered by gain (host reads: CPU's ``"checked"`` path only)."""
+    descending = ties == "optimistic"
+    gain = target.gather(1, idx)
+    key = gain.to(torch.int8) if gain.dtype == torch.bool else gain
+    by_gain = torch.sort(key, dim=1, descending=descending, stable=True).indices
+    by_score = torch.sort(vals.gather(1, by_gain), dim=1, descending=True, stable=True).indices
+    order = by_gain.gather(1, by_score)
+    vals, idx = vals.gather(1, order), idx.gather(1, order)
+    if crossing is not None:
+        rows = crossing.nonzero().squeeze(1)
+        if rows.numel():
+            t = target[rows]
+            cols = torch.sort(t.to(torch.int8) if t.dtype == torch.bool else t, dim=1, descending=descending,
+                              stable=True).indices
+            m = None if mask is None else mask[rows].gather(1, cols)
+            v, i = _exact_top(scores[rows].gather(1, cols), m, vals.shape[1])
+            vals[rows], idx[rows] = v, cols.gather(1, i)
+    return vals, idx
 
 
 def _gain_order(preds, target, mask, ties, top, select):
