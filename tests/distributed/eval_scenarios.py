@@ -155,6 +155,11 @@ CASES.update(_both("narrow_shards", PER_QUERY, layout="narrow", ids=True))
 CASES.update(_both("narrow_shards_euclidean", PER_QUERY, layout="narrow", distance="euclidean", gallery=True))
 CASES.update(_both("tiny_gallery", ["cmc@1", "precision@3", "map@r"], gallery=True, gallery_rows=10))
 CASES["set_level_gallery_ids"] = _case(K_SET, gallery=True, ids=True, distance="euclidean")
+# tie modes (a gallery every rank holds; shard_gallery=True is "stable" only on several processes)
+CASES["hamming_ties_expected"] = _case(PER_QUERY + K_WHOLE, distance="hamming", transform=_codes, ids=True,
+                                       ties="expected")
+CASES["rounded_dot_ties_pessimistic"] = _case(PER_QUERY + K_WHOLE, distance="dot", transform=torch.round,
+                                              ties="pessimistic")
 
 
 # -- errors: the same on every rank -------------------------------------------------------
@@ -243,6 +248,8 @@ ERRORS: Dict[str, tuple] = {
                                       "relevance refused on purpose (raised on rank", False),
     "error_whole_list_sharded": (_simple(["cmc@1", "map", "mrr"], shard_gallery=True), "ValueError",
                                  "whole-list keys (map, mrr) need the whole gallery per query", True),
+    "error_ties_sharded": (_simple(["cmc@1"], shard_gallery=True, ties="expected"), "NotImplementedError",
+                           "ties='expected' is not available with shard_gallery=True on several processes", False),
     "error_set_level_sharded": (_simple(["cmc@1", "nmi"], shard_gallery=True), "ValueError",
                                 "set-level keys (nmi) need every embedding on one rank", True),
     "error_cutoff_sharded": (_simple(["cmc@1000"], shard_gallery=True), "ValueError",
