@@ -428,3 +428,19 @@ def test_hand_toy_graded():
     assert r["precision_adaptive@4"].item() == pytest.approx(2 / 3)
     assert r["map_hits@2"].item() == pytest.approx((1.0 + 0.5) / 2)  # one hit, at rank 1 or 2
     assert r["ndcg@1"].item() == pytest.approx(1.0 / 2.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.int32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mode", MODES)
+def test_score_dtypes(generator, dtype, mode):
+    """Integer and half-precision scores tie exactly as their float32 values do."""
+    preds, target = many_ties(generator, q=15, n=11, levels=5)
+    keys = ["ndcg@4", "map@r", "mrr@3", "map_hits@4", "hit_rate@2", "auroc"]
+    want = rc.evaluate_scores(preds, target, keys, ties=mode, reduce="none")
+    got = rc.evaluate_scores(preds.to(dtype), target, keys, ties=mode, reduce="none")
+    mask = torch.rand(15, 11, generator=generator) < 0.8
+    want_m = rc.evaluate_scores(preds, target, keys, mask=mask, ties=mode, reduce="none")
+    got_m = rc.evaluate_scores(preds.to(dtype), target, keys, mask=mask, ties=mode, reduce="none")
+    for key in keys:
+        torch.testing.assert_close(got[key], want[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)
+        torch.testing.assert_close(got_m[key], want_m[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)
