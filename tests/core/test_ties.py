@@ -368,9 +368,10 @@ def test_flat_queries_of_many_sizes_equal_each_query_alone(generator, mode):
     sizes = torch.randint(1, 40, (25,), generator=generator)
     idx = torch.arange(25).repeat_interleave(sizes)
     preds = torch.randint(0, 3, (idx.numel(),), generator=generator).float()
-    target = torch.randint(0, 3, (idx.numel(),), generator=generator).float() * (torch.rand(idx.numel(), generator=generator) < 0.4)
-    keys = [k for k in ["map@r", "ndcg@r", "precision@r", "r_precision", "recall@r", "mrr@5", "hit_rate@3",
-                        "map_hits@4", "wap@4", "ndcg_exp@6", "dcg_exp@6"]]
+    sparse = torch.rand(idx.numel(), generator=generator) < 0.4
+    target = torch.randint(0, 3, (idx.numel(),), generator=generator).float() * sparse
+    keys = ["map@r", "ndcg@r", "precision@r", "r_precision", "recall@r", "mrr@5", "hit_rate@3", "map_hits@4", "wap@4",
+            "ndcg_exp@6", "dcg_exp@6"]
     got = rc.evaluate_scores(preds, target, keys, indexes=idx, ties=mode, reduce="none")
     for q in range(25):
         sel = idx == q
@@ -408,3 +409,38 @@ def test_distributed_checks_of_tie_modes():
     with pytest.raises(NotImplementedError, match=r"auroc@3 has no closed form"):
         _check_ties(parse_metrics(["auroc@3"]), options, shard_gallery=False)
     _check_ties(parse_metrics(["mrr"]), dict(options, ties="stable"), shard_gallery=True)
+
+
+def test_hand_toy_graded():
+    # scores [1, 1, 0], gains [2, 0, 1]: the top two tie; in one order the gain-2 candidate leads
+    preds, target = torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[2.0, 0.0, 1.0]])
+    keys = ["acg@1", "wap@1", "wap@2", "f1@1", "ndcg_exp@2", "dcg_exp@2", "precision_capped@1",
+            "precision_adaptive@4", "map_hits@2", "ndcg@1"]
+    r = rc.evaluate_scores(preds, target, keys, ties="expected")
+    assert r["acg@1"].item() == pytest.approx(1.0)  # mean gain of the tied pair
+    assert r["wap@1"].item() == pytest.approx((2.0 + 0.0) / 2)  # acg@1 = 2 with a hit, else 0
+    assert r["wap@2"].item() == pytest.approx((2.0 + 1.0) / 2)  # hit at rank 1 (acg 2) or rank 2 (acg 1)
+    assert r["f1@1"].item() == pytest.approx(2 * 0.5 / (1 + 2))
+    exp_dcg = 1.5 + 1.5 / math.log2(3)  # mean of 2^2 - 1 and 2^0 - 1 at ranks 1 and 2
+    assert r["dcg_exp@2"].item() == pytest.approx(exp_dcg)
+    assert r["ndcg_exp@2"].item() == pytest.approx(exp_dcg / (3.0 + 1.0 / math.log2(3)))
+    assert r["precision_capped@1"].item() == pytest.approx(0.5)
+    assert r["precision_adaptive@4"].item() == pytest.approx(2 / 3)
+    assert r["map_hits@2"].item() == pytest.approx((1.0 + 0.5) / 2)  # one hit, at rank 1 or 2
+    assert r["ndcg@1"].item() == pytest.approx(1.0 / 2.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.int32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mode", MODES)
+def test_score_dtypes(generator, dtype, mode):
+    """Integer and half-precision scores tie exactly as their float32 values do."""
+    preds, target = many_ties(generator, q=15, n=11, levels=5)
+    keys = ["ndcg@4", "map@r", "mrr@3", "map_hits@4", "hit_rate@2", "auroc"]
+    want = rc.evaluate_scores(preds, target, keys, ties=mode, reduce="none")
+    got = rc.evaluate_scores(preds.to(dtype), target, keys, ties=mode, reduce="none")
+    mask = torch.rand(15, 11, generator=generator) < 0.8
+    want_m = rc.evaluate_scores(preds, target, keys, mask=mask, ties=mode, reduce="none")
+    got_m = rc.evaluate_scores(preds.to(dtype), target, keys, mask=mask, ties=mode, reduce="none")
+    for key in keys:
+        torch.testing.assert_close(got[key], want[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)
+        torch.testing.assert_close(got_m[key], want_m[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)

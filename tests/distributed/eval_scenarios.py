@@ -167,6 +167,11 @@ CASES["stats_per_class_all"] = _case(PER_QUERY, per_class="all", categories="str
                                      keep_per_query=True)
 CASES["stats_self_ids_hamming"] = _case(["cmc@1", "map@r"], ids=True, distance="hamming", transform=_codes, ci=0.9,
                                         seed=5, n_resamples=300, keep_per_query=True, return_neighbours=6)
+# tie modes (a gallery every rank holds; shard_gallery=True is "stable" only on several processes)
+CASES["hamming_ties_expected"] = _case(PER_QUERY + K_WHOLE, distance="hamming", transform=_codes, ids=True,
+                                       ties="expected")
+CASES["rounded_dot_ties_pessimistic"] = _case(PER_QUERY + K_WHOLE, distance="dot", transform=torch.round,
+                                              ties="pessimistic")
 
 
 # -- errors: the same on every rank -------------------------------------------------------
@@ -255,6 +260,8 @@ ERRORS: Dict[str, tuple] = {
                                       "relevance refused on purpose (raised on rank", False),
     "error_whole_list_sharded": (_simple(["cmc@1", "map", "mrr"], shard_gallery=True), "ValueError",
                                  "whole-list keys (map, mrr) need the whole gallery per query", True),
+    "error_ties_sharded": (_simple(["cmc@1"], shard_gallery=True, ties="expected"), "NotImplementedError",
+                           "ties='expected' is not available with shard_gallery=True on several processes", False),
     "error_set_level_sharded": (_simple(["cmc@1", "nmi"], shard_gallery=True), "ValueError",
                                 "set-level keys (nmi) need every embedding on one rank", True),
     "error_cutoff_sharded": (_simple(["cmc@1000"], shard_gallery=True), "ValueError",
