@@ -12,6 +12,8 @@ from retrieval_core.registry import parse_metrics
 from retrieval_core.steps import finalize_embeddings
 from retrieval_core.validate import (
     check_batch_like_earlier,
+    check_ci_keys,
+    check_ci_options,
     check_confidence,
     check_embedding_options,
     check_embeddings,
@@ -53,6 +55,10 @@ class EmbeddingMetrics(RetrievalMetric):
             and set-level keys (``"nmi"``, ``"pcf@0.5"``, ``"fnmr@0.1"``...).
         distance, relevance, ties, empty, reduce, per_class, memory_budget, progress:
             as ``retrieval_core.evaluate_embeddings``.
+        ci, ci_method, n_resamples, seed: intervals of the results (in
+            ``last_results.ci``), as ``retrieval_core.evaluate_embeddings``.
+            ``last_results.per_query`` always holds the per-query values (ids: the
+            items' ``"ids"`` when given, else their positions in the data seen).
         output_transform, device, skip_unrolling: as every ignite ``Metric``;
             ``device`` is where embeddings are kept and evaluated.
 
@@ -90,6 +96,10 @@ class EmbeddingMetrics(RetrievalMetric):
         per_class: Optional[str] = None,
         memory_budget: Optional[int] = None,
         progress: bool = False,
+        ci: Optional[float] = None,
+        ci_method: str = "bootstrap",
+        n_resamples: int = 1000,
+        seed: int = 0,
         output_transform: Callable = _identity,
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,
@@ -101,7 +111,10 @@ class EmbeddingMetrics(RetrievalMetric):
         self._options: Dict[str, Any] = dict(
             distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
             per_class=per_class, memory_budget=memory_budget, progress=progress,
+            ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=True,
         )
+        check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class)
+        check_ci_keys(self._metrics, ci, ci_method)
         self.last_results: Optional[MetricResults] = None
         super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
 

@@ -17,6 +17,8 @@ from retrieval_core.validate import (
     check_compact_keys,
     check_confidence,
     check_per_query_keys,
+    check_ci_keys,
+    check_ci_options,
     check_rows,
     check_score_batch,
     check_score_options,
@@ -61,6 +63,10 @@ class RankingMetrics(RetrievalMetric):
         reduce: ``"mean"``, ``"median"``, ``"min"``, ``"max"`` or ``"none"``
             (per-query values as lists; NaN marks a skipped query).
         compact: keep sums and counts only (constant memory).
+        ci, ci_method, n_resamples, seed: intervals of the results, as
+            ``retrieval_core.evaluate_scores`` (in ``last_results.ci``; not with
+            ``compact``). ``last_results.per_query`` always holds the per-query
+            values (ids: the ``"ids"`` given, else positions) unless ``compact``.
         output_transform, device, skip_unrolling: as every ignite ``Metric``;
             ``device`` is where the state is kept (and gathered: CPU for gloo).
 
@@ -95,6 +101,10 @@ class RankingMetrics(RetrievalMetric):
         empty: str = "skip",
         reduce: str = "mean",
         compact: bool = False,
+        ci: Optional[float] = None,
+        ci_method: str = "bootstrap",
+        n_resamples: int = 1000,
+        seed: int = 0,
         output_transform: Callable = _identity,
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,
@@ -104,6 +114,10 @@ class RankingMetrics(RetrievalMetric):
         check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact)
         check_compact_keys(compact, keys)
         check_tie_keys(keys, ties)
+        check_ci_options(ci, ci_method, n_resamples, seed, reduce, compact=compact)
+        check_ci_keys(keys, ci, ci_method)
+        self._stats: Dict[str, Any] = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                           keep_per_query=True)
         self._keys = keys
         self.metric_keys: Tuple[str, ...] = tuple(m.key for m in keys)
         self._ties, self._empty, self._reduce, self._compact = ties, empty, reduce, bool(compact)
@@ -170,7 +184,7 @@ class RankingMetrics(RetrievalMetric):
         categories = self._cat(self._categories, torch.int64, self._device) if present.get("categories") else None
         confidence = self._cat(self._confidence, torch.float64, self._device) if present.get("confidence") else None
         return finalize_scores(values, self.metric_keys, ids=ids, categories=categories, confidence=confidence,
-                               empty=self._empty, reduce=self._reduce, ties=self._ties)
+                               empty=self._empty, reduce=self._reduce, ties=self._ties, **self._stats)
 
     def compute(self) -> Dict[str, Any]:
         results = self._results()

@@ -58,7 +58,8 @@ class CoreStateMetric(Metric):
 
     def _wrap_compute(self, compute):
         """torchmetrics rebuilds the returned dict (squeeze, clone), which drops the
-        ``n_queries``/``n_empty`` bookkeeping of ``MetricResults``: put it back."""
+        bookkeeping of ``MetricResults`` (``n_queries``, ``n_empty``, ``ci``,
+        ``per_query``, ``query_ids``, ``neighbours``): put it back."""
         wrapped = super()._wrap_compute(compute)
 
         def with_counts(*args, **kwargs):
@@ -68,7 +69,8 @@ class CoreStateMetric(Metric):
             if counts is not None and isinstance(value, dict):
                 if not isinstance(value, MetricResults):
                     value = MetricResults(value)
-                value.n_queries, value.n_empty, value.curves = counts
+                value.n_queries, value.n_empty = counts[:2]
+                value.ci, value.per_query, value.query_ids, value.neighbours, value.curves = counts[2:]
                 if self._computed is not None:
                     self._computed = value
             return value
@@ -78,7 +80,9 @@ class CoreStateMetric(Metric):
     def _counted(self, results):
         """Remember the bookkeeping of ``results`` for :meth:`_wrap_compute`."""
         if isinstance(results, MetricResults):
-            self._last_counts = (results.n_queries, dict(results.n_empty), dict(results.curves))
+            self._last_counts = (results.n_queries, dict(results.n_empty), dict(results.ci),
+                                 dict(results.per_query), results.query_ids, results.neighbours,
+                                 dict(results.curves))
         return results
 
     def _cat_or_empty(self, value) -> Tensor:

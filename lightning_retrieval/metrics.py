@@ -14,6 +14,8 @@ from retrieval_core.registry import parse_metrics
 from retrieval_core.steps import compact_sums, finalize_compact, finalize_embeddings, finalize_scores
 from retrieval_core.validate import (
     check_batch_like_earlier,
+    check_ci_keys,
+    check_ci_options,
     check_compact_inputs,
     check_compact_keys,
     check_confidence,
@@ -58,6 +60,10 @@ class RankingMetrics(CoreStateMetric):
         compact: keep only per-key sums and counts (``[3, M]`` floats) instead of
             per-query values: constant memory, ``reduce="mean"`` only, no ``ids`` nor
             ``categories``.
+        ci, ci_method, n_resamples, seed: intervals (``compute().ci``), as
+            ``retrieval_core.evaluate_scores``; not with ``compact``. ``compute()``
+            also carries ``per_query`` (ids: the ``ids`` given, else positions)
+            unless ``compact``.
         kwargs: torchmetrics' ``Metric`` arguments (``sync_on_compute``,
             ``process_group``, ``dist_sync_fn``, ``compute_on_cpu``...).
 
@@ -99,11 +105,18 @@ class RankingMetrics(CoreStateMetric):
         empty: str = "skip",
         reduce: str = "mean",
         compact: bool = False,
+        ci: Optional[float] = None,
+        ci_method: str = "bootstrap",
+        n_resamples: int = 1000,
+        seed: int = 0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact)
+        check_ci_options(ci, ci_method, n_resamples, seed, reduce, compact=compact)
+        self.stats = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=True)
         parsed = parse_metrics(metrics)
+        check_ci_keys(parsed, ci, ci_method)
         check_per_query_keys(parsed, "use EmbeddingMetrics")
         check_compact_keys(compact, parsed)
         check_tie_keys(parsed, ties)
@@ -165,7 +178,7 @@ class RankingMetrics(CoreStateMetric):
         _same_rows(values.shape[0], ids=ids, categories=categories, confidence=confidence)
         return self._counted(finalize_scores(values, self.keys, ids=ids, categories=categories, gather=False,
                                              confidence=confidence, empty=self.empty, reduce=self.reduce,
-                                             ties=self.ties))
+                                             ties=self.ties, **self.stats))
 
 
 class EmbeddingMetrics(CoreStateMetric):
@@ -176,6 +189,9 @@ class EmbeddingMetrics(CoreStateMetric):
             embedding-set keys (``"nmi"``, ``"ami"``, ``"pcf@0.5"``, ``"fnmr@0.1"``).
         distance, relevance, ties, empty, reduce, per_class, memory_budget, progress:
             as ``retrieval_core.evaluate_embeddings``.
+        ci, ci_method, n_resamples, seed: intervals (``compute().ci``), as
+            ``retrieval_core.evaluate_embeddings``. ``compute()`` also carries
+            ``per_query`` (ids: the items' ``ids`` when given, else positions).
         kwargs: torchmetrics' ``Metric`` arguments.
 
     ``update(embeddings, labels, *, ids=None, is_query=None, is_gallery=None,
@@ -218,14 +234,21 @@ class EmbeddingMetrics(CoreStateMetric):
         per_class: Optional[str] = None,
         memory_budget: Optional[int] = None,
         progress: bool = False,
+        ci: Optional[float] = None,
+        ci_method: str = "bootstrap",
+        n_resamples: int = 1000,
+        seed: int = 0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class)
+        check_ci_keys(parse_metrics(metrics), ci, ci_method)
         check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
                                 per_class=per_class, memory_budget=memory_budget)
         self.keys = tuple(m.key for m in parse_metrics(metrics))
         self.options = dict(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                            per_class=per_class, memory_budget=memory_budget, progress=progress)
+                            per_class=per_class, memory_budget=memory_budget, progress=progress,
+                            ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=True)
         for name in ("embeddings", "labels", "ids", "is_query", "is_gallery", "categories", "confidence"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
 

@@ -15,6 +15,7 @@ if __name__ != "retrieval_core":  # one module identity: never a second copy und
     )
 from .aggregate import MetricResults, aggregate, reduce_values
 from .build import group_flat, rank_dense, rank_flat
+from .comparison import Comparison, compare, compare_many
 from .confidence import rank_correlation
 from .embeddings import evaluate_embeddings
 from .evaluate import QueryValues, evaluate_scores, ranking_values, score_values
@@ -23,12 +24,15 @@ from .registry import ALIASES, REGISTRY, MetricKey, known_metrics, metric_key, p
 
 __all__ = [
     "ALIASES",
+    "Comparison",
     "REGISTRY",
     "MetricKey",
     "MetricResults",
     "QueryValues",
     "Ranking",
     "aggregate",
+    "compare",
+    "compare_many",
     "evaluate_embeddings",
     "evaluate_scores",
     "group_flat",

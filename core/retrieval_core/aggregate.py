@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from .validate import EMPTY, REDUCE, check_choice, check_confidence
+from .validate import EMPTY, REDUCE, check_choice, check_ci_options, check_confidence, check_keep_per_query
 
 __all__ = ["MetricResults", "aggregate", "encode_labels", "reduce_values"]
 
@@ -38,6 +38,33 @@ class MetricResults(dict):
         self.query_ids: Optional[Tensor] = None
         self.curves: Dict[str, Tuple[Tensor, Tensor]] = {}
         self.neighbours: Optional[Tuple[Tensor, Tensor]] = None
+
+    def worst(self, key: str, n: int = 10) -> Tuple[Tensor, Tensor]:
+        """The ``n`` queries with the lowest value of ``key``: ``(ids, values)``, lowest
+        first, equal values in query order; skipped queries (NaN) are left out. ``ids``
+        are ``query_ids`` when the input had ids, else positions in ``per_query``.
+        Needs the per-query values (``keep_per_query=True``; the adapters keep them).
+
+        Example:
+            >>> r = MetricResults()
+            >>> r.per_query["mrr"] = torch.tensor([0.5, 0.2, float("nan"), 0.2, 1.0], dtype=torch.float64)
+            >>> ids, values = r.worst("mrr", 3)
+            >>> ids.tolist(), values.tolist()
+            ([1, 3, 0], [0.2, 0.2, 0.5])
+        """
+        if key not in self.per_query:
+            kept = sorted(self.per_query)
+            raise KeyError(
+                f"no per-query values of {key!r}; evaluate with keep_per_query=True (kept: {kept or 'none'})"
+            )
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be an int >= 0; got {n!r}")
+        values = self.per_query[key]
+        defined = (~torch.isnan(values)).nonzero().squeeze(1)
+        order = torch.argsort(values[defined], stable=True)[:n]
+        rows = defined[order]
+        ids = rows if self.query_ids is None else self.query_ids.to(rows.device)[rows]
+        return ids, values[rows]
 
 
 def _fill_empty(values: Tensor, keys: Sequence[str], empty: str) -> Tensor:
@@ -112,6 +139,12 @@ def aggregate(
     categories: Optional[Union[Tensor, Sequence]] = None,
     confidence: Optional[Tensor] = None,
     ties: str = "stable",
+    ci: Optional[float] = None,
+    ci_method: str = "bootstrap",
+    n_resamples: int = 1000,
+    seed: int = 0,
+    keep_per_query: bool = False,
+    query_ids: Optional[Tensor] = None,
 ) -> MetricResults:
     """Reduce per-query ``values[Q, M]`` (NaN = empty query) to ``{key: Tensor}``.
 
@@ -121,6 +154,11 @@ def aggregate(
     are reduced by :func:`retrieval_core.confidence.confidence_results` with
     ``confidence[Q]`` (and ``ties`` for equal confidences), which also fills
     ``curves``; under ``reduce="none"`` they give the inner per-query values.
+    ``ci``: a level in (0, 1); fills ``results.ci`` for every key and
+    ``"{key}/{label}"`` (see :func:`retrieval_core.intervals.intervals`:
+    ``ci_method``, ``n_resamples``, ``seed``). ``keep_per_query``: fills
+    ``results.per_query`` (``[Q]`` float64 after ``empty``: NaN = skipped) and
+    ``results.query_ids`` (the given ``query_ids``; None: positions).
 
     Example:
         >>> v = torch.tensor([[1.0, float("nan")], [0.0, 0.5]], dtype=torch.float64)
@@ -132,6 +170,8 @@ def aggregate(
     check_choice("reduce", reduce, REDUCE)
     if confidence is not None:
         confidence = check_confidence(confidence, values.shape[0]).to(values.device)
+    level = check_ci_options(ci, ci_method, n_resamples, seed, reduce)
+    check_keep_per_query(keep_per_query)
     n_empty = dict(zip(keys, torch.isnan(values).sum(0).unbind(0)))
     values = _fill_empty(values, keys, empty)
     out = MetricResults(
@@ -139,17 +179,28 @@ def aggregate(
         n_queries=torch.tensor(values.shape[0]),
         n_empty=n_empty,
     )
+    groups = None if categories is None else _category_groups(categories, values.device)
     if reduce != "none":
         from .confidence import confidence_results
 
         reduced, out.curves = confidence_results(values, keys, confidence, reduce=reduce, ties=ties)
         out.update(reduced)
-    if categories is not None:
-        for name, rows in _category_groups(categories, values.device):
-            reduced = dict(zip(keys, reduce_values(values[rows], reduce).unbind(-1)))
-            if reduce != "none":
-                reduced.update(confidence_results(values[rows], keys, None if confidence is None else
-                                                  confidence[rows], reduce=reduce, ties=ties,
-                                                  curves=False)[0])
-            out.update({f"{k}/{name}": reduced[k] for k in keys})
+    for name, rows in groups or []:
+        reduced = dict(zip(keys, reduce_values(values[rows], reduce).unbind(-1)))
+        if reduce != "none":
+            reduced.update(confidence_results(values[rows], keys, None if confidence is None else confidence[rows],
+                                              reduce=reduce, ties=ties, curves=False)[0])
+        out.update({f"{k}/{name}": reduced[k] for k in keys})
+    if level is not None:
+        from .confidence import confidence_intervals, split_key
+        from .intervals import intervals
+
+        plain = [j for j, k in enumerate(keys) if split_key(k) is None]
+        out.ci = intervals(values[:, plain], [keys[j] for j in plain], level, method=ci_method, reduce=reduce,
+                           n_resamples=n_resamples, seed=seed, groups=groups)
+        out.ci.update(confidence_intervals(values, keys, confidence, level, reduce=reduce, ties=ties,
+                                           n_resamples=n_resamples, seed=seed, groups=groups))
+    if keep_per_query:
+        out.per_query = dict(zip(keys, values.unbind(1)))
+        out.query_ids = query_ids
     return out

@@ -281,6 +281,7 @@ def rank_dense(
         tie_hits=tie_hits,
         tie_exp_gain=tie_exp_gain,
         ties=ties,
+        index=idx,
     )
 
 
@@ -406,6 +407,7 @@ def rank_binary(
         complete=d >= n,
         scores=vals,
         inexact=inexact,
+        index=idx,
     )
 
 

@@ -26,13 +26,13 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 __all__ = ["KINDS", "GRID_POINTS", "split_key", "erc_curve", "confidence_curve", "rank_correlation",
-           "confidence_results"]
+           "confidence_results", "confidence_intervals"]
 
 KINDS = ("erc", "conf", "spearman", "kendall")
 GRID_POINTS = 101  # thresholds 0, 0.01, ..., 1 of conf:<key>
@@ -317,3 +317,62 @@ def confidence_results(
         if curve is not None and curves:
             shapes[key] = curve
     return out, shapes
+
+
+def confidence_intervals(
+    values: Tensor,
+    keys: Sequence[str],
+    confidence: Optional[Tensor],
+    level: float,
+    *,
+    reduce: str = "mean",
+    ties: str = "stable",
+    n_resamples: int = 1000,
+    seed: int = 0,
+    groups: Optional[Sequence[Tuple[str, Tensor]]] = None,
+) -> Dict[str, Tuple[Tensor, Tensor]]:
+    """Percentile bootstrap intervals ``{key: (low, high)}`` of the confidence keys
+    among ``keys`` (and ``"{key}/{label}"`` for each ``(label, rows)`` of ``groups``):
+    queries are resampled with their confidences (the resamples of
+    :func:`retrieval_core.intervals.intervals`, same ``seed``) and each resample's
+    key value is computed as :func:`confidence_results` does. Resamples where a key
+    is undefined (NaN) are left out of its percentiles.
+
+    Example:
+        >>> v = torch.tensor([[1.0], [0.0], [1.0], [1.0], [0.0]], dtype=torch.float64)
+        >>> c = torch.tensor([0.9, 0.1, 0.8, 0.7, 0.6])
+        >>> low, high = confidence_intervals(v, ["erc:cmc@1"], c, 0.9)["erc:cmc@1"]
+        >>> 0 <= low.item() <= confidence_results(v, ["erc:cmc@1"], c)[0]["erc:cmc@1"].item() <= high.item()
+        True
+    """
+    from .intervals import _percentiles, _resample_counts
+
+    wanted = [(j, key) for j, key in enumerate(keys) if split_key(key) is not None]
+    if not wanted:
+        return {}
+    if confidence is None:  # the same error as for the values themselves
+        confidence_results(values, keys, confidence)
+    sets: List[Tuple[str, Optional[Tensor]]] = [("", None)] + [(f"/{label}", rows) for label, rows in (groups or [])]
+    columns = [j for j, _ in wanted]
+    names = [key for _, key in wanted]
+    out: Dict[str, Tuple[Tensor, Tensor]] = {}
+    n_rows = values.shape[0]
+    nan = values.new_tensor(float("nan"))
+    if n_rows == 0:
+        return {f"{k}{suffix}": (nan, nan) for suffix, _ in sets for k in names}
+    draws: Dict[str, List[Tensor]] = {suffix: [] for suffix, _ in sets}
+    positions = torch.arange(n_rows, device=values.device)
+    for counts in _resample_counts(n_rows, n_resamples, seed, values.device):
+        for suffix, rows in sets:
+            v, c, cnt, pos = values[:, columns], confidence, counts, positions
+            if rows is not None:
+                v, c, cnt, pos = v[rows], c[rows], counts[:, rows], positions[: rows.numel()]
+            for b in range(cnt.shape[0]):
+                take = torch.repeat_interleave(pos, cnt[b].to(torch.int64))
+                vb, cb = v[take], c[take]
+                draws[suffix].append(torch.stack([_one_key(split_key(k)[0], vb[:, i], cb, reduce, ties)[0]
+                                                  for i, k in enumerate(names)]))
+    for suffix, _ in sets:
+        low, high = _percentiles(torch.stack(draws[suffix]), level)
+        out.update({f"{k}{suffix}": (lo, hi) for k, lo, hi in zip(names, low.unbind(0), high.unbind(0))})
+    return out

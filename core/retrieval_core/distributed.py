@@ -303,19 +303,26 @@ def _share(n: int, rank: int, world: int) -> slice:
 
 
 def _share_values(query, query_labels, query_keys, gallery, gallery_labels, query_ids, gallery_ids, options,
-                  show: bool) -> Tensor:
+                  show: bool, neighbours: Optional[list] = None) -> Tensor:
     """``[q, M]`` per-query values of this rank's queries against the whole gallery
-    (the single-process evaluator with ``reduce="none"``; NaN = undefined)."""
+    (the single-process evaluator with ``reduce="none"``; NaN = undefined). With
+    ``neighbours`` (a list), appends this rank's ``(ids or positions, scores)``."""
     from .embeddings import evaluate_embeddings as evaluate_one
 
+    k = options.get("return_neighbours") or 0
     if query.shape[0] == 0:
+        if neighbours is not None and k:
+            neighbours.append((torch.empty(0, k, dtype=torch.int64, device=query.device),
+                               torch.empty(0, k, dtype=torch.float64, device=query.device)))
         return torch.empty(0, len(query_keys), dtype=torch.float64, device=query.device)
     r = evaluate_one(
         query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
         gallery_ids=gallery_ids, distance=options["distance"], relevance=options["relevance"], ties=options["ties"],
         empty="skip", reduce="none", memory_budget=options["memory_budget"], progress=show,
-        backend=options["backend"],
+        backend=options["backend"], return_neighbours=k if neighbours is not None and k else None,
     )
+    if neighbours is not None and k:
+        neighbours.append(r.neighbours)
     return torch.stack([r[m.key] for m in query_keys], 1)
 
 
@@ -333,7 +340,8 @@ def _set_values(set_keys, query, query_labels, query_ids, gallery, gallery_label
 
 
 def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tensor]], n_queries: int, *,
-             all_labels: Optional[Tensor], categories, options, group, device, confidence: Optional[Tensor] = None):
+             all_labels: Optional[Tensor], categories, options, group, device, per_query_ids=None,
+             neighbours=None, confidence: Optional[Tensor] = None):
     """Gather the per-query values (rank order = global query order), aggregate them
     as one process does, and take rank 0's set-level values: the same on every rank."""
     from .aggregate import MetricResults, aggregate
@@ -346,7 +354,10 @@ def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tens
         values = gather_cat(values, group)
         names = [m.key for m in query_keys]
         results = aggregate(values, names, empty=options["empty"], reduce=options["reduce"], categories=categories,
-                            confidence=confidence, ties=options["ties"])
+                            confidence=confidence, ties=options["ties"],
+                            ci=options.get("ci"), ci_method=options.get("ci_method", "bootstrap"),
+                            n_resamples=options.get("n_resamples", 1000), seed=options.get("seed", 0),
+                            keep_per_query=options.get("keep_per_query", False), query_ids=per_query_ids)
         if options["per_class"] is not None:
             results.update(_per_class(values, names, all_labels, options["empty"], options["reduce"],
                                       options["per_class"], confidence, options["ties"]))
@@ -355,12 +366,15 @@ def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tens
     ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
     ordered.update((k, v) for k, v in results.items() if k not in ordered)
     ordered.curves = results.curves
+    ordered.ci, ordered.per_query, ordered.query_ids = results.ci, results.per_query, results.query_ids
+    if neighbours:
+        ordered.neighbours = (gather_cat(neighbours[0][0], group), gather_cat(neighbours[0][1], group))
     return ordered
 
 
 def _evaluate_share(keys, query, query_labels, query_ids, *, gallery, gallery_labels, gallery_ids, self_gallery: bool,
                     all_query, all_labels, all_ids, categories, n_queries: int, options, group, device,
-                    confidence: Optional[Tensor] = None):
+                    per_query_ids=None, confidence: Optional[Tensor] = None):
     """This rank's queries against the whole gallery (held by every rank), rank 0's
     set-level values, then :func:`_combine`."""
     from .registry import split_scopes
@@ -368,11 +382,14 @@ def _evaluate_share(keys, query, query_labels, query_ids, *, gallery, gallery_la
     query_keys, set_keys = split_scopes(keys)
     rank = rank_of(group)
 
+    neighbours: list = []
+
     def local():
         values = None
+        neighbours.clear()
         if query_keys:
             values = _share_values(query, query_labels, query_keys, gallery, gallery_labels, query_ids, gallery_ids,
-                                   options, show=bool(options["progress"]) and rank == 0)
+                                   options, show=bool(options["progress"]) and rank == 0, neighbours=neighbours)
         set_values = None
         if set_keys and rank == 0:
             set_values = _set_values(set_keys, all_query, all_labels, all_ids, None if self_gallery else gallery,
@@ -382,12 +399,22 @@ def _evaluate_share(keys, query, query_labels, query_ids, *, gallery, gallery_la
 
     (values, set_values), _ = agree(local, group=group, device=device)
     return _combine(keys, values, set_values, n_queries, all_labels=all_labels, categories=categories,
-                    options=options, group=group, device=device, confidence=confidence)
+                    options=options, group=group, device=device, per_query_ids=per_query_ids,
+                    neighbours=neighbours, confidence=confidence)
 
 
-def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend) -> Dict[str, Any]:
+def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
+             stats: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     return dict(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce, per_class=per_class,
-                memory_budget=memory_budget, progress=progress, backend=backend)
+                memory_budget=memory_budget, progress=progress, backend=backend, **(stats or {}))
+
+
+def _stats_options(ci, ci_method, n_resamples, seed, keep_per_query, return_neighbours) -> Dict[str, Any]:
+    """The interval, per-query and neighbour options (passed on only when set, so that the
+    single-process calls see the same arguments)."""
+    out: Dict[str, Any] = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                               keep_per_query=keep_per_query, return_neighbours=return_neighbours)
+    return out
 
 
 def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids, categories,
@@ -405,6 +432,7 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
     check_embedding_options(distance=distance, relevance=relevance, ties=options["ties"], empty=options["empty"],
                             reduce=options["reduce"], per_class=options["per_class"],
                             memory_budget=options["memory_budget"])
+    _check_stats_options(options, shard_gallery)
     if not isinstance(shard_gallery, bool):
         raise TypeError(f"shard_gallery must be a bool; got {shard_gallery!r}")
     keys = parse_metrics(metrics)
@@ -455,6 +483,16 @@ def _check_ties(keys, options, shard_gallery: bool) -> None:
     if shard_gallery and ties != "stable":
         raise NotImplementedError(f"ties={ties!r} is not available with shard_gallery=True on several processes; "
                                   "use ties='stable', or a gallery gathered to every process")
+
+
+def _check_stats_options(options, shard_gallery) -> None:
+    from .validate import check_ci_options, check_keep_per_query, check_return_neighbours
+
+    check_ci_options(options["ci"], options["ci_method"], options["n_resamples"], options["seed"], options["reduce"],
+                     options["per_class"])
+    check_keep_per_query(options["keep_per_query"])
+    if check_return_neighbours(options["return_neighbours"]) and shard_gallery is True:
+        raise ValueError("return_neighbours needs shard_gallery=False (the ranks' shards are merged, not kept)")
 
 
 def _check_signatures(signatures: List[Dict[str, Any]]) -> None:
@@ -511,6 +549,12 @@ def evaluate_embeddings(
     memory_budget: Optional[int] = None,
     progress: bool = False,
     backend: str = "torch",
+    ci: Optional[float] = None,
+    ci_method: str = "bootstrap",
+    n_resamples: int = 1000,
+    seed: int = 0,
+    keep_per_query: bool = False,
+    return_neighbours: Optional[int] = None,
     confidence: Optional[Tensor] = None,
 ):
     """:func:`retrieval_core.evaluate_embeddings` with the rows spread over the ranks
@@ -536,6 +580,9 @@ def evaluate_embeddings(
     stable order: score, then global gallery position); set-level keys (nmi, ami,
     pcf, fnmr) are computed once, on rank 0, and sent to every rank. Input errors
     are raised on every rank (see :func:`agree`), so no rank is left waiting.
+    ``ci`` intervals are computed after the gather, from the CPU generator of
+    ``seed``: the same as one process's; ``keep_per_query`` and
+    ``return_neighbours`` (``shard_gallery=False``) give one process's too.
 
     Example:
         >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
@@ -546,8 +593,11 @@ def evaluate_embeddings(
     from .embeddings import evaluate_embeddings as evaluate_one
     from .registry import parse_metrics, split_scopes
 
-    options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend)
+    options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
+                       _stats_options(ci, ci_method, n_resamples, seed, keep_per_query, return_neighbours))
     if world_size(group) == 1:
+        if return_neighbours and shard_gallery is True:
+            _check_stats_options(options, shard_gallery)
         if not isinstance(shard_gallery, bool):
             raise TypeError(f"shard_gallery must be a bool; got {shard_gallery!r}")
         if shard_gallery:
@@ -569,6 +619,7 @@ def evaluate_embeddings(
                             confidence=confidence, **options)
     query_keys, set_keys = split_scopes(keys)
     self_gallery = gallery is None
+    per_query_ids = gather_cat(query_ids, group) if keep_per_query and query_ids is not None else None
     if self_gallery and query_ids is None:  # global positions serve as ids
         start = sum(rows[:rank])
         query_ids = torch.arange(start, start + rows[rank], device=query.device)
@@ -583,7 +634,8 @@ def evaluate_embeddings(
                                 options=options, group=group, device=device)
         all_labels = gather_cat(query_labels, group) if per_class is not None else None
         return _combine(keys, values, None, n_queries, all_labels=all_labels, categories=categories,
-                        options=options, group=group, device=device, confidence=confidence)
+                        options=options, group=group, device=device, per_query_ids=per_query_ids,
+                        confidence=confidence)
     if self_gallery:
         gallery, gallery_labels, gallery_ids = (gather_cat(t, group) for t in (query, query_labels, query_ids))
         all_query, all_labels, all_ids = gallery, gallery_labels, gallery_ids
@@ -597,7 +649,8 @@ def evaluate_embeddings(
     return _evaluate_share(keys, query, query_labels, query_ids, gallery=gallery, gallery_labels=gallery_labels,
                            gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=all_query,
                            all_labels=all_labels, all_ids=all_ids, categories=categories, n_queries=n_queries,
-                           options=options, group=group, device=device, confidence=confidence)
+                           options=options, group=group, device=device, per_query_ids=per_query_ids,
+                           confidence=confidence)
 
 
 def evaluate_split(
@@ -621,6 +674,12 @@ def evaluate_split(
     memory_budget: Optional[int] = None,
     progress: bool = False,
     backend: str = "torch",
+    ci: Optional[float] = None,
+    ci_method: str = "bootstrap",
+    n_resamples: int = 1000,
+    seed: int = 0,
+    keep_per_query: bool = False,
+    return_neighbours: Optional[int] = None,
 ):
     """:func:`retrieval_core.evaluate_embeddings` of inputs that every rank of
     ``group`` holds whole (e.g. gathered adapter states): each rank evaluates a
@@ -641,7 +700,8 @@ def evaluate_split(
         check_categories, check_confidence, check_embedding_options, check_labels, check_per_class, check_rows,
     )
 
-    options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend)
+    options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
+                       _stats_options(ci, ci_method, n_resamples, seed, keep_per_query, return_neighbours))
     n = world_size(group)
     if n == 1 or not isinstance(query, Tensor) or query.ndim != 2 or query.shape[0] == 0:
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
@@ -652,6 +712,7 @@ def evaluate_split(
     def check():
         check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
                                 per_class=per_class, memory_budget=memory_budget)
+        _check_stats_options(options, False)
         keys = parse_metrics(metrics)
         check_labels("query_labels", query_labels, query.shape[0], relevance is not None)
         if query_ids is not None:
@@ -669,6 +730,7 @@ def evaluate_split(
             f"per rank {sizes}"
         )
     self_gallery = gallery is None
+    per_query_ids = query_ids if keep_per_query else None
     if self_gallery:
         if query_ids is None:
             query_ids = torch.arange(query.shape[0], device=query.device)
@@ -678,5 +740,5 @@ def evaluate_split(
         keys, query[part], query_labels[part], None if query_ids is None else query_ids[part], gallery=gallery,
         gallery_labels=gallery_labels, gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=query,
         all_labels=query_labels, all_ids=query_ids, categories=categories, n_queries=query.shape[0],
-        options=options, group=group, device=device,
+        options=options, group=group, device=device, per_query_ids=per_query_ids,
         confidence=None if confidence is None else confidence.to(query.device))

@@ -22,6 +22,10 @@ from .validate import (
     PER_CLASS,  # noqa: F401  (re-exported: retrieval_core.embeddings.PER_CLASS)
     check_backend,
     check_categories,
+    check_ci_keys,
+    check_ci_options,
+    check_keep_per_query,
+    check_return_neighbours,
     check_confidence,
     check_cutoffs,
     check_embedding_options,
@@ -61,8 +65,13 @@ def embedding_values(
     progress: bool = False,
     backend: str = "torch",
     ties: str = "stable",
+    neighbours: Optional[list] = None,
 ) -> Tensor:
     """Per-query values ``[Q, M]`` (NaN = undefined) of per-query ``keys``, chunk by chunk.
+
+    ``neighbours``: a list of length 3 ``[k, None, None]`` (filled here with the
+    ``[Q, k]`` gallery positions and scores of each query's first ``k`` ranked items,
+    -1 and -inf past the candidates).
 
     Inputs are assumed checked (see :func:`evaluate_embeddings`). ``memory_budget``:
     bytes of scratch per chunk; None: the device's share (``sizing.memory_budget``).
@@ -95,6 +104,13 @@ def embedding_values(
     if faiss is not None:
         rows = max(rows, 4096)  # faiss keeps only k results per query: large chunks are cheap
     depth_or_all = n_gallery if whole else depth
+    n_neighbours = neighbours[0] if neighbours else 0
+    if n_neighbours:
+        if faiss is not None:
+            raise ValueError("return_neighbours needs backend='torch'")
+        depth_or_all = max(depth_or_all, n_neighbours)
+        nb_index = torch.full((n_query, n_neighbours), -1, dtype=torch.int64, device=device)
+        nb_score = torch.full((n_query, n_neighbours), float("-inf"), dtype=torch.float64, device=device)
     chunks = [slice(start, start + rows) for start in range(0, n_query, rows)]
 
     def gains_of(part):
@@ -112,9 +128,29 @@ def embedding_values(
                 maxima.append(_count_relevant(gain if mask is None else gain.masked_fill(~mask, 0)).max())
             max_relevant = int(torch.stack(maxima).max()) if maxima else 0
 
+    def keep_neighbours(part, ranking, scores):
+        """The first k ranked items of the chunk and their scores (larger = closer)."""
+        if not n_neighbours:
+            return
+        idx, valid = ranking.index[:, :n_neighbours], ranking.valid[:, :n_neighbours]
+        found = scores.gather(1, idx).to(torch.float64)
+        if g_sq is not None:  # 2 q.g - |g|^2 = |q|^2 - |q - g|^2: the negated distance
+            q = q_all[part].to(torch.float64)
+            sq = ((q * q).sum(1, keepdim=True) - found).clamp(min=0)
+            found = -(sq.sqrt() if distance == "euclidean" else sq)
+        elif distance == "hamming":  # D - 2 hamming
+            found = (found - q_all.shape[1]) / 2
+        nb_index[part] = torch.where(valid, idx, -1)
+        nb_score[part] = torch.where(valid, found, float("-inf"))
+
     def chunk_ranking(part, select):
         """The Ranking of the queries ``part`` (a slice, or positions when re-ranking)."""
         scores = search.similarity(q_all[part], g, distance, g_sq)
+        ranking = _rank_chunk(part, select, scores)
+        keep_neighbours(part, ranking, scores)
+        return ranking
+
+    def _rank_chunk(part, select, scores):
         if binary:
             if exclusion is not None:
                 scores.index_put_(exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))
@@ -152,6 +188,8 @@ def embedding_values(
         for start in range(0, redo.numel(), rows):
             part = redo[start:start + rows]
             values[part] = ranking_values(chunk_ranking(part, "exact"), keys)
+    if n_neighbours:
+        neighbours[1], neighbours[2] = nb_index, nb_score
     return values
 
 
@@ -197,6 +235,12 @@ def evaluate_embeddings(
     memory_budget: Optional[int] = None,
     progress: bool = False,
     backend: str = "torch",
+    ci: Optional[float] = None,
+    ci_method: str = "bootstrap",
+    n_resamples: int = 1000,
+    seed: int = 0,
+    keep_per_query: bool = False,
+    return_neighbours: Optional[int] = None,
     confidence: Optional[Tensor] = None,
 ) -> MetricResults:
     """Evaluate retrieval of ``gallery`` items by ``query`` embeddings (exact k-NN).
@@ -228,6 +272,15 @@ def evaluate_embeddings(
             ``"faiss"`` (CPU, float32, class labels, cosine/dot/euclidean, no
             whole-list keys): faiss' flat index finds the candidates; values equal
             the torch backend's except between candidates within float rounding.
+        ci, ci_method, n_resamples, seed, keep_per_query: as :func:`evaluate_scores`
+            (per-query keys; ``query_ids`` are the ids of ``results.per_query`` when
+            given). ``ci`` is not available with ``per_class``.
+        return_neighbours: ``k``: ``results.neighbours = (neighbours [Q, k], scores
+            [Q, k])``, each query's first ``k`` gallery items in rank order (the
+            ranking of the evaluation): gallery ids when ids were given
+            (``gallery_ids``, or ``query_ids`` with ``gallery=None``), else gallery
+            positions; scores larger = closer (cosine similarity, dot product, or the
+            negated distance). A slot past the query's candidates holds -1 and -inf.
         confidence: ``[Q]`` finite floats, one per query (higher = more
             confident), for the confidence keys (``"erc:cmc@1"``, ``"conf:map@r"``,
             ``"spearman:..."``, ``"kendall:..."``; see :func:`evaluate_scores`).
@@ -245,7 +298,12 @@ def evaluate_embeddings(
     """
     check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
                             per_class=per_class, memory_budget=memory_budget)
+    check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class)
+    check_keep_per_query(keep_per_query)
+    n_neighbours = check_return_neighbours(return_neighbours)
+    given_ids = query_ids
     keys = parse_metrics(metrics)
+    check_ci_keys(keys, ci, ci_method)
     query_keys, set_keys = split_scopes(keys)
     check_tie_keys(query_keys, ties)
     check_embedding_ties(ties, distance, backend)
@@ -281,15 +339,22 @@ def evaluate_embeddings(
                            None if self_gallery else gallery_labels, distance=distance, custom=custom)
 
     results = MetricResults(n_queries=torch.tensor(query.shape[0]))
+    check_return_neighbours(n_neighbours, gallery.shape[0])
+    if n_neighbours and not query_keys:
+        raise ValueError("return_neighbours needs a per-query key (e.g. 'cmc@1'): the neighbours come from its ranking")
+    if n_neighbours and backend != "torch":
+        raise ValueError(f"return_neighbours needs backend='torch'; got backend={backend!r}")
+    found = [n_neighbours, None, None]
     if query_keys:
         values = embedding_values(
             query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels, distance=distance,
             query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=budget, progress=progress,
-            backend=backend, ties=ties,
+            backend=backend, ties=ties, neighbours=found,
         )
         names = [m.key for m in query_keys]
         results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
-                            ties=ties)
+                            ties=ties, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                            keep_per_query=keep_per_query, query_ids=given_ids)
         if per_class is not None:
             results.update(_per_class(values, names, query_labels, empty, reduce, per_class, confidence, ties))
     if set_keys:
@@ -304,6 +369,13 @@ def evaluate_embeddings(
     ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
     ordered.update((k, v) for k, v in results.items() if k not in ordered)
     ordered.curves = results.curves
+    ordered.ci, ordered.per_query, ordered.query_ids = results.ci, results.per_query, results.query_ids
+    if n_neighbours:
+        positions, scores = found[1], found[2]
+        named = gallery_ids if (given_ids is not None or not self_gallery) and gallery_ids is not None else None
+        if named is not None:
+            positions = torch.where(positions >= 0, named[positions.clamp(min=0)], -1)
+        ordered.neighbours = (positions, scores)
     return ordered
 
 

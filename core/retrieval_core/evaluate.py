@@ -27,7 +27,11 @@ from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
 from .validate import (
     check_categories,
+    check_categories,
+    check_ci_keys,
+    check_ci_options,
     check_confidence,
+    check_keep_per_query,
     check_per_query_keys,
     check_score_options,
     check_scores,
@@ -221,6 +225,11 @@ def evaluate_scores(
     empty: str = "skip",
     reduce: str = "mean",
     categories=None,
+    ci: Optional[float] = None,
+    ci_method: str = "bootstrap",
+    n_resamples: int = 1000,
+    seed: int = 0,
+    keep_per_query: bool = False,
     confidence: Optional[Tensor] = None,
 ) -> MetricResults:
     """Evaluate ranking metrics from scores.
@@ -242,6 +251,16 @@ def evaluate_scores(
             or in increasing query id for the flat form).
         categories: one label per query (dense) or per entry (flat); adds
             ``"{key}/{label}"`` results.
+        ci: a level in (0, 1) (e.g. 0.95): ``results.ci[key] = (low, high)`` for
+            every key and ``"{key}/{label}"`` (docs/statistics.md).
+        ci_method: ``"bootstrap"`` (percentile bootstrap over queries, of the
+            ``reduce`` statistic) or ``"beta"`` (Beta(0.5 + hits, 0.5 + misses)
+            highest-density interval; keys with 0/1 per-query values, ``reduce="mean"``).
+        n_resamples, seed: bootstrap resamples and the seed of their CPU generator
+            (the same interval on every device).
+        keep_per_query: keep ``results.per_query[key]`` (``[Q]`` float64, NaN =
+            skipped) and ``results.query_ids`` (the flat form's query ids; None for
+            dense rows: positions), for ``results.worst(key, n)`` and ``compare``.
         confidence: ``[Q]`` finite floats, one per query (dense) or per entry
             (flat; equal within a query), higher = more confident: needed by the
             confidence keys ``"erc:<key>"``, ``"conf:<key>"``, ``"spearman:<key>"``,
@@ -259,11 +278,17 @@ def evaluate_scores(
         >>> r = evaluate_scores(preds, target, ["mrr@3", "precision@1"])
         >>> round(r["mrr@3"].item(), 4), r["precision@1"].item()
         (0.75, 0.5)
+        >>> r = evaluate_scores(preds, target, ["hit_rate@1"], ci=0.9, ci_method="beta", keep_per_query=True)
+        >>> [round(x.item(), 3) for x in r.ci["hit_rate@1"]], r.per_query["hit_rate@1"].tolist()
+        ([0.097, 0.903], [1.0, 0.0])
         >>> r = evaluate_scores(preds, target, ["erc:cmc@1"], confidence=torch.tensor([0.9, 0.4]))
         >>> r["erc:cmc@1"].item(), r.curves["erc:cmc@1"][1].tolist()  # the confident query is right
         (0.25, [0.0, 0.5])
     """
     check_score_options(ties=ties, empty=empty, reduce=reduce)
+    check_ci_options(ci, ci_method, n_resamples, seed, reduce)
+    check_keep_per_query(keep_per_query)
+    check_ci_keys(parse_metrics(metrics), ci, ci_method)
     check_scores(preds, target, indexes=indexes, mask=mask)
     check_values(preds, target)
     if confidence is not None:  # structure before the work: the number of entries
@@ -276,4 +301,5 @@ def evaluate_scores(
     if confidence is not None:
         confidence = _query_confidence(confidence, indexes, qv.query_ids, qv.values.shape[0])
     return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
-                     ties=ties)
+                     ties=ties, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                     keep_per_query=keep_per_query, query_ids=qv.query_ids)

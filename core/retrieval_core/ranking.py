@@ -55,6 +55,8 @@ class Ranking:
             whose score at rank ``d`` ties with a candidate past it, so that the tied
             candidates kept may not be the lowest-indexed ones; the caller re-ranks
             them exactly (None: every row is exact).
+        index: optional ``[Q, d]`` int64, the candidate (column) at each rank, as the
+            builders found it (for ``return_neighbours``).
 
     Example:
         >>> import torch
@@ -76,6 +78,7 @@ class Ranking:
     tie_hits: Optional[Tensor] = None
     tie_exp_gain: Optional[Tensor] = None
     ties: str = "stable"
+    index: Optional[Tensor] = None
 
     @classmethod
     def from_relevance(cls, relevance: Tensor, valid: Optional[Tensor] = None) -> "Ranking":

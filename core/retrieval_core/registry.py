@@ -40,15 +40,20 @@ class MetricSpec:
     needs_ideal: bool = False
     empty: Callable[[Ranking], Tensor] = K.no_relevant
     set_metric: Optional[set_level.SetMetric] = None
+    # per-query values are 0 or 1 at every cutoff (binary) or at k = 1 (binary_at_one):
+    # what ci_method="beta" accepts
+    binary: bool = False
+    binary_at_one: bool = False
 
     @property
     def per_query(self) -> bool:
         return self.kernel is not None
 
 
-def _spec(name, kernel, cutoffs, plain=None, needs_ideal=False, empty=K.no_relevant):
+def _spec(name, kernel, cutoffs, plain=None, needs_ideal=False, empty=K.no_relevant, binary=False,
+          binary_at_one=False):
     forms = frozenset(cutoffs) | ({plain} if plain else frozenset())
-    return MetricSpec(name, kernel, forms, plain, needs_ideal, empty)
+    return MetricSpec(name, kernel, forms, plain, needs_ideal, empty, binary=binary, binary_at_one=binary_at_one)
 
 
 def _set_spec(name, set_metric, cutoffs, plain=None):
@@ -59,16 +64,16 @@ def _set_spec(name, set_metric, cutoffs, plain=None):
 REGISTRY: Dict[str, MetricSpec] = {
     s.name: s
     for s in [
-        _spec("hit_rate", K.hit_rate, {AT_K}),
-        _spec("precision", K.precision, {AT_K, AT_R}),
-        _spec("precision_adaptive", K.precision_adaptive, {AT_K}),
-        _spec("precision_capped", K.precision_capped, {AT_K}),
+        _spec("hit_rate", K.hit_rate, {AT_K}, binary=True),
+        _spec("precision", K.precision, {AT_K, AT_R}, binary_at_one=True),
+        _spec("precision_adaptive", K.precision_adaptive, {AT_K}, binary_at_one=True),
+        _spec("precision_capped", K.precision_capped, {AT_K}, binary_at_one=True),
         _spec("recall", K.recall, {AT_K, AT_R}),
         _spec("f1", K.f1, {AT_K, AT_R}),
         _spec("map", K.average_precision, {AT_K, AT_R}, plain=WHOLE),
         _spec("map_hits", K.average_precision_hits, {AT_K}),
         _spec("r_precision", K.precision, set(), plain=AT_R),
-        _spec("mrr", K.reciprocal_rank, {AT_K}, plain=WHOLE),
+        _spec("mrr", K.reciprocal_rank, {AT_K}, plain=WHOLE, binary_at_one=True),
         _spec("ndcg", K.ndcg, {AT_K, AT_R}, plain=WHOLE, needs_ideal=True),
         _spec("ndcg_exp", K.ndcg_exp, {AT_K, AT_R}, plain=WHOLE, needs_ideal=True),
         _spec("dcg", K.dcg, {AT_K}, plain=WHOLE),
@@ -109,6 +114,14 @@ class MetricKey:
     def inner(self) -> str:
         """The per-query key a confidence key reduces (the key itself otherwise)."""
         return self.key.partition(":")[2] if self.confidence else self.key
+
+    @property
+    def binary(self) -> bool:
+        """Per-query values are 0 or 1 (hit_rate@k, precision@1, mrr@1...): ci_method="beta" applies
+        (never to a confidence key: its value is not a mean of per-query values)."""
+        if self.confidence:
+            return False
+        return self.spec.binary or (self.spec.binary_at_one and self.cutoff == 1)
 
     def __call__(self, ranking: Ranking) -> Tensor:
         k = ranking.n_relevant if self.cutoff == AT_R else self.cutoff

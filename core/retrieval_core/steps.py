@@ -64,9 +64,13 @@ def finalize_scores(
     gather: bool = True,
     confidence: Optional[Tensor] = None,
     ties: str = "stable",
+    **stats,
 ) -> MetricResults:
     """Gather per-query values from every rank (unless ``gather=False``: already
-    gathered), drop repeated query ids and aggregate.
+    gathered), drop repeated query ids and aggregate. ``stats``: ``ci``,
+    ``ci_method``, ``n_resamples``, ``seed``, ``keep_per_query`` of
+    :func:`~retrieval_core.aggregate.aggregate` (the per-query values' ids are
+    ``ids`` when given, else positions).
 
     A repeated id with the same row (per-query values, NaN equal to NaN, and
     category: a query repeated by DistributedSampler's padding) counts once; an id
@@ -88,7 +92,7 @@ def finalize_scores(
         categories = None if categories is None else next(rest)
         confidence = None if confidence is None else next(rest)
     return aggregate(values, keys, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
-                     ties=ties)
+                     ties=ties, query_ids=ids, **stats)
 
 
 def finalize_embeddings(

@@ -724,3 +724,82 @@ def check_embedding_values(
         for _, _, name, labels in sides:
             if labels.dtype != torch.bool and not bool(((labels == 0) | (labels == 1)).all()):
                 raise ValueError(f"{name} as multi-hot [N, classes] must hold only 0 and 1")
+
+
+# -- intervals, per-query values, neighbours (docs/statistics.md) ----------------------
+
+CI_METHODS = ("bootstrap", "beta")
+
+
+def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
+                     reduce: str = "mean", per_class=None, compact: bool = False) -> Optional[float]:
+    """Check the interval options; returns the level as a float (None: no interval).
+
+    Example:
+        >>> check_ci_options(0.95)
+        0.95
+        >>> check_ci_options(1.5)
+        Traceback (most recent call last):
+        ...
+        ValueError: ci must be a level in (0, 1) such as 0.95, or None; got 1.5
+    """
+    if ci is None:
+        return None
+    if isinstance(ci, bool) or not isinstance(ci, (int, float)) or not 0.0 < float(ci) < 1.0:
+        raise ValueError(f"ci must be a level in (0, 1) such as 0.95, or None; got {ci!r}")
+    if ci_method not in CI_METHODS:
+        raise ValueError(f"ci_method must be one of {list(CI_METHODS)}; got {ci_method!r}")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive int; got {n_resamples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int; got {seed!r}")
+    if reduce == "none":
+        raise ValueError("ci needs reduced values; reduce='none' returns per-query values (use keep_per_query=True "
+                         "with a reduction instead)")
+    if ci_method == "beta" and reduce != "mean":
+        raise ValueError(f"ci_method='beta' is an interval of the mean (a rate); got reduce={reduce!r}")
+    if compact:
+        raise ValueError("ci needs the per-query values; compact=True keeps only sums and counts")
+    if per_class is not None:
+        raise ValueError(f"ci is not available with per_class={per_class!r} (a mean of per-class means); "
+                         "use categories= for per-label intervals")
+    return float(ci)
+
+
+def check_keep_per_query(keep_per_query) -> bool:
+    if not isinstance(keep_per_query, bool):
+        raise TypeError(f"keep_per_query must be a bool; got {keep_per_query!r}")
+    return keep_per_query
+
+
+def check_return_neighbours(k, n_gallery: Optional[int] = None) -> int:
+    """``return_neighbours``: None/0 (none) or a positive int at most the gallery size."""
+    if k is None:
+        return 0
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
+        raise ValueError(f"return_neighbours must be a positive int (neighbours per query) or None; got {k!r}")
+    if n_gallery is not None and k > n_gallery:
+        raise ValueError(f"return_neighbours={k} exceeds the gallery size {n_gallery}")
+    return int(k)
+
+
+def check_ci_keys(keys, ci, ci_method: str) -> None:
+    """``ci_method="beta"`` takes keys whose per-query values are 0 or 1 only
+    (``MetricKey.binary``: hit_rate@k/cmc@k, precision@1, mrr@1...).
+
+    Example:
+        >>> from retrieval_core.registry import parse_metrics
+        >>> check_ci_keys(parse_metrics(["cmc@5", "map@r"]), 0.9, "beta")
+        Traceback (most recent call last):
+        ...
+        ValueError: ci_method='beta' needs metrics whose per-query values are 0 or 1 (hit_rate@k/cmc@k, precision@1, mrr@1...); 'map@r' is not; use ci_method='bootstrap'
+    """
+    if ci is None or ci_method != "beta":
+        return
+    bad = [m.key for m in keys if m.spec.per_query and not m.binary]
+    if bad:
+        raise ValueError(
+            f"ci_method='beta' needs metrics whose per-query values are 0 or 1 (hit_rate@k/cmc@k, precision@1, "
+            f"mrr@1...); {', '.join(map(repr, bad))} {'is' if len(bad) == 1 else 'are'} not; "
+            "use ci_method='bootstrap'"
+        )

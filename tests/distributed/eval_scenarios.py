@@ -62,7 +62,8 @@ def _rows(t, rank: int, world: int, layout: str = "uneven"):
 
 
 def plain(r) -> Dict[str, Any]:
-    return {"keys": list(r), "values": dict(r), "n_queries": r.n_queries, "n_empty": dict(r.n_empty)}
+    return {"keys": list(r), "values": dict(r), "n_queries": r.n_queries, "n_empty": dict(r.n_empty),
+            "ci": dict(r.ci), "per_query": dict(r.per_query), "query_ids": r.query_ids, "neighbours": r.neighbours}
 
 
 def _case(metrics, *, layout: str = "uneven", gallery: bool = False, ids: bool = False, labels: str = "class",
@@ -155,6 +156,15 @@ CASES.update(_both("narrow_shards", PER_QUERY, layout="narrow", ids=True))
 CASES.update(_both("narrow_shards_euclidean", PER_QUERY, layout="narrow", distance="euclidean", gallery=True))
 CASES.update(_both("tiny_gallery", ["cmc@1", "precision@3", "map@r"], gallery=True, gallery_rows=10))
 CASES["set_level_gallery_ids"] = _case(K_SET, gallery=True, ids=True, distance="euclidean")
+# intervals, per-query values and neighbours (issue 12): computed after the gather, equal to one process's
+CASES["stats_self_categories"] = _case(PER_QUERY + K_WHOLE, categories="tensor", ci=0.9, keep_per_query=True,
+                                       return_neighbours=5)
+CASES["stats_gallery_ids_beta"] = _case(["cmc@1", "precision@1", "cmc@5"], gallery=True, ids=True, ci=0.95,
+                                        ci_method="beta", keep_per_query=True, return_neighbours=4)
+CASES["stats_median_first_empty"] = _case(PER_QUERY, layout="first_empty", ids=True, reduce="median", ci=0.8,
+                                          keep_per_query=True, return_neighbours=3, distance="euclidean")
+CASES["stats_self_ids_hamming"] = _case(["cmc@1", "map@r"], ids=True, distance="hamming", transform=_codes, ci=0.9,
+                                        seed=5, n_resamples=300, keep_per_query=True, return_neighbours=6)
 
 
 # -- errors: the same on every rank -------------------------------------------------------
