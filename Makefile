@@ -1,7 +1,8 @@
 # Two commands: `make demo` and `make test`. Both create (or reuse) ./.venv and
 # install torch==2.13.0 before anything that depends on it, so no dependency can
 # pull another torch build (constraints.txt pins it for every later install).
-# The demo installs what the demo needs (the package and scikit-learn's digits);
+# The demo installs what the demo needs (the package, scikit-learn's digits and
+# matplotlib for the report it writes into ./demo-report);
 # the tests install the test extra (anchors, hypothesis, pytest) on top.
 PYTHON ?= python3
 VENV ?= .venv
@@ -29,7 +30,7 @@ $(TEST): $(TORCH) pyproject.toml
 	touch $(DEMO) $(TEST)
 
 demo: $(DEMO)
-	$(VENV)/bin/retrieval-metrics demo
+	$(VENV)/bin/retrieval-metrics demo --report demo-report
 
 test: $(TEST)
 	$(PY) -m pytest

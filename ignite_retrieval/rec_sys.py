@@ -1,6 +1,7 @@
 """Drop-in replacements for ``ignite.metrics.rec_sys``: ``HitRate``, ``NDCG`` (as in
-pytorch-ignite 0.5.5) and ``MRR`` (as documented for 0.6.0), computed by
-retrieval_core.
+pytorch-ignite 0.5.5) and ``MRR`` (ignite has no released MRR: ours follows the
+API proposed in pytorch/ignite issue #3569 and pull requests #3572/#3573, with
+HitRate's arguments), computed by retrieval_core.
 
 Same constructor signatures, same ``(y_pred, y)`` input and the same output: a list
 of values ordered by the sorted ``top_k``. On top of ignite's, ``update`` also takes
@@ -95,10 +96,17 @@ class _RecSysMetric(RankingMetrics):
 
     def update(self, output: Any) -> None:
         self._check_output_len(output)
+        fields = self._parse(output)
+        y_pred, y = fields["y_pred"], fields["y"]
+        if isinstance(y_pred, Tensor) and isinstance(y, Tensor) and y_pred.shape != y.shape:
+            raise ValueError(f"y_pred and y must be in the same shape, got {y_pred.shape} != {y.shape}.")
         super().update(output)
 
     def compute(self) -> List[float]:
-        results: MetricResults = self._results()
+        try:
+            results: MetricResults = self._results()
+        except NotComputableError:  # nothing updated on any rank: ignite's words
+            raise NotComputableError(f"{self._name()} must have at least one example.") from None
         self.last_results = results
         counted = int(results.n_queries) - (int(results.n_empty[self._key_of[self.top_k[0]]]) if self._empty == "skip" else 0)
         if counted == 0:
@@ -154,8 +162,9 @@ class MRR(_BinaryTopK):
     """Mean reciprocal rank at each k: 1 / rank of the first relevant item within
     the top k (0 when none).
 
-    Drop-in for ``ignite.metrics.rec_sys.MRR`` as documented for pytorch-ignite
-    0.6.0: same arguments, ``(y_pred, y)`` input with ``y > 0`` relevant, a list of
+    ignite has no released MRR (pytorch-ignite 0.5.5); this follows the MRR proposed
+    for ``ignite.metrics.rec_sys`` (pytorch/ignite #3569, #3572, #3573): HitRate's
+    arguments, ``(y_pred, y)`` input with ``y > 0`` relevant, a list of
     values ordered by the sorted ``top_k``. Computed as ``retrieval_core``'s
     ``mrr@k``; ``ignore_zero_hits`` chooses ``empty="skip"`` (True) or ``"zero"``.
 

@@ -97,3 +97,36 @@ class CoreStateMetric(Metric):
         """A "cat" state as one tensor, or None when it holds no rows."""
         value = self._cat_or_empty(getattr(self, name))
         return value if value.numel() or value.ndim > 1 else None
+
+    def plot(self, val=None, ax=None):
+        """Plot the metric's value(s) (torchmetrics' convention): ``(figure, axes)``.
+
+        ``val``: a result of ``compute()``/``forward()`` or a sequence of them (one
+        line per key over the steps); None: ``self.compute()``. ``ax``: draw into
+        this matplotlib axes. A precision-recall curve result ``(precision, recall,
+        top_k)`` is drawn as precision against recall; a ``(value, k)`` pair as its
+        value. Needs matplotlib (``pip install matplotlib``); drawn on an Agg
+        figure, never through pyplot.
+
+        Example:
+            >>> import torch
+            >>> from lightning_retrieval import RankingMetrics
+            >>> m = RankingMetrics(["mrr@3", "precision@1"])
+            >>> m.update(torch.tensor([[0.9, 0.2, 0.5]]), torch.tensor([[1, 0, 0]]))
+            >>> fig, ax = m.plot()
+            >>> [t.get_text() for t in ax.get_xticklabels()], ax.get_title()
+            (['mrr@3', 'precision@1'], 'RankingMetrics')
+        """
+        from retrieval_core.plot import plot_curve, plot_values
+
+        val = self.compute() if val is None else val
+        name = type(self).__name__
+        if isinstance(val, tuple) and len(val) == 3 and all(isinstance(v, Tensor) for v in val):
+            precision, recall, _ = val
+            fig = plot_curve(recall, precision, xlabel="recall@k", ylabel="precision@k", ax=ax, title=name)
+            return fig, fig.axes[0] if ax is None else ax
+        if isinstance(val, tuple) and len(val) == 2 and all(isinstance(v, Tensor) for v in val):
+            val = val[0]  # (value, k) of RetrievalRecallAtFixedPrecision
+        return plot_values(val, ax=ax, name=name, lower_bound=getattr(self, "plot_lower_bound", None),
+                           upper_bound=getattr(self, "plot_upper_bound", None),
+                           higher_is_better=getattr(self, "higher_is_better", None))

@@ -7,7 +7,7 @@ ranks form one query, as in torchmetrics), runs ``retrieval_core.score_values``
 for the key that matches the class, applies ``empty_target_action`` through the
 core's aggregation (``"neg"``/``"pos"``/``"skip"``/``"error"`` are its
 ``"zero"``/``"one"``/``"skip"``/``"error"``) and reduces over queries with
-torchmetrics' own ``aggregation`` helper (so ``"median"`` is torch's lower median,
+torchmetrics' rules for ``aggregation`` (``"median"`` is torch's lower median,
 and a callable sees one float32 value per query, in increasing id order).
 
 Where these differ from torchmetrics on purpose: see docs/lightning.md.
@@ -18,14 +18,18 @@ from typing import Any, Callable, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
-from torchmetrics.retrieval.base import _retrieval_aggregate
-from torchmetrics.retrieval.precision_recall_curve import _retrieval_recall_at_fixed_precision
 
 from retrieval_core.aggregate import aggregate
 from retrieval_core.build import rank_flat
 from retrieval_core.evaluate import score_values
 from retrieval_core.kernels import partial_auroc
-from retrieval_core.validate import check_scores, check_values
+from retrieval_core.validate import (
+    check_binary_target,
+    check_indexed_not_empty,
+    check_indexed_triplet,
+    check_scores,
+    check_values,
+)
 
 from ._base import CoreStateMetric
 
@@ -48,19 +52,47 @@ _AGGREGATIONS = ("mean", "median", "min", "max")
 Aggregation = Union[str, Callable]
 
 
-def _check_top_k(top_k, name: str = "top_k") -> Optional[int]:
-    """A positive int or None. Unlike torchmetrics' RetrievalMAP/MRR, 0 and negative
-    values are rejected (there they silently mean "the whole list")."""
+def _check_top_k(top_k, name: str = "top_k", message: Optional[str] = None) -> Optional[int]:
+    """A positive int or None, with torchmetrics' message (``message`` where a class
+    words it differently). Unlike torchmetrics' RetrievalMAP/MRR, 0 and negative
+    values are rejected (there 0 silently means "the whole list")."""
     if top_k is None:
         return None
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
-        raise ValueError(f"`{name}` has to be a positive integer or None; got {top_k!r}")
+        raise ValueError(message or f"`{name}` has to be a positive integer or None")
     return top_k
 
 
+def _aggregate_values(values: Tensor, aggregation: Aggregation, dim: Optional[int] = None) -> Tensor:
+    """Reduce per-query values as torchmetrics' retrieval metrics document it: a
+    callable gets ``(values, dim=dim)``; ``"median"`` is torch's lower median."""
+    if callable(aggregation):
+        return aggregation(values, dim=dim)
+    reduce = getattr(values, aggregation)
+    if dim is None:
+        return reduce()
+    out = reduce(dim=dim)
+    return out if aggregation == "mean" else out.values
+
+
+def _best_recall(precision: Tensor, recall: Tensor, top_k: Tensor, min_precision: float) -> Tuple[Tensor, Tensor]:
+    """The largest recall whose precision reaches ``min_precision`` and its k (the
+    largest such k on equal recall); no such k, or a best recall of 0: recall 0 and
+    k = the curve's length (torchmetrics' documented result)."""
+    reached = precision >= min_precision
+    if not bool(reached.any()):
+        return torch.zeros((), dtype=recall.dtype, device=recall.device), torch.tensor(len(top_k))
+    best = recall[reached].max()
+    if best == 0:
+        return best, torch.tensor(len(top_k), dtype=top_k.dtype, device=top_k.device)
+    return best, top_k[reached & (recall == best)].max()
+
+
 def _flat_dtypes(indexes: Tensor, preds: Tensor, target: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    """int64 indexes, float32 scores (as torchmetrics), targets kept narrow: bool stays
-    bool, integers become int64, floats float32 (every rank then holds the same dtypes)."""
+    """int64 indexes, float32 scores (as torchmetrics; ``preds`` are floating here:
+    integer scores are refused at ``update``, as torchmetrics does), targets kept
+    narrow: bool stays bool, integers become int64, floats float32 (every rank then
+    holds the same dtypes)."""
     if target.dtype == torch.bool:
         pass
     elif target.is_floating_point():
@@ -74,6 +106,8 @@ class _FlatRetrievalMetric(CoreStateMetric):
     """Flat ``(indexes, preds, target)`` states; ``compute`` evaluates ``self._keys``."""
 
     higher_is_better: Optional[bool] = True
+    allow_non_binary_target = False  # torchmetrics: only nDCG takes graded targets
+    _empty_message = "`compute` method was provided with a query with no positive target."
     plot_lower_bound: float = 0.0
     plot_upper_bound: float = 1.0
 
@@ -87,7 +121,7 @@ class _FlatRetrievalMetric(CoreStateMetric):
         super().__init__(**kwargs)
         if empty_target_action not in _EMPTY_ACTIONS:
             raise ValueError(f"Argument `empty_target_action` received a wrong value `{empty_target_action}`.")
-        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)):
+        if ignore_index is not None and not isinstance(ignore_index, int):
             raise ValueError("Argument `ignore_index` must be an integer or None.")
         if not (aggregation in _AGGREGATIONS or callable(aggregation)):
             raise ValueError(
@@ -102,28 +136,20 @@ class _FlatRetrievalMetric(CoreStateMetric):
         self.add_state("target", default=[], dist_reduce_fx="cat")
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
-        """Check shapes and dtypes, flatten, drop ``ignore_index`` entries and store.
+        """Check shapes and dtypes (torchmetrics' checks and messages), flatten, drop
+        ``ignore_index`` entries and store.
 
-        Values (NaN/inf scores, negative gains) are checked once in ``compute``.
+        Values (binary targets, NaN/inf scores, negative gains) are checked once in
+        ``compute``: no host sync per batch.
         """
         if indexes is None:
             raise ValueError("Argument `indexes` cannot be None")
-        for name, t in (("preds", preds), ("target", target), ("indexes", indexes)):
-            if not isinstance(t, Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor; got {type(t).__name__}")
-        if not (indexes.shape == preds.shape == target.shape):
-            raise ValueError(
-                "`indexes`, `preds` and `target` must be of the same shape; got "
-                f"{tuple(indexes.shape)}, {tuple(preds.shape)} and {tuple(target.shape)}"
-            )
-        if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
-            raise ValueError(f"`indexes` must be a tensor of integers; got {indexes.dtype}")
-        indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
+        check_indexed_triplet(indexes, preds, target)
         if self.ignore_index is not None:
             keep = target != self.ignore_index
             indexes, preds, target = indexes[keep], preds[keep], target[keep]
-        if indexes.numel() == 0:  # nothing left (all ignored, or an empty batch): nothing to store
-            return
+        check_indexed_not_empty(indexes)
+        indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
         check_scores(preds, target, indexes=indexes)
         indexes, preds, target = _flat_dtypes(indexes, preds.detach(), target.detach())
         self.indexes.append(indexes)
@@ -151,18 +177,30 @@ class _FlatRetrievalMetric(CoreStateMetric):
         """The core's tie mode: "stable", or "expected" where torchmetrics averages ties."""
         return "stable"
 
-    def _filled(self, values: Tensor) -> Tensor:
+    def _check_flat_values(self, preds: Tensor, target: Tensor) -> None:
+        """Binary targets (except nDCG), finite scores, gains >= 0: one pass, at compute."""
+        if not self.allow_non_binary_target:
+            check_binary_target(target)
+        check_values(preds, target)
+
+    def _empty_error(self, indexes: Tensor, target: Tensor) -> str:
+        """torchmetrics' message for ``empty_target_action="error"``."""
+        return self._empty_message
+
+    def _filled(self, values: Tensor, indexes: Tensor, target: Tensor) -> Tensor:
         """Per-query values after ``empty_target_action``: rows of skipped queries removed."""
+        if self.empty_target_action == "error" and bool(torch.isnan(values).any()):
+            raise ValueError(self._empty_error(indexes, target))
         keys = [str(j) for j in range(values.shape[1])]
         filled = aggregate(values, keys, empty=_EMPTY_ACTIONS[self.empty_target_action], reduce="none")
         values = torch.stack([filled[k] for k in keys], dim=1)
         return values[~torch.isnan(values).any(1)]
 
     def _aggregate(self, values: Tensor, dim: Optional[int] = None) -> Tensor:
-        """torchmetrics' own aggregation; named ones in float64, the result float32."""
+        """torchmetrics' aggregations; named ones in float64, the result float32."""
         if callable(self.aggregation):
-            return _retrieval_aggregate(values.float(), self.aggregation, dim=dim)
-        return _retrieval_aggregate(values, self.aggregation, dim=dim).float()
+            return _aggregate_values(values.float(), self.aggregation, dim=dim)
+        return _aggregate_values(values, self.aggregation, dim=dim).float()
 
     def compute(self) -> Tensor:
         """The aggregated value over all queries (every rank's entries, when synced)."""
@@ -170,8 +208,8 @@ class _FlatRetrievalMetric(CoreStateMetric):
         if flat is None:
             return torch.tensor(0.0, device=self.device)
         indexes, preds, target = flat
-        check_values(preds, target)
-        values = self._filled(self._query_values(indexes, preds, target))[:, 0]
+        self._check_flat_values(preds, target)
+        values = self._filled(self._query_values(indexes, preds, target), indexes, target)[:, 0]
         if values.numel() == 0:
             return torch.tensor(0.0, device=preds.device)
         return self._aggregate(values)
@@ -188,10 +226,20 @@ class _TopKMetric(_FlatRetrievalMetric):
     ) -> None:
         super().__init__(empty_target_action=empty_target_action, ignore_index=ignore_index,
                          aggregation=aggregation, **kwargs)
-        self.top_k = _check_top_k(top_k)
+        self.top_k = _check_top_k(top_k, message=self._top_k_message(top_k))
+
+    def _top_k_message(self, top_k) -> Optional[str]:
+        return None
 
 
-class RetrievalMAP(_TopKMetric):
+class _OwnTopKMessage:
+    """torchmetrics' RetrievalMAP and RetrievalMRR word the ``top_k`` error their own way."""
+
+    def _top_k_message(self, top_k) -> Optional[str]:
+        return f"Argument ``top_k`` has to be a positive integer or None, but got {top_k}"
+
+
+class RetrievalMAP(_OwnTopKMessage, _TopKMetric):
     """Mean average precision; drop-in for ``torchmetrics.retrieval.RetrievalMAP``.
 
     ``top_k=None``: core key ``map`` (sum of P@i over relevant ranks / R);
@@ -202,7 +250,7 @@ class RetrievalMAP(_TopKMetric):
         return ["map" if self.top_k is None else f"map_hits@{self.top_k}"]
 
 
-class RetrievalMRR(_TopKMetric):
+class RetrievalMRR(_OwnTopKMessage, _TopKMetric):
     """Mean reciprocal rank; drop-in for ``torchmetrics.retrieval.RetrievalMRR`` (``mrr``, ``mrr@k``)."""
 
     def _keys(self, n_entries: int) -> List[str]:
@@ -213,6 +261,8 @@ class RetrievalNormalizedDCG(_TopKMetric):
     """nDCG with linear gain; drop-in for ``torchmetrics.retrieval.RetrievalNormalizedDCG``
     (``ndcg``, ``ndcg@k``). Graded targets (>= 0) are the gains. Equal scores are
     averaged (``ties="expected"``), as torchmetrics does."""
+
+    allow_non_binary_target = True
 
     def _keys(self, n_entries: int) -> List[str]:
         return ["ndcg" if self.top_k is None else f"ndcg@{self.top_k}"]
@@ -242,6 +292,7 @@ class RetrievalFallOut(_TopKMetric):
     """
 
     higher_is_better = False
+    _empty_message = "`compute` method was provided with a query with no negative target."
 
     def __init__(
         self,
@@ -323,6 +374,13 @@ class RetrievalAUROC(_TopKMetric):
     def _keys(self, n_entries: int) -> List[str]:
         return ["auroc" if self.top_k is None else f"auroc@{self.top_k}"]
 
+    def _empty_error(self, indexes: Tensor, target: Tensor) -> str:
+        """A query without a relevant entry: torchmetrics' message; one with relevant
+        entries only (torchmetrics: 0, not an error): the same words for negatives."""
+        if torch.unique(indexes[target > 0]).numel() < torch.unique(indexes).numel():
+            return self._empty_message
+        return "`compute` method was provided with a query with no negative target."
+
     def _ties(self) -> str:
         # whole list: tied pairs count half (ties="expected"), as torchmetrics' binary_auroc
         return "expected" if self.top_k is None else "stable"
@@ -376,9 +434,10 @@ class RetrievalPrecisionRecallCurve(_FlatRetrievalMetric):
             zeros = torch.zeros(max_k, device=self.device)
             return zeros, zeros.clone(), torch.arange(1, max_k + 1, device=self.device)
         indexes, preds, target = flat
-        check_values(preds, target)
+        self._check_flat_values(preds, target)
         max_k = self._curve_k(indexes)
-        values = self._filled(score_values(preds, target, self._curve_keys(max_k), indexes=indexes).values)
+        values = self._filled(score_values(preds, target, self._curve_keys(max_k), indexes=indexes).values,
+                              indexes, target)
         top_k = torch.arange(1, max_k + 1, device=preds.device)
         if values.shape[0] == 0:
             return torch.zeros(max_k, device=preds.device), torch.zeros(max_k, device=preds.device), top_k
@@ -387,8 +446,8 @@ class RetrievalPrecisionRecallCurve(_FlatRetrievalMetric):
 
 class RetrievalRecallAtFixedPrecision(RetrievalPrecisionRecallCurve):
     """The largest recall@k whose precision@k reaches ``min_precision``, and that k;
-    drop-in for ``torchmetrics.retrieval.RetrievalRecallAtFixedPrecision``
-    (torchmetrics' own selection on the curve of :class:`RetrievalPrecisionRecallCurve`)."""
+    drop-in for ``torchmetrics.retrieval.RetrievalRecallAtFixedPrecision`` (the
+    selection torchmetrics documents, on the curve of :class:`RetrievalPrecisionRecallCurve`)."""
 
     def __init__(
         self,
@@ -408,4 +467,4 @@ class RetrievalRecallAtFixedPrecision(RetrievalPrecisionRecallCurve):
 
     def compute(self) -> Tuple[Tensor, Tensor]:  # type: ignore[override]
         precision, recall, top_k = super().compute()
-        return _retrieval_recall_at_fixed_precision(precision, recall, top_k, self.min_precision)
+        return _best_recall(precision, recall, top_k, self.min_precision)

@@ -5,7 +5,8 @@ which the metric is undefined (an "empty" query, e.g. no relevant candidate).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -39,6 +40,66 @@ class MetricResults(dict):
         self.curves: Dict[str, Tuple[Tensor, Tensor]] = {}
         self.neighbours: Optional[Tuple[Tensor, Tensor]] = None
 
+    def __reduce__(self):
+        # rebuilt from a plain dict and its attributes: torch.load(weights_only=True)
+        # accepts that once the class is an allowed global (registered at the end of this module)
+        return (MetricResults, (dict(self),), dict(self.__dict__))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The results as plain JSON-ready Python: floats, ints, lists and None.
+
+        Keys: ``values`` ({key: float, or a list for ``reduce="none"``}),
+        ``n_queries`` (int or None), ``n_empty`` ({key: int}), ``ci`` ({key: [low,
+        high]}), ``per_query`` ({key: [float]}), ``query_ids`` (list or None),
+        ``curves`` ({key: {"x": [...], "y": [...]}}) and, when kept,
+        ``neighbours`` (``{"ids": [[...]], "scores": [[...]]}``). NaN (an undefined
+        value) becomes None (JSON ``null``); :meth:`from_dict` reads it back as NaN.
+
+        Example:
+            >>> import json, torch
+            >>> r = MetricResults({"cmc@1": torch.tensor(0.5, dtype=torch.float64)},
+            ...                   n_queries=torch.tensor(4), n_empty={"cmc@1": torch.tensor(0)})
+            >>> json.dumps(r.to_dict()["values"]), r.to_dict()["n_queries"]
+            ('{"cmc@1": 0.5}', 4)
+            >>> MetricResults.from_dict(json.loads(json.dumps(r.to_dict())))["cmc@1"]
+            tensor(0.5000, dtype=torch.float64)
+        """
+        out: Dict[str, Any] = {
+            "values": {k: _plain(v) for k, v in self.items()},
+            "n_queries": None if self.n_queries is None else int(self.n_queries),
+            "n_empty": {k: int(v) for k, v in self.n_empty.items()},
+            "ci": {k: [_plain(low), _plain(high)] for k, (low, high) in self.ci.items()},
+            "per_query": {k: _plain(v) for k, v in self.per_query.items()},
+            "query_ids": None if self.query_ids is None else _plain(self.query_ids),
+            "curves": {k: {"x": _plain(x), "y": _plain(y)} for k, (x, y) in self.curves.items()},
+        }
+        if self.neighbours is not None:
+            ids, scores = self.neighbours
+            out["neighbours"] = {"ids": _plain(ids), "scores": _plain(scores)}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "MetricResults":
+        """The inverse of :meth:`to_dict` (e.g. after ``json.load``): CPU tensors,
+        float64 values (None back to NaN), int64 counts and ids."""
+        if not isinstance(data, dict) or not isinstance(data.get("values"), dict):
+            raise ValueError("MetricResults.from_dict expects the dict of MetricResults.to_dict(), "
+                             "with a 'values' mapping")
+        out = cls(
+            {k: _tensor(v) for k, v in data["values"].items()},
+            n_queries=None if data.get("n_queries") is None else torch.tensor(int(data["n_queries"])),
+            n_empty={k: torch.tensor(int(v)) for k, v in (data.get("n_empty") or {}).items()},
+        )
+        out.ci = {k: (_tensor(low), _tensor(high)) for k, (low, high) in (data.get("ci") or {}).items()}
+        out.per_query = {k: _tensor(v) for k, v in (data.get("per_query") or {}).items()}
+        if data.get("query_ids") is not None:
+            out.query_ids = torch.tensor(data["query_ids"])
+        out.curves = {k: (_tensor(c["x"]), _tensor(c["y"])) for k, c in (data.get("curves") or {}).items()}
+        if data.get("neighbours") is not None:
+            out.neighbours = (torch.tensor(data["neighbours"]["ids"]), _tensor(data["neighbours"]["scores"]))
+        return out
+
+
     def worst(self, key: str, n: int = 10) -> Tuple[Tensor, Tensor]:
         """The ``n`` queries with the lowest value of ``key``: ``(ids, values)``, lowest
         first, equal values in query order; skipped queries (NaN) are left out. ``ids``
@@ -65,6 +126,24 @@ class MetricResults(dict):
         rows = defined[order]
         ids = rows if self.query_ids is None else self.query_ids.to(rows.device)[rows]
         return ids, values[rows]
+
+
+def _plain(value):
+    """A tensor (or number) as a Python float/int or nested list, NaN as None."""
+    if isinstance(value, Tensor):
+        value = value.detach().cpu().tolist()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _tensor(value) -> Tensor:
+    """The float64 tensor of a :func:`_plain` value (None back to NaN)."""
+    def nan(v):
+        return [nan(x) for x in v] if isinstance(v, list) else (float("nan") if v is None else v)
+    return torch.tensor(nan(value), dtype=torch.float64)
 
 
 def _fill_empty(values: Tensor, keys: Sequence[str], empty: str) -> Tensor:
@@ -150,15 +229,17 @@ def aggregate(
 
     With ``categories`` (one label per query) the result also has
     ``"{key}/{label}"`` entries computed on that label's queries alone.
-    Confidence keys (``"erc:cmc@1"``..., a column holding the inner key's values)
-    are reduced by :func:`retrieval_core.confidence.confidence_results` with
-    ``confidence[Q]`` (and ``ties`` for equal confidences), which also fills
-    ``curves``; under ``reduce="none"`` they give the inner per-query values.
     ``ci``: a level in (0, 1); fills ``results.ci`` for every key and
     ``"{key}/{label}"`` (see :func:`retrieval_core.intervals.intervals`:
     ``ci_method``, ``n_resamples``, ``seed``). ``keep_per_query``: fills
     ``results.per_query`` (``[Q]`` float64 after ``empty``: NaN = skipped) and
     ``results.query_ids`` (the given ``query_ids``; None: positions).
+    Confidence keys (``"erc:cmc@1"``..., a column holding the inner key's values)
+    are reduced by :func:`retrieval_core.confidence.confidence_results` with
+    ``confidence[Q]`` (and ``ties`` for equal confidences), which also fills
+    ``curves``; under ``reduce="none"`` they give the inner per-query values. Their
+    intervals are bootstrapped by :func:`retrieval_core.confidence.confidence_intervals`
+    (the queries resampled with their confidences).
 
     Example:
         >>> v = torch.tensor([[1.0, float("nan")], [0.0, 0.5]], dtype=torch.float64)
@@ -204,3 +285,7 @@ def aggregate(
         out.per_query = dict(zip(keys, values.unbind(1)))
         out.query_ids = query_ids
     return out
+
+
+if hasattr(torch.serialization, "add_safe_globals"):  # torch >= 2.4: torch.load(weights_only=True) of results
+    torch.serialization.add_safe_globals([MetricResults])

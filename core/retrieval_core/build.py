@@ -223,12 +223,15 @@ def rank_dense(
     n_relevant = _count_relevant(target)
     d = _depth(depth, at_r, n_relevant, max_relevant, n)
     with_ties = with_ties or ties == "expected"
-    if ties in ("optimistic", "pessimistic"):
+    by_gain = ties in ("optimistic", "pessimistic")
+    if by_gain and (select != "checked" or top is not None):  # columns re-ordered by gain up front
         preds, target, mask, select = _gain_order(preds, target, mask, ties, top, select)
+        by_gain = False
     inexact = crossing = None
     if top is not None or select == "checked":
         scores, floor, clash_rows = _score_view(preds, mask)
-        extra = int(with_ties and top is None and d < n)  # rank d+1 shows which rows a tie crosses the cut in
+        # rank d+1 shows which rows a tie crosses the cut in
+        extra = int((with_ties or by_gain) and top is None and d < n)
         vals, idx = _stable_top(scores, d + extra, floor) if top is None else top(scores, d)
         if clash_rows is not None:
             _rank_rows(scores, mask, clash_rows, d + extra, vals, idx)
@@ -237,6 +240,8 @@ def rank_dense(
             if floor is not None:
                 crossing &= vals[:, d - 1] != floor
             vals, idx = vals[:, :d], idx[:, :d]
+        if by_gain:
+            vals, idx = _gain_ties(scores, target, mask, vals, idx, crossing, ties)
     elif select == "deferred":
         scores, floor, clash = _score_view(preds, mask, clash="flags")
         vals, idx, inexact = _stable_top_deferred(scores, d, floor)
@@ -290,42 +295,73 @@ def _past_cut(scores, vals, mask, valid, target, relevance, crossing=None):
     equals the score at the last rank (sums in float64: a float16 sum would round).
     ``crossing[B]``: the rows that have such candidates, when the caller knows them.
     Where host reads are free, the sums run on those rows only."""
+    b, n = scores.shape
+    count = torch.zeros(b, dtype=torch.int64, device=scores.device)
+    gain, hits = torch.zeros_like(count, dtype=torch.float64), torch.zeros_like(count)
+    exp_gain = torch.zeros_like(gain)
+    if vals.shape[1] >= n:  # nothing past the cut
+        return count, gain, hits, exp_gain
     last = vals[:, -1:]
-    n = scores.shape[1]
     inside = (vals == last) & valid
     sync_free = sizing.sync_free(scores)
-    if crossing is not None and not sync_free:
-        equal = torch.zeros_like(crossing, dtype=torch.int64)
+    rows = None
+    if not sync_free:
+        if crossing is None:
+            tied = scores == last
+            crossing = (tied if mask is None else tied & mask).sum(1) > inside.sum(1)
         rows = crossing.nonzero().squeeze(1)
-        tied = scores[rows] == last[rows]
-        equal[rows] = (tied if mask is None else tied & mask[rows]).sum(1)
-        equal = torch.where(crossing, equal, inside.sum(1))
-    elif scores.is_floating_point() and n <= 2**24:
-        # equal scores are those whose difference is 0 (padding: -inf - x is not); the
-        # 0-"norm" counts the others as a reduction, cheaper than a bool [B, N] sum
-        equal = n - torch.linalg.vector_norm(scores - last, ord=0, dim=1).to(torch.int64)
-    else:
-        tied = scores == last
-        equal = (tied if mask is None else tied & mask).sum(1)
-    count = equal - inside.sum(1)
-    gain = torch.zeros(count.shape, dtype=torch.float64, device=count.device)
-    hits, exp_gain = torch.zeros_like(count), torch.zeros_like(gain)
-    if sync_free:
-        rows = slice(None)
-    else:
-        rows = (count > 0).nonzero().squeeze(1)
         if rows.numel() == 0:
             return count, gain, hits, exp_gain
-    tied = scores[rows] == last[rows]
+        if rows.numel() == b:
+            rows = None
+
+    def take(t):
+        return t if rows is None or t is None else t[rows]
+
+    tied = take(scores) == take(last)
     if mask is not None:
-        tied &= mask[rows]
-    inside, rel = inside[rows], relevance[rows]
-    past = torch.where(tied, target[rows], torch.zeros((), dtype=target.dtype, device=target.device))
-    past = past.to(torch.float64)
-    gain[rows] = past.sum(1) - (rel * inside).sum(1)
-    hits[rows] = (past > 0).sum(1) - ((rel > 0) & inside).sum(1)
-    exp_gain[rows] = torch.expm1(past * math.log(2.0)).sum(1) - (torch.expm1(rel * math.log(2.0)) * inside).sum(1)
+        tied &= take(mask)
+    inside, rel = take(inside), take(relevance)
+    past = torch.where(tied, take(target), torch.zeros((), dtype=target.dtype, device=target.device))
+    positive = past > 0
+    c = tied.sum(1) - inside.sum(1)
+    g = past.sum(1, dtype=torch.float64) - (rel * inside).sum(1)
+    h = positive.sum(1) - ((rel > 0) & inside).sum(1)
+    e_in = (torch.expm1(rel * math.log(2.0)) * inside).sum(1)
+    if sync_free:
+        e = torch.expm1(past.to(torch.float64) * math.log(2.0)).sum(1) - e_in
+    else:  # 2^g - 1 of the tied relevant candidates only
+        r, col = positive.nonzero(as_tuple=True)
+        e = torch.zeros_like(e_in).index_add_(0, r, torch.expm1(past[r, col].to(torch.float64) * math.log(2.0)))
+        e = e - e_in
+    if rows is None:
+        return c, g, h, e
+    count[rows], gain[rows], hits[rows], exp_gain[rows] = c, g, h, e
     return count, gain, hits, exp_gain
+
+
+def _gain_ties(scores, target, mask, vals, idx, crossing, ties):
+    """The stable top ``(vals, idx)`` with equal scores ordered by gain (highest first for
+    ``"optimistic"``, lowest for ``"pessimistic"``, then by column): ties inside the top
+    are re-ordered there; rows whose tie crosses the cut are ranked again from all
+    their columns ordered by gain (host reads: CPU's ``"checked"`` path only)."""
+    descending = ties == "optimistic"
+    gain = target.gather(1, idx)
+    key = gain.to(torch.int8) if gain.dtype == torch.bool else gain
+    by_gain = torch.sort(key, dim=1, descending=descending, stable=True).indices
+    by_score = torch.sort(vals.gather(1, by_gain), dim=1, descending=True, stable=True).indices
+    order = by_gain.gather(1, by_score)
+    vals, idx = vals.gather(1, order), idx.gather(1, order)
+    if crossing is not None:
+        rows = crossing.nonzero().squeeze(1)
+        if rows.numel():
+            t = target[rows]
+            cols = torch.sort(t.to(torch.int8) if t.dtype == torch.bool else t, dim=1, descending=descending,
+                              stable=True).indices
+            m = None if mask is None else mask[rows].gather(1, cols)
+            v, i = _exact_top(scores[rows].gather(1, cols), m, vals.shape[1])
+            vals[rows], idx[rows] = v, cols.gather(1, i)
+    return vals, idx
 
 
 def _gain_order(preds, target, mask, ties, top, select):

@@ -1,68 +1,113 @@
-"""Command line: ``retrieval-metrics demo`` and ``retrieval-metrics eval FILES...``.
+"""Command line: ``retrieval-metrics demo | eval | report | compare``.
 
 ``eval`` reads embeddings and labels saved as .pt, .npy or .npz (``file.npz:name``
-picks one array of an .npz) and prints a table, or JSON with ``--json``.
+picks one array of an .npz) and prints a table, or JSON with ``--json``;
+``--output FILE`` keeps everything (``MetricResults.to_dict()`` with the per-query
+values). ``report`` evaluates the same way and writes a folder with report.md,
+results.json, PNG plots and report.html. ``compare A.json B.json`` tests the
+difference of two ``eval --output`` files, query by query. ``demo`` evaluates two
+embeddings of scikit-learn's digits (``--report DIR`` also writes their report).
+
+Options may come before or after the files; ``--metrics`` takes keys separated
+by spaces or commas. Errors print one line (``retrieval-metrics: error: ...``) and
+exit with status 2 (bad command line) or 1 (bad data).
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import torch
 
+from . import optional, validate
+from .aggregate import MetricResults, _plain
 from .embeddings import evaluate_embeddings
+from .registry import parse_metrics
 
 DEMO_METRICS = [
     "cmc@1", "cmc@5", "precision_capped@5", "map_hits@5", "map@r", "r_precision", "mrr", "ndcg@10",
     "nmi", "ami", "pcf@0.5",
 ]
 EVAL_METRICS = ["cmc@1", "cmc@5", "precision_capped@5", "map_hits@5", "map@r", "r_precision"]
+DATA_SUFFIXES = (".pt", ".npy", ".npz")
+PROG = "retrieval-metrics"
+
+
+class CommandError(Exception):
+    """A bad command line found after parsing (exit status 2)."""
 
 
 def load_tensor(spec: str) -> torch.Tensor:
     """A tensor from ``x.pt``, ``x.npy``, ``x.npz`` (one array) or ``x.npz:name``."""
     path, _, name = spec.partition(":") if spec.count(":") == 1 and not spec.startswith(":") else (spec, "", "")
+    if not path.endswith(DATA_SUFFIXES):
+        raise ValueError(f"cannot read {spec!r}: expected a .pt, .npy or .npz file")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such file: {path}")
     if path.endswith(".pt"):
         obj = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(obj, torch.Tensor):
             raise ValueError(f"{path} must hold one tensor; got {type(obj).__name__}")
         return obj
-    if path.endswith((".npy", ".npz")):
-        try:
-            import numpy as np
-        except ImportError:
-            raise ImportError(f"reading {path} needs numpy: pip install numpy") from None
-        data = np.load(path)
-        if path.endswith(".npz"):
-            if not name:
-                if len(data.files) != 1:
-                    raise ValueError(f"{path} holds {data.files}; pick one as {path}:NAME")
-                name = data.files[0]
-            if name not in data.files:
-                raise ValueError(f"{path} has no array {name!r}; it holds {data.files}")
-            data = data[name]
-        return torch.from_numpy(np.ascontiguousarray(data))
-    raise ValueError(f"cannot read {spec!r}: expected a .pt, .npy or .npz file")
+    try:
+        import numpy as np
+    except ImportError:
+        raise ImportError(f"reading {path} needs numpy: pip install numpy") from None
+    data = np.load(path)
+    if path.endswith(".npz"):
+        if not name:
+            if len(data.files) != 1:
+                raise ValueError(f"{path} holds {data.files}; pick one as {path}:NAME")
+            name = data.files[0]
+        if name not in data.files:
+            raise ValueError(f"{path} has no array {name!r}; it holds {data.files}")
+        data = data[name]
+    return torch.from_numpy(np.ascontiguousarray(data))
 
 
-def _table(results: Dict[str, Dict[str, float]], metrics: Sequence[str]) -> str:
+def load_labels(spec: str) -> list:
+    """Per-query categories: a tensor file, or a text file with one label per line."""
+    if spec.split(":")[0].endswith(DATA_SUFFIXES):
+        return load_tensor(spec)
+    if not os.path.exists(spec):
+        raise FileNotFoundError(f"no such file: {spec}")
+    with open(spec, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def _table(results: Dict[str, MetricResults], keys: Sequence[str]) -> str:
+    """A text table: one row per key, one column per run; ``value [low, high]`` with intervals."""
+    from .report import format_value
+
     names = list(results)
-    width = max(12, *(len(n) + 2 for n in names))
-    lines = [f"{'metric':<20}" + "".join(f"{n:>{width}}" for n in names)]
-    for key in metrics:
-        lines.append(f"{key:<20}" + "".join(f"{results[n][key]:>{width}.4f}" for n in names))
+    cells = {n: {k: format_value(_value(results[n].get(k)), results[n].ci.get(k)) for k in keys} for n in names}
+    first = max([len("metric")] + [len(k) for k in keys]) + 2
+    widths = {n: max([len(n)] + [len(c) for c in cells[n].values()]) + 2 for n in names}
+    lines = [f"{'metric':<{first}}" + "".join(f"{n:>{widths[n]}}" for n in names)]
+    for key in keys:
+        lines.append(f"{key:<{first}}" + "".join(f"{cells[n][key]:>{widths[n]}}" for n in names))
+    counts = [results[n].n_queries for n in names]
+    if all(c is not None for c in counts):
+        lines.append(f"{'queries':<{first}}" + "".join(f"{int(c):>{widths[n]}}" for n, c in zip(names, counts)))
     return "\n".join(lines)
 
 
-def _floats(r) -> Dict[str, float]:
-    return {k: float(v) for k, v in r.items()}
+def _value(v):
+    if v is None:
+        return None
+    return float(v) if v.numel() == 1 else v.tolist()
 
 
-def demo(metrics: Sequence[str]) -> Dict[str, Dict[str, float]]:
-    """Two "models" of scikit-learn's digits, side by side: raw pixels and a random
-    16-d projection; each image is a query against all the others."""
+def _supports(name: str) -> bool:
+    return name in inspect.signature(evaluate_embeddings).parameters
+
+
+def _digits():
     try:
         from sklearn.datasets import load_digits
     except ImportError:
@@ -71,42 +116,441 @@ def demo(metrics: Sequence[str]) -> Dict[str, Dict[str, float]]:
     x = torch.tensor(digits.data, dtype=torch.float32)
     labels = torch.tensor(digits.target)
     projection = torch.randn(x.shape[1], 16, generator=torch.Generator().manual_seed(0))
-    models = {"raw pixels (64-d)": x, "random projection (16-d)": x @ projection}
-    return {name: _floats(evaluate_embeddings(emb, labels, metrics)) for name, emb in models.items()}
+    return {"raw pixels (64-d)": x, "random projection (16-d)": x @ projection}, labels
+
+
+def demo_results(metrics: Sequence[str], **options) -> Dict[str, MetricResults]:
+    """Two "models" of scikit-learn's digits, side by side: raw pixels and a random
+    16-d projection; each image is a query against all the others."""
+    models, labels = _digits()
+    return {name: evaluate_embeddings(emb, labels, metrics, **options) for name, emb in models.items()}
+
+
+def demo(metrics: Sequence[str]) -> Dict[str, Dict[str, float]]:
+    """:func:`demo_results` as plain floats."""
+    return {name: {k: float(v) for k, v in r.items()} for name, r in demo_results(metrics).items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``retrieval-metrics <command>: error: ...`` (status 2)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Plain text help; each option's default after its help (none shown for None/False)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        default = action.default
+        if not action.option_strings or default is None or default is False or default == argparse.SUPPRESS \
+                or "default:" in text:
+            return text
+        if isinstance(default, (list, tuple)):
+            default = " ".join(map(str, default))
+        return f"{text} (default: {default})".strip()
+
+
+def _metric_list(text: str) -> List[str]:
+    return [k for k in text.split(",") if k]
+
+
+def _float_level(text: str) -> float:
+    try:
+        level = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a level in (0, 1) such as 0.95; got {text!r}") from None
+    if not 0 < level < 1:
+        raise argparse.ArgumentTypeError(f"expected a level in (0, 1) such as 0.95; got {text!r}")
+    return level
+
+
+def _looks_like_file(token: str) -> bool:
+    return token.split(":")[0].endswith(DATA_SUFFIXES) or token.endswith(".json") or os.path.sep in token
+
+
+def _join_metrics(argv: List[str]) -> List[str]:
+    """``--metrics a b FILE`` -> ``--metrics=a,b FILE``: the keys end at the next option or at
+    the first token that names a file, so options may come before or after the files."""
+    out: List[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--metrics":
+            keys = []
+            i += 1
+            while i < len(argv) and not argv[i].startswith("-") and not _looks_like_file(argv[i]):
+                keys.append(argv[i])
+                i += 1
+            out.append("--metrics=" + ",".join(keys) if keys else "--metrics")
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
+def _ties_choices() -> List[str]:
+    choices = list(validate.TIES) + list(getattr(validate, "TIES_LATER", ()))
+    return list(dict.fromkeys(choices))
+
+
+def _data_options(p: argparse.ArgumentParser, default_metrics: Sequence[str]) -> None:
+    """The evaluation options shared by ``eval`` and ``report``."""
+    p.add_argument("query", help="query embeddings [Q, D] (.pt, .npy, .npz or file.npz:NAME)")
+    p.add_argument("query_labels", help="query labels [Q] (or multi-hot [Q, C])")
+    p.add_argument("--gallery", help="gallery embeddings [G, D]; without it the query set is the gallery, each "
+                                     "query's own row excluded")
+    p.add_argument("--gallery-labels", help="gallery labels [G] (required with --gallery)")
+    p.add_argument("--query-ids", help="query ids [Q]: a gallery item with the query's id is never retrieved")
+    p.add_argument("--gallery-ids", help="gallery ids [G]")
+    p.add_argument("--metrics", type=_metric_list, default=list(default_metrics), metavar="KEYS",
+                   help="metric keys, separated by spaces or commas (e.g. cmc@1 map@r ndcg@10)")
+    p.add_argument("--distance", default="cosine",
+                   choices=["cosine", "dot", "euclidean", "squared_euclidean", "hamming"],
+                   help="distance between embeddings")
+    p.add_argument("--empty", default="skip", choices=list(validate.EMPTY),
+                   help="queries where a metric is undefined (no relevant item)")
+    p.add_argument("--reduce", default="mean", choices=[r for r in validate.REDUCE if r != "none"],
+                   help="reduction over queries")
+    p.add_argument("--ties", default="stable", choices=_ties_choices(), help="order of equal scores")
+    p.add_argument("--per-class", choices=["macro", "all"], default=None,
+                   help="macro: average per class, then over classes; all: also one value per class")
+    p.add_argument("--categories", metavar="FILE",
+                   help="one category per query (.pt/.npy/.npz, or text with one label per line): adds "
+                        "per-category values")
+    p.add_argument("--ci", type=_float_level, metavar="LEVEL", help="interval level, e.g. 0.95 (bootstrap over "
+                                                                   "queries)")
+    p.add_argument("--ci-method", default="bootstrap", choices=["bootstrap", "beta"],
+                   help="bootstrap over queries, or beta: the Beta(0.5 + hits, 0.5 + misses) credible "
+                        "interval, for keys whose per-query values are 0/1")
+    p.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples for --ci")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    p.add_argument("--confidence", metavar="FILE", help="per-query confidences [Q] (higher = more confident) for "
+                                                        "erc:/conf:/spearman:/kendall: keys")
+    p.add_argument("--memory-budget", type=int, help="bytes of scratch per query chunk (default: the device's "
+                                                     "share)")
+    p.add_argument("--device", default="cpu", help="torch device to evaluate on (cpu, cuda, cuda:1...)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar (default: only in an interactive terminal, not in CI)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command (``build_parser().format_help()`` is the ``--help`` text)."""
+    parser = _Parser(prog=PROG, description=__doc__, formatter_class=_Formatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    p_demo = sub.add_parser("demo", help="evaluate two embeddings of scikit-learn's digits",
+                            description=demo_results.__doc__, formatter_class=_Formatter)
+    p_demo.add_argument("--metrics", type=_metric_list, default=list(DEMO_METRICS), metavar="KEYS",
+                        help="metric keys, separated by spaces or commas")
+    p_demo.add_argument("--report", metavar="DIR", help="also write the report of the demo into DIR")
+    p_demo.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    p_eval = sub.add_parser("eval", help="evaluate embeddings and labels saved as .pt/.npy/.npz",
+                            description="Evaluate embeddings saved as .pt/.npy/.npz and print the metrics.",
+                            formatter_class=_Formatter)
+    _data_options(p_eval, EVAL_METRICS)
+    p_eval.add_argument("--json", action="store_true", help="print the values as JSON instead of a table")
+    p_eval.add_argument("--output", metavar="FILE", help="write MetricResults.to_dict() as JSON, with the "
+                                                         "per-query values (for compare)")
+
+    p_report = sub.add_parser("report", help="evaluate and write report.md, results.json, plots and report.html",
+                              description="Evaluate embeddings and write a report folder: report.md, results.json, "
+                                          "PNG plots (with matplotlib) and report.html.",
+                              formatter_class=_Formatter)
+    _data_options(p_report, EVAL_METRICS)
+    p_report.add_argument("--out", required=True, metavar="DIR", help="folder of the report (created if needed)")
+    p_report.add_argument("--title", default="Retrieval report", help="title of the report")
+    p_report.add_argument("--curves", type=_metric_list, default=["cmc", "precision"], metavar="NAMES",
+                          help="names drawn over k (name@1..name@K, evaluated in the same pass)")
+    p_report.add_argument("--max-k", type=int, default=10, help="largest k of the curves")
+
+    p_cmp = sub.add_parser("compare", help="paired test of two `eval --output` files (same queries)",
+                           description="Compare two runs query by query: mean difference A - B, its interval "
+                                       "and a two-sided p-value per metric key.",
+                           formatter_class=_Formatter)
+    p_cmp.add_argument("a", help="results of system A (eval --output A.json)")
+    p_cmp.add_argument("b", help="results of system B (eval --output B.json)")
+    p_cmp.add_argument("--metrics", type=_metric_list, default=None, metavar="KEYS",
+                       help="keys to compare (default: every key with per-query values in both)")
+    p_cmp.add_argument("--test", default="permutation", choices=["permutation", "paired_t", "bootstrap"],
+                       help="sign-flip permutation test, paired t-test, or bootstrap of the mean difference")
+    p_cmp.add_argument("--n-resamples", type=int, default=10000, help="resamples of the permutation/bootstrap test")
+    p_cmp.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    p_cmp.add_argument("--ci", type=_float_level, default=0.95, metavar="LEVEL", help="interval level")
+    p_cmp.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    commands = {"demo": p_demo, "eval": p_eval, "report": p_report, "compare": p_cmp}
+    parser.commands = commands  # type: ignore[attr-defined]
+    return parser
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse a command line; options may come before or after the positional files."""
+    parser = build_parser()
+    argv = list(argv)
+    if argv and argv[0] in parser.commands:  # type: ignore[attr-defined]
+        args = parser.commands[argv[0]].parse_intermixed_args(_join_metrics(argv[1:]))  # type: ignore[attr-defined]
+        args.command = argv[0]
+        return args
+    return parser.parse_args(argv)  # --help, or an error naming the commands
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+
+
+def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = False,
+              class_view: bool = False) -> MetricResults:
+    parse_metrics(args.metrics)  # unknown keys: the registry's error (with "did you mean")
+    device = torch.device(args.device)
+    tensors = {name: load_tensor(getattr(args, name)).to(device)
+               for name in ("gallery", "gallery_labels", "query_ids", "gallery_ids") if getattr(args, name)}
+    options = dict(distance=args.distance, empty=args.empty, reduce=args.reduce, ties=args.ties,
+                   per_class=args.per_class, memory_budget=args.memory_budget, progress=args.progress)
+    query, labels = load_tensor(args.query).to(device), load_tensor(args.query_labels).to(device)
+    if args.categories:
+        categories = load_labels(args.categories)
+        options["categories"] = categories.to(device) if isinstance(categories, torch.Tensor) else categories
+    elif class_view and args.per_class is None and _few_classes(labels):
+        options["categories"] = labels  # the per-class view of the report; the main values stay over all queries
+        args.class_view = "the query labels (a per-class view; main values over all queries)"
+    wanted = {}
+    if args.ci is not None:
+        wanted.update(ci=args.ci, ci_method=args.ci_method, n_resamples=args.n_resamples, seed=args.seed)
+    if args.confidence:
+        wanted["confidence"] = load_tensor(args.confidence).to(device)
+    if keep_per_query:
+        wanted["keep_per_query"] = True
+    for name in wanted:
+        if not _supports(name):
+            flag = {"keep_per_query": "--output"}.get(name, "--" + name.replace("_", "-"))
+            raise CommandError(f"{flag} needs evaluate_embeddings({name}=...), which this version of "
+                               "retrieval_core lacks")
+    keys = list(args.metrics) + [k for k in extra_keys if k not in args.metrics]
+    results = evaluate_embeddings(query, labels, keys, **options, **tensors, **wanted)
+    return results
+
+
+def _print_results(runs: Dict[str, MetricResults], keys: Sequence[str], as_json: bool, single: bool) -> None:
+    if as_json:
+        values = {n: {k: _plain(v) for k, v in r.items()} for n, r in runs.items()}
+        print(json.dumps(next(iter(values.values())) if single else values, indent=2))
+    else:
+        print(_table(runs, keys))
+
+
+def _all_keys(results: MetricResults, requested: Sequence[str]) -> List[str]:
+    """The requested keys first, then the per-class/per-category entries, in the results' order."""
+    return list(requested) + [k for k in results if k not in requested]
+
+
+def cmd_eval(args) -> int:
+    r = _evaluate(args, keep_per_query=bool(args.output))
+    if args.output:
+        Path(args.output).write_text(json.dumps(r.to_dict(), allow_nan=False) + "\n", encoding="utf-8")
+    _print_results({args.query: r}, _all_keys(r, args.metrics), args.json, single=True)
+    return 0
+
+
+def _settings(args) -> Dict[str, object]:
+    return {"query": args.query, "labels": args.query_labels, "gallery": args.gallery or "the queries (self excluded)",
+            "distance": args.distance, "ties": args.ties, "empty": args.empty, "reduce": args.reduce,
+            "per_class": args.per_class, "categories": args.categories or getattr(args, "class_view", None),
+            "interval": None if args.ci is None else f"{args.ci} ({args.ci_method})", "confidence": args.confidence}
+
+
+def _plots_available() -> bool:
+    try:
+        optional.require("matplotlib", feature="the report's plots", package="matplotlib")
+    except ImportError as err:
+        print(f"{PROG}: note: tables only, no plots: {err}", file=sys.stderr)
+        return False
+    return True
+
+
+MAX_CLASS_VIEW = 50  # report: a per-class table and plot by default up to this many classes
+
+
+def _few_classes(labels: torch.Tensor) -> bool:
+    return (labels.ndim == 1 and not labels.is_floating_point() and labels.numel() > 0
+            and torch.unique(labels).numel() <= MAX_CLASS_VIEW)
+
+
+def cmd_report(args) -> int:
+    from .plot import at_k_keys
+    from .report import write_report
+
+    if args.max_k < 1:
+        raise CommandError(f"--max-k must be a positive integer; got {args.max_k}")
+    curve_keys = at_k_keys(args.curves, args.max_k) if args.curves else []
+    r = _evaluate(args, extra_keys=curve_keys, class_view=True)
+    by_class = not args.categories and args.per_class is None and any("/" in k for k in r)
+    paths = write_report(r, args.out, metrics=args.metrics, title=args.title, settings=_settings(args),
+                         plots=_plots_available(), category_name="class" if by_class else "category")
+    print(_table({args.query: r}, args.metrics))
+    print(f"report written to {paths['markdown'].parent}: " + ", ".join(sorted(p.name for p in paths.values())))
+    return 0
+
+
+def neighbour_agreement(x: torch.Tensor, labels: torch.Tensor, k: int = 10) -> torch.Tensor:
+    """The demo's per-query confidence in [0, 1]: the share of the ``k`` nearest other rows
+    (cosine) whose label equals the label of the nearest one: a query whose neighbours
+    agree is likely to have a correct first result.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.8, 0.2], [0.0, 1.0]])
+        >>> neighbour_agreement(x, torch.tensor([0, 0, 1, 1]), k=2).tolist()
+        [0.5, 0.5, 1.0, 0.5]
+    """
+    unit = torch.nn.functional.normalize(x.double(), dim=1)
+    sim = unit @ unit.T
+    sim.fill_diagonal_(float("-inf"))
+    nearest = labels[sim.topk(min(k, x.shape[0] - 1), dim=1).indices]
+    return (nearest == nearest[:, :1]).double().mean(1)
+
+
+def cmd_demo(args) -> int:
+    parse_metrics(args.metrics)
+    if not args.report:
+        runs = demo_results(args.metrics)
+        _print_results(runs, args.metrics, args.json, single=False)
+        return 0
+    from .plot import at_k_keys
+    from .report import write_report
+
+    models, labels = _digits()
+    shown = list(args.metrics)
+    confidence = _supports("confidence") and "cmc@1" in shown
+    if confidence:  # how well the nearest-neighbour similarity predicts a correct first result
+        shown += [k for k in ("erc:cmc@1", "conf:cmc@1", "spearman:cmc@1") if k not in shown]
+    keys = shown + [k for k in at_k_keys(["cmc", "precision"], 10) if k not in shown]
+    options: Dict[str, object] = dict(categories=labels)
+    if _supports("ci"):
+        options.update(ci=0.95)
+    if _supports("keep_per_query"):
+        options.update(keep_per_query=True)
+    runs = {}
+    for name, emb in models.items():
+        extra = {"confidence": neighbour_agreement(emb, labels)} if confidence else {}
+        runs[name] = evaluate_embeddings(emb, labels, keys, **options, **extra)
+    settings = {"data": "scikit-learn's digits: 1797 images of 10 digits; each image is a query against all others",
+                "distance": "cosine",
+                "interval": "95% bootstrap over queries, per metric" if "ci" in options else None,
+                "confidence": "share of the 10 nearest neighbours with the label of the nearest one"
+                if confidence else None}
+    paths = write_report(runs, args.report, metrics=shown, title="Digits: raw pixels vs a random projection",
+                         settings=settings, plots=_plots_available(), category_name="digit",
+                         category_keys=["cmc@1", "map@r"])
+    _print_results(runs, shown, args.json, single=False)
+    if not args.json:
+        print(f"\nreport of the demo: {paths['html'].resolve()}\n(with report.md, results.json and "
+              f"{sum(p.suffix == '.png' for p in paths.values())} PNG plots in {paths['html'].parent.resolve()})")
+    return 0
+
+
+def _read_run(path: str) -> MetricResults:
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such file: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        where = f"{err.msg} at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
+        raise ValueError(f"{path} is not JSON ({where}); expected an `eval --output` file") from None
+    try:
+        return MetricResults.from_dict(data)
+    except ValueError:
+        raise ValueError(f"{path} is not an `eval --output` file (no 'values' mapping)") from None
+
+
+def _aligned(a: MetricResults, b: MetricResults, path_a: str, path_b: str):
+    """Positions of B's queries in A's order (None: same order), checking both hold the same queries."""
+    n_a = next(iter(a.per_query.values())).shape[0] if a.per_query else 0
+    n_b = next(iter(b.per_query.values())).shape[0] if b.per_query else 0
+    if a.query_ids is None or b.query_ids is None:
+        if n_a != n_b:
+            raise ValueError(f"{path_a} has {n_a} queries and {path_b} has {n_b}: a paired comparison needs the "
+                             "same queries")
+        return None
+    ids_a, ids_b = a.query_ids.tolist(), b.query_ids.tolist()
+    if sorted(ids_a) != sorted(ids_b):
+        raise ValueError(f"{path_a} and {path_b} hold different query ids: a paired comparison needs the same queries")
+    if ids_a == ids_b:
+        return None
+    where = {q: i for i, q in enumerate(ids_b)}
+    return torch.tensor([where[q] for q in ids_a])
+
+
+def cmd_compare(args) -> int:
+    import retrieval_core
+
+    a, b = _read_run(args.a), _read_run(args.b)
+    compare_fn = getattr(retrieval_core, "compare", None)
+    if compare_fn is not None and not callable(compare_fn):  # the module: its function
+        compare_fn = getattr(compare_fn, "compare", None)
+    if not callable(compare_fn):
+        raise CommandError("compare needs retrieval_core.compare, which this version of retrieval_core lacks")
+    for path, r in ((args.a, a), (args.b, b)):
+        if not r.per_query:
+            raise ValueError(f"{path} holds no per-query values: write it with `{PROG} eval ... --output {path}`")
+    keys = args.metrics or [k for k in a.per_query if k in b.per_query]
+    if not keys:
+        raise ValueError(f"{args.a} and {args.b} have no metric key with per-query values in common")
+    for key in keys:
+        for path, r in ((args.a, a), (args.b, b)):
+            if key not in r.per_query:
+                raise ValueError(f"{path} has no per-query values of {key!r}; it has {', '.join(r.per_query)}")
+    order = _aligned(a, b, args.a, args.b)
+    rows = {}
+    for key in keys:
+        va, vb = a.per_query[key], b.per_query[key]
+        if order is not None:
+            vb = vb[order]
+        c = compare_fn(va, vb, test=args.test, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci)
+        rows[key] = {"a": float(torch.nanmean(va.double())), "b": float(torch.nanmean(vb.double())),
+                     "mean_difference": float(c.mean_difference), "ci": [float(c.ci[0]), float(c.ci[1])],
+                     "p_value": float(c.p_value), "n": int(c.n), "test": c.test}
+    if args.json:
+        print(json.dumps({"a": args.a, "b": args.b, "level": args.ci, "metrics": rows}, indent=2))
+        return 0
+    level = f"{args.ci:.0%} interval"
+    header = ["metric", "A", "B", "A - B", level, "p-value", "n"]
+    table = [header] + [[k, f"{v['a']:.4f}", f"{v['b']:.4f}", f"{v['mean_difference']:+.4f}",
+                         f"[{v['ci'][0]:+.4f}, {v['ci'][1]:+.4f}]", f"{v['p_value']:.4g}", str(v["n"])]
+                        for k, v in rows.items()]
+    widths = [max(len(row[i]) for row in table) + 2 for i in range(len(header))]
+    print(f"A: {args.a}\nB: {args.b}\npaired {args.test} test over queries")
+    for row in table:
+        print(f"{row[0]:<{widths[0]}}" + "".join(f"{c:>{w}}" for c, w in zip(row[1:], widths[1:])))
+    return 0
+
+
+COMMANDS = {"demo": cmd_demo, "eval": cmd_eval, "report": cmd_report, "compare": cmd_compare}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="retrieval-metrics", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="evaluate two embeddings of scikit-learn's digits")
-    p_eval = sub.add_parser("eval", help="evaluate embeddings and labels saved as .pt/.npy/.npz")
-    p_eval.add_argument("query", help="query embeddings [Q, D]")
-    p_eval.add_argument("query_labels", help="query labels [Q] (or multi-hot [Q, C])")
-    p_eval.add_argument("--gallery", help="gallery embeddings [G, D] (default: the query set, self excluded)")
-    p_eval.add_argument("--gallery-labels")
-    p_eval.add_argument("--query-ids")
-    p_eval.add_argument("--gallery-ids")
-    p_eval.add_argument("--distance", default="cosine")
-    p_eval.add_argument("--memory-budget", type=int, help="bytes of scratch per query chunk")
-    p_eval.add_argument("--progress", action="store_true")
-    for p, default in ((p_demo, DEMO_METRICS), (p_eval, EVAL_METRICS)):
-        p.add_argument("--metrics", nargs="+", default=default, help="metric keys, e.g. cmc@1 map@r")
-        p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
+    """Run a command; returns the exit status (errors print one line, no traceback).
 
-    if args.command == "demo":
-        results = demo(args.metrics)
-    else:
-        opt = {name: load_tensor(getattr(args, name)) for name in ("gallery", "gallery_labels", "query_ids", "gallery_ids")
-               if getattr(args, name)}
-        r = evaluate_embeddings(load_tensor(args.query), load_tensor(args.query_labels), args.metrics,
-                                distance=args.distance, memory_budget=args.memory_budget, progress=args.progress, **opt)
-        results = {args.query: _floats(r)}
-    if args.json:
-        print(json.dumps(results if args.command == "demo" else results[args.query], indent=2))
-    else:
-        print(_table(results, args.metrics))
-    return 0
+    Set ``RETRIEVAL_METRICS_TRACEBACK=1`` to see the traceback of an error.
+    """
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except (CommandError, ValueError, TypeError, ImportError, OSError, RuntimeError, KeyError) as err:
+        if os.environ.get("RETRIEVAL_METRICS_TRACEBACK"):
+            raise
+        message = " ".join(str(err).split()) or type(err).__name__
+        if isinstance(err, KeyError):
+            message = f"missing {message}"
+        print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
+        return 2 if isinstance(err, CommandError) else 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ only ``values[c, M]``. Nothing of size ``[Q, G]`` is ever held.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Iterator, Optional, Sequence, Tuple
 
 import torch
@@ -210,10 +211,30 @@ def _faiss_ranking(faiss, q, labels, gallery_labels, depth, at_r, need_ideal, n_
                        n_candidates, at_r=at_r, need_ideal=need_ideal)
 
 
-def _progress(it, enabled: bool, total: int):
-    if not enabled:
+def _progress(it, enabled: Optional[bool], total: int):
+    bar = optional.progress_bar(enabled)  # None: auto (a terminal, not CI)
+    if bar is None:
         return it
-    return optional.tqdm()(it, total=total, desc="retrieval-metrics", unit="chunk")
+    return bar(it, total=total, desc="retrieval-metrics", unit="chunk")
+
+
+# A whole-list key ranks every gallery item; cutoff keys keep only the top k. Past this
+# gallery size and ratio to the deepest cutoff, evaluate_embeddings says so once per call.
+WHOLE_LIST_NOTICE = (4096, 16)
+
+
+def _whole_list_notice(keys: Sequence[MetricKey], n_gallery: int) -> None:
+    depth, _, whole = depth_needed(keys)
+    size, ratio = WHOLE_LIST_NOTICE
+    if whole and n_gallery >= size and n_gallery >= ratio * max(depth, 1):
+        names = [m.key for m in keys if m.spec.per_query and m.cutoff is None]
+        cutoffs = f", where the cutoff keys rank only the top {depth}" if depth else ""
+        warnings.warn(
+            f"whole-list keys ({', '.join(names)}) rank all {n_gallery} gallery items of every query{cutoffs}: "
+            f"this evaluation is many times slower than with cutoffs; a cutoff such as '{names[0]}@100' "
+            "(or '@r' where the key takes it) bounds the work",
+            stacklevel=3,
+        )
 
 
 def evaluate_embeddings(
@@ -233,7 +254,7 @@ def evaluate_embeddings(
     categories=None,
     per_class: Optional[str] = None,
     memory_budget: Optional[int] = None,
-    progress: bool = False,
+    progress: Optional[bool] = None,
     backend: str = "torch",
     ci: Optional[float] = None,
     ci_method: str = "bootstrap",
@@ -267,7 +288,8 @@ def evaluate_embeddings(
             device's share, 256 MiB on CPU and a quarter of the free memory on CUDA
             (within 64 MiB-16 GiB; see ``retrieval_core.sizing``). An int bounds the
             scratch on every device.
-        progress: show a tqdm progress bar over chunks.
+        progress: a tqdm progress bar over chunks: True, False, or None (default:
+            shown when stderr is a terminal and the ``CI`` variable is unset).
         backend: ``"torch"`` (default: exact, deterministic ties on any device) or
             ``"faiss"`` (CPU, float32, class labels, cosine/dot/euclidean, no
             whole-list keys): faiss' flat index finds the candidates; values equal
@@ -338,6 +360,7 @@ def evaluate_embeddings(
     check_embedding_values(query, query_labels, None if self_gallery else gallery,
                            None if self_gallery else gallery_labels, distance=distance, custom=custom)
 
+    _whole_list_notice(query_keys, gallery.shape[0])
     results = MetricResults(n_queries=torch.tensor(query.shape[0]))
     check_return_neighbours(n_neighbours, gallery.shape[0])
     if n_neighbours and not query_keys:

@@ -27,7 +27,6 @@ from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
 from .validate import (
     check_categories,
-    check_categories,
     check_ci_keys,
     check_ci_options,
     check_confidence,

@@ -15,9 +15,12 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from types import ModuleType
+from typing import Optional
 
-__all__ = ["require", "faiss", "tqdm", "pyplot"]
+__all__ = ["require", "faiss", "tqdm", "progress_bar", "pyplot", "figure"]
 
 
 def require(module: str, *, feature: str, package: str) -> ModuleType:
@@ -39,6 +42,37 @@ def tqdm():
     return require("tqdm.auto", feature="progress=True", package="tqdm").tqdm
 
 
+def progress_bar(progress: Optional[bool]):
+    """The tqdm class to show progress with, or None for no progress.
+
+    ``progress``: True (tqdm required), False, or None (auto): shown when stderr is a
+    terminal, the ``CI`` environment variable is unset and tqdm is installed.
+
+    Example:
+        >>> progress_bar(False) is None
+        True
+    """
+    if progress is None:
+        stream = sys.stderr
+        interactive = stream is not None and hasattr(stream, "isatty") and stream.isatty()
+        if not interactive or os.environ.get("CI"):
+            return None
+        try:
+            return tqdm()
+        except ImportError:
+            return None
+    return tqdm() if progress else None
+
+
 def pyplot(feature: str) -> ModuleType:
     """matplotlib.pyplot, for ``feature`` (e.g. ``"plot()"``)."""
     return require("matplotlib.pyplot", feature=feature, package="matplotlib")
+
+
+def figure(feature: str, **kwargs):
+    """A new ``matplotlib.figure.Figure`` on its own Agg canvas (no pyplot state), for ``feature``."""
+    mpl_figure = require("matplotlib.figure", feature=feature, package="matplotlib")
+    agg = require("matplotlib.backends.backend_agg", feature=feature, package="matplotlib")
+    fig = mpl_figure.Figure(**kwargs)
+    agg.FigureCanvasAgg(fig)
+    return fig

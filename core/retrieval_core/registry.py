@@ -5,6 +5,7 @@ kernel, its cutoff and what the Ranking must provide for it.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass
@@ -17,7 +18,9 @@ from . import kernels as K
 from . import set_level
 from .ranking import Ranking
 
-__all__ = ["MetricSpec", "MetricKey", "REGISTRY", "ALIASES", "parse_metrics", "metric_key", "known_metrics"]
+__all__ = [
+    "MetricSpec", "MetricKey", "REGISTRY", "ALIASES", "parse_metrics", "metric_key", "known_metrics", "did_you_mean",
+]
 
 # Cutoff forms a key may take; AT_X is a float parameter (set-level metrics).
 AT_K, AT_R, WHOLE, AT_X = "k", "r", "whole", "x"
@@ -171,6 +174,29 @@ def _parse_confidence(key: str, kind: str, inner_key: str) -> MetricKey:
     return MetricKey(key, inner.spec, inner.cutoff, kind)
 
 
+def did_you_mean(key: str) -> str:
+    """``"did you mean ndcg@10? "`` for a key whose name is close to known ones (difflib), else ``""``.
+
+    Example:
+        >>> did_you_mean("ndgc@10")
+        'did you mean ndcg@10? '
+        >>> did_you_mean("xyz")
+        ''
+    """
+    name, sep, arg = key.partition("@")
+    names = sorted(list(REGISTRY) + list(ALIASES))
+    close = [name.lower()] if name.lower() in names else difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.6)
+    keys = []
+    for c in close:
+        try:  # the same cutoff with the close name, when that is a valid key
+            keys.append(_parse_one(f"{c}{sep}{arg}").key)
+        except ValueError:
+            pass
+    if not keys and close:
+        keys = [close[0]]
+    return "did you mean " + " or ".join(keys) + "? " if keys else ""
+
+
 def _parse_one(key: str) -> MetricKey:
     if not isinstance(key, str):
         raise TypeError(f"metric keys must be strings like 'ndcg@10'; got {key!r} of type {type(key).__name__}")
@@ -184,7 +210,7 @@ def _parse_one(key: str) -> MetricKey:
     canonical = ALIASES.get(name, name)
     spec = REGISTRY.get(canonical)
     if spec is None:
-        raise ValueError(f"unknown metric {name!r} in key {key!r}; known keys: {known_metrics()}")
+        raise ValueError(f"unknown metric {name!r} in key {key!r}; {did_you_mean(key)}known keys: {known_metrics()}")
     if not sep:
         if spec.plain is None:
             raise ValueError(f"metric {name!r} needs a cutoff, e.g. '{name}@10'; got {key!r}")

@@ -19,7 +19,6 @@ tied group by gain (highest first, or last) and the stable kernels apply.
 """
 from __future__ import annotations
 
-import math
 from functools import cached_property
 from typing import Callable, Dict, Optional
 
@@ -29,7 +28,7 @@ from torch import Tensor
 from . import kernels as K
 from .ranking import Ranking
 
-__all__ = ["TieGroups", "expected_kernel", "EXPECTED_KERNELS", "UNSUPPORTED_EXPECTED"]
+__all__ = ["TieGroups", "expected_kernel", "EXPECTED_KERNELS"]
 
 
 def _log_choose(n: Tensor, k: Tensor) -> Tensor:
@@ -77,10 +76,12 @@ class TieGroups:
         self.start = torch.where(new, pos, 0).cummax(1).values
         self.end = torch.where(last, pos, d - 1).flip(1).cummin(1).values.flip(1)
         self.offset = (pos - self.start).to(torch.float64)
-        # the group holding rank d extends past the cut (only a real candidate's group)
+        # the group of the last real candidate extends past the cut by tie_count (0 where the
+        # row's list ends inside the Ranking; Rankings joined by Ranking.cat keep each part's
+        # count at that part's own depth, followed by padding)
         self._past = None
         if not r.complete and r.tie_count is not None:
-            self._past = (self.end == d - 1) & v[:, -1:]
+            self._past = self.end == (v.sum(1) - 1).unsqueeze(1)
         self.size = (self.end - self.start + 1).to(torch.float64) + self._extra(r.tie_count)
         self.hits, self.hits_before = self._sums(r.hit.to(torch.float64), r.tie_hits)
         self.gain, self.gain_before = self._sums(r.relevance, r.tie_gain)
@@ -143,10 +144,6 @@ def _cut(r: Ranking, k):
     return K.cut_length(r, k)
 
 
-def _positive(c) -> Tensor:
-    return c > 0
-
-
 def _groups(r: Ranking) -> TieGroups:
     return r.tie_groups
 
@@ -164,7 +161,9 @@ def hit_rate(r: Ranking, k) -> Tensor:
     g, c = _groups(r), _cut(r, k)
     missed = K.value_at(g.none_yet, c)
     value = torch.where(K.value_at(g.hits_before, c) > 0, 1.0, 1.0 - missed)
-    return torch.where(torch.as_tensor(c, device=value.device) > 0, value, 0.0)
+    if isinstance(c, Tensor):
+        return torch.where(c > 0, value, 0.0)
+    return value if c > 0 else torch.zeros_like(value)
 
 
 def precision(r, k):
@@ -261,6 +260,8 @@ def _hits_ratio(r: Ranking, k, terms: Tensor, alpha_of, beta_of) -> Tensor:
     g, c = _groups(r), _cut(r, k)
     device = r.relevance.device
     q = r.n_queries
+    # the hypergeometric support: x = 0..t, t <= the cut (no host read of a tensor cutoff)
+    width = (r.depth if isinstance(c, Tensor) else max(1, min(int(c), r.depth))) + 1
     if not isinstance(c, Tensor):
         c = torch.full((q,), c, dtype=torch.int64, device=device)
     cc = c.clamp(min=1)
@@ -274,7 +275,6 @@ def _hits_ratio(r: Ranking, k, terms: Tensor, alpha_of, beta_of) -> Tensor:
     weighted = torch.nn.functional.pad((terms / r.positions).cumsum(1), (1, 0))
     ahead = weighted.gather(1, start.unsqueeze(1)).squeeze(1)
     alpha, beta = alpha_of(g, cc, before, t, dh), beta_of(g, cc, t, d_off)
-    width = int(min(r.depth, int(c.max()) if c.numel() else 1)) + 1
     x = torch.arange(width, dtype=torch.float64, device=device)
     m_, h_, t_ = m.unsqueeze(1), h.unsqueeze(1), t.unsqueeze(1)
     feasible = (x <= h_) & (x <= t_) & (t_ - x <= m_ - h_)
@@ -348,11 +348,18 @@ EXPECTED_KERNELS: Dict[Callable, Callable] = {
     K.wap: wap,
     K.auroc: auroc,
 }
-UNSUPPORTED_EXPECTED = {"auroc@k": "auroc with a cutoff"}
 
 
 def expected_kernel(kernel: Callable) -> Callable:
-    """The ``ties="expected"`` counterpart of a stable kernel."""
+    """The ``ties="expected"`` counterpart of a stable kernel.
+
+    Example:
+        >>> import torch
+        >>> from retrieval_core.build import rank_dense
+        >>> r = rank_dense(torch.tensor([[0.5, 0.5, 0.5, 0.1]]), torch.tensor([[0, 1, 0, 1]]), 4, ties="expected")
+        >>> round(expected_kernel(K.reciprocal_rank)(r, None).item(), 4)  # (1 + 1/2 + 1/3) / 3
+        0.6111
+    """
     try:
         return EXPECTED_KERNELS[kernel]
     except KeyError:

@@ -46,7 +46,7 @@ CASES = [
     ("k zero in metric_key", lambda: rc.metric_key("ndcg", 0), ValueError, r"k must be a positive int; got 0"),
     ("k float in metric_key", lambda: rc.metric_key("ndcg", 2.0), TypeError, r"k must be a positive int; got 2.0 of type float"),
     ("unknown key", lambda: rc.evaluate_scores(P, T, ["nDCG@10"]),
-     ValueError, r"unknown metric 'nDCG' in key 'nDCG@10'; known keys: .*ndcg@k"),
+     ValueError, r"unknown metric 'nDCG' in key 'nDCG@10'; did you mean ndcg@10\? known keys: .*ndcg@k"),
     ("cutoff required", lambda: rc.evaluate_scores(P, T, ["precision"]), ValueError, r"metric 'precision' needs a cutoff, e.g. 'precision@10'"),
     ("no @k", lambda: rc.evaluate_scores(P, T, ["r_precision@3"]), ValueError, r"metric 'r_precision' takes no '@k' cutoff"),
     ("no @r", lambda: rc.evaluate_scores(P, T, ["mrr@r"]), ValueError, r"metric 'mrr' takes no '@r' cutoff"),

@@ -689,7 +689,7 @@ BAD = [
     ("per_class unknown", lambda: ev(per_class="micro"), ValueError, r"per_class must be None, 'macro' or 'all'; got 'micro'"),
     ("per_class with reduce none", lambda: ev(per_class="macro", reduce="none"), ValueError,
      r"per_class reduces over each label's queries; it cannot go with reduce='none'"),
-    ("unknown key", lambda: ev(metrics=["nDCG@3"]), ValueError, r"unknown metric 'nDCG' in key 'nDCG@3'; known keys: "),
+    ("unknown key", lambda: ev(metrics=["nDCG@3"]), ValueError, r"unknown metric 'nDCG' in key 'nDCG@3'; did you mean ndcg@3\? known keys: "),
     ("no keys", lambda: ev(metrics=[]), ValueError, r"metrics must name at least one key"),
     ("ties with euclidean", lambda: ev(ties="expected", distance="euclidean"), NotImplementedError,
      r"ties='expected' is not available with distance='euclidean'"),

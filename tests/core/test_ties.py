@@ -359,3 +359,88 @@ def test_embedding_adapters_pass_ties_through(generator, mode):
     for key in keys:
         assert got_ig[key] == pytest.approx(want[key].item(), abs=1e-12)
         assert got_lt[key].item() == pytest.approx(want[key].item(), abs=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_flat_queries_of_many_sizes_equal_each_query_alone(generator, mode):
+    """Queries of different sizes go to blocks of different depths (@r: each block's largest R),
+    joined into one Ranking: every query's value is its value evaluated alone."""
+    sizes = torch.randint(1, 40, (25,), generator=generator)
+    idx = torch.arange(25).repeat_interleave(sizes)
+    preds = torch.randint(0, 3, (idx.numel(),), generator=generator).float()
+    sparse = torch.rand(idx.numel(), generator=generator) < 0.4
+    target = torch.randint(0, 3, (idx.numel(),), generator=generator).float() * sparse
+    keys = ["map@r", "ndcg@r", "precision@r", "r_precision", "recall@r", "mrr@5", "hit_rate@3", "map_hits@4", "wap@4",
+            "ndcg_exp@6", "dcg_exp@6"]
+    got = rc.evaluate_scores(preds, target, keys, indexes=idx, ties=mode, reduce="none")
+    for q in range(25):
+        sel = idx == q
+        alone = rc.evaluate_scores(preds[sel][None], target[sel][None], keys, ties=mode, reduce="none")
+        for key in keys:
+            assert same(got[key][q].item(), alone[key][0].item(), 1e-12), (q, key)
+
+
+def test_joined_rankings_keep_each_parts_ties_at_the_cut():
+    """Ranking.cat pads a shallower part: its tie past the cut stays with its last real rank."""
+    from retrieval_core.build import rank_dense
+    from retrieval_core.evaluate import ranking_values
+    from retrieval_core.ranking import Ranking
+    from retrieval_core.registry import parse_metrics
+
+    keys = parse_metrics(["precision@2", "mrr@2", "map_hits@2", "ndcg_exp@2", "hit_rate@1"])
+    a = rank_dense(torch.tensor([[1.0, 1.0, 1.0, 0.0]]), torch.tensor([[0, 0, 1, 1]]), 2, need_ideal=True,
+                   ties="expected")
+    b = rank_dense(torch.tensor([[2.0, 1.0, 1.0, 1.0, 0.0]]), torch.tensor([[0, 1, 0, 0, 1]]), 3,
+                   need_ideal=True, ties="expected")
+    joined = ranking_values(Ranking.cat([a, b]), keys)
+    torch.testing.assert_close(joined, torch.cat([ranking_values(a, keys), ranking_values(b, keys)]))
+    assert joined[0, 0].item() == pytest.approx((1 / 3) / 2 * 2)  # two of three tied ranks inside, one relevant
+
+
+def test_distributed_checks_of_tie_modes():
+    """What every process checks before a multi-process evaluation (tests/distributed runs them)."""
+    from retrieval_core.distributed import _check_ties
+    from retrieval_core.registry import parse_metrics
+
+    options = dict(ties="expected", distance="cosine", backend="torch")
+    _check_ties(parse_metrics(["mrr", "map@r"]), options, shard_gallery=False)
+    with pytest.raises(NotImplementedError, match=r"ties='expected' is not available with shard_gallery=True"):
+        _check_ties(parse_metrics(["mrr"]), options, shard_gallery=True)
+    with pytest.raises(NotImplementedError, match=r"auroc@3 has no closed form"):
+        _check_ties(parse_metrics(["auroc@3"]), options, shard_gallery=False)
+    _check_ties(parse_metrics(["mrr"]), dict(options, ties="stable"), shard_gallery=True)
+
+
+def test_hand_toy_graded():
+    # scores [1, 1, 0], gains [2, 0, 1]: the top two tie; in one order the gain-2 candidate leads
+    preds, target = torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[2.0, 0.0, 1.0]])
+    keys = ["acg@1", "wap@1", "wap@2", "f1@1", "ndcg_exp@2", "dcg_exp@2", "precision_capped@1",
+            "precision_adaptive@4", "map_hits@2", "ndcg@1"]
+    r = rc.evaluate_scores(preds, target, keys, ties="expected")
+    assert r["acg@1"].item() == pytest.approx(1.0)  # mean gain of the tied pair
+    assert r["wap@1"].item() == pytest.approx((2.0 + 0.0) / 2)  # acg@1 = 2 with a hit, else 0
+    assert r["wap@2"].item() == pytest.approx((2.0 + 1.0) / 2)  # hit at rank 1 (acg 2) or rank 2 (acg 1)
+    assert r["f1@1"].item() == pytest.approx(2 * 0.5 / (1 + 2))
+    exp_dcg = 1.5 + 1.5 / math.log2(3)  # mean of 2^2 - 1 and 2^0 - 1 at ranks 1 and 2
+    assert r["dcg_exp@2"].item() == pytest.approx(exp_dcg)
+    assert r["ndcg_exp@2"].item() == pytest.approx(exp_dcg / (3.0 + 1.0 / math.log2(3)))
+    assert r["precision_capped@1"].item() == pytest.approx(0.5)
+    assert r["precision_adaptive@4"].item() == pytest.approx(2 / 3)
+    assert r["map_hits@2"].item() == pytest.approx((1.0 + 0.5) / 2)  # one hit, at rank 1 or 2
+    assert r["ndcg@1"].item() == pytest.approx(1.0 / 2.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.int32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mode", MODES)
+def test_score_dtypes(generator, dtype, mode):
+    """Integer and half-precision scores tie exactly as their float32 values do."""
+    preds, target = many_ties(generator, q=15, n=11, levels=5)
+    keys = ["ndcg@4", "map@r", "mrr@3", "map_hits@4", "hit_rate@2", "auroc"]
+    want = rc.evaluate_scores(preds, target, keys, ties=mode, reduce="none")
+    got = rc.evaluate_scores(preds.to(dtype), target, keys, ties=mode, reduce="none")
+    mask = torch.rand(15, 11, generator=generator) < 0.8
+    want_m = rc.evaluate_scores(preds, target, keys, mask=mask, ties=mode, reduce="none")
+    got_m = rc.evaluate_scores(preds.to(dtype), target, keys, mask=mask, ties=mode, reduce="none")
+    for key in keys:
+        torch.testing.assert_close(got[key], want[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)
+        torch.testing.assert_close(got_m[key], want_m[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)

@@ -165,6 +165,11 @@ CASES["stats_median_first_empty"] = _case(PER_QUERY, layout="first_empty", ids=T
                                           keep_per_query=True, return_neighbours=3, distance="euclidean")
 CASES["stats_self_ids_hamming"] = _case(["cmc@1", "map@r"], ids=True, distance="hamming", transform=_codes, ci=0.9,
                                         seed=5, n_resamples=300, keep_per_query=True, return_neighbours=6)
+# tie modes (a gallery every rank holds; shard_gallery=True is "stable" only on several processes)
+CASES["hamming_ties_expected"] = _case(PER_QUERY + K_WHOLE, distance="hamming", transform=_codes, ids=True,
+                                       ties="expected")
+CASES["rounded_dot_ties_pessimistic"] = _case(PER_QUERY + K_WHOLE, distance="dot", transform=torch.round,
+                                              ties="pessimistic")
 
 
 # -- errors: the same on every rank -------------------------------------------------------
@@ -253,6 +258,8 @@ ERRORS: Dict[str, tuple] = {
                                       "relevance refused on purpose (raised on rank", False),
     "error_whole_list_sharded": (_simple(["cmc@1", "map", "mrr"], shard_gallery=True), "ValueError",
                                  "whole-list keys (map, mrr) need the whole gallery per query", True),
+    "error_ties_sharded": (_simple(["cmc@1"], shard_gallery=True, ties="expected"), "NotImplementedError",
+                           "ties='expected' is not available with shard_gallery=True on several processes", False),
     "error_set_level_sharded": (_simple(["cmc@1", "nmi"], shard_gallery=True), "ValueError",
                                 "set-level keys (nmi) need every embedding on one rank", True),
     "error_cutoff_sharded": (_simple(["cmc@1000"], shard_gallery=True), "ValueError",
@@ -335,14 +342,15 @@ def _lightning(sync: bool):
         import lightning_retrieval as lr
 
         x, labels, mine = _adapter_rows(rank, world)
-        metric = lr.EmbeddingMetrics(ADAPTER_KEYS, sync_on_compute=sync)
+        metric = lr.EmbeddingMetrics(ADAPTER_KEYS, sync_on_compute=sync, ci=0.9, n_resamples=200)
         for r in mine.split(5):
             metric.update(x[r], labels[r], ids=r)
         result, evaluated = _counting(metric.compute)
         rows = torch.arange(N) if sync else torch.unique(mine)
         if rows.numel() == 0:  # unsynced, a rank without rows: NaN for every key
             return {"result": dict(result), "evaluated": evaluated, "one": None, "n_queries": 0}
-        one = retrieval_core.evaluate_embeddings(x[rows], labels[rows], ADAPTER_KEYS, query_ids=rows)
+        one = retrieval_core.evaluate_embeddings(x[rows], labels[rows], ADAPTER_KEYS, query_ids=rows, ci=0.9,
+                                                 n_resamples=200, keep_per_query=True)
         return {"result": plain(result), "evaluated": evaluated, "one": plain(one), "n_queries": rows.numel()}
     return case
 

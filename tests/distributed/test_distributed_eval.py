@@ -117,6 +117,9 @@ def test_torchmetrics_ranks_divide_the_queries_when_synced(world):
     for rank, suites in enumerate(ranks):
         got = harness.value(suites[SUITE]["lightning_divided"], f"rank {rank}/{world}")
         assert exactly(got["result"]["values"], got["one"]["values"]), (rank, got)
+        for field in ("ci", "per_query", "query_ids"):  # intervals and per-query values after the divided compute
+            assert exactly(got["result"][field], got["one"][field]), (rank, field)
+        assert got["result"]["ci"]
         assert got["result"]["n_queries"].item() == N
         assert got["evaluated"] == _shares(N, world)[rank]
         local = harness.value(suites[SUITE]["lightning_local_not_divided"], f"rank {rank}/{world}")

@@ -1,6 +1,7 @@
 """Drop-ins ``ignite_retrieval.HitRate``, ``NDCG``, ``MRR`` against ignite's own
-``ignite.metrics.rec_sys`` (pytorch-ignite 0.5.5: HitRate, NDCG) and against ignite
-0.6.0's documented MRR (a transcription of its update rule below)."""
+``ignite.metrics.rec_sys`` (pytorch-ignite 0.5.5: HitRate, NDCG). ignite has no
+released MRR: ours is checked against the definition (``mrr_by_definition``, written
+here), the documented example of the proposed API, and its signature."""
 from __future__ import annotations
 
 import inspect
@@ -51,35 +52,26 @@ def position_tie_broken(preds):
     return -ranks.float()
 
 
-def mrr_reference(output, top_k, ignore_zero_hits=True, stable=False):
-    """ignite 0.6.0's MRR.update, transcribed (sum of reciprocal ranks per k, count)."""
-    y_pred, y = output
-    if ignore_zero_hits:
-        keep = torch.any(y > 0, dim=-1)
-        y_pred, y = y_pred[keep], y[keep]
-    if y.shape[0] == 0:
-        return torch.zeros(len(top_k)), 0
-    if stable:
-        indices = torch.argsort(y_pred, dim=-1, descending=True, stable=True)[:, : top_k[-1]]
-    else:
-        _, indices = torch.topk(y_pred, k=top_k[-1], dim=-1)
-    ranked = torch.gather(y, dim=-1, index=indices)
-    sums = []
-    for k in top_k:
-        top = ranked[:, :k]
-        has_hit = torch.any(top > 0, dim=-1)
-        first = torch.argmax((top > 0).to(torch.long), dim=-1) + 1
-        sums.append(torch.where(has_hit, 1.0 / first.float(), torch.zeros(y.shape[0])).sum())
-    return torch.stack(sums), y.shape[0]
-
-
-def mrr_reference_run(batches, top_k, **kwargs):
-    top_k = sorted([top_k] if isinstance(top_k, int) else top_k)
-    total, count = torch.zeros(len(top_k)), 0
-    for b in batches:
-        s, c = mrr_reference(b, top_k, **kwargs)
-        total, count = total + s, count + c
-    return (total / count).tolist()
+def mrr_by_definition(batches, top_k, ignore_zero_hits=True):
+    """Mean reciprocal rank at each k, from its definition, in plain Python: for each
+    user, order the items by score, highest first (equal scores: lower column first,
+    our documented tie order); the user's value at k is 1 / position of the first item
+    with ``y > 0`` when that position is at most k, else 0. Users without any relevant
+    item are left out (``ignore_zero_hits``) or count 0; the result is the mean over
+    users, one value per k in increasing k."""
+    ks = sorted([top_k] if isinstance(top_k, int) else top_k)
+    totals, users = [0.0] * len(ks), 0
+    for y_pred, y in batches:
+        for scores, gains in zip(y_pred.tolist(), y.tolist()):
+            if ignore_zero_hits and not any(g > 0 for g in gains):
+                continue
+            users += 1
+            order = sorted(range(len(scores)), key=lambda j: (-scores[j], j))
+            first = next((pos for pos, j in enumerate(order, start=1) if gains[j] > 0), None)
+            for i, k in enumerate(ks):
+                if first is not None and first <= k:
+                    totals[i] += 1.0 / first
+    return [t / users for t in totals]
 
 
 # -- signatures and documented examples ------------------------------------------------
@@ -95,7 +87,8 @@ def test_same_signature_as_ignite(name):
     assert _params(getattr(ignite_retrieval, name)) == _params(getattr(ignite_rec_sys, name))
 
 
-def test_mrr_signature_as_documented_for_ignite_060():
+def test_mrr_signature_as_proposed_for_ignite():
+    """HitRate's arguments (pytorch/ignite #3572, #3573 without relevance_threshold); top_k=10 is ours."""
     params = inspect.signature(MRR.__init__).parameters
     assert list(params) == ["self", "top_k", "ignore_zero_hits", "output_transform", "device", "skip_unrolling"]
     assert params["top_k"].default == 10 and params["ignore_zero_hits"].default is True
@@ -106,7 +99,7 @@ def test_mrr_documented_example():
     y_pred = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     y_true = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
     assert run(MRR(top_k=[1, 2, 3, 4]), [(y_pred, y_true)]) == [0.5, 0.75, 0.75, 0.75]
-    assert mrr_reference_run([(y_pred, y_true)], [1, 2, 3, 4]) == [0.5, 0.75, 0.75, 0.75]
+    assert mrr_by_definition([(y_pred, y_true)], [1, 2, 3, 4]) == [0.5, 0.75, 0.75, 0.75]
 
 
 DOC_PRED = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -183,16 +176,18 @@ MRR_OPTIONS = [dict(), dict(top_k=[1, 3, 10]), dict(top_k=4, ignore_zero_hits=Fa
 
 @pytest.mark.parametrize("kwargs", MRR_OPTIONS)
 @pytest.mark.parametrize("ties", [True, False])
-def test_mrr_equals_ignite_060_rule(kwargs, ties):
+def test_mrr_equals_definition(kwargs, ties):
     batches = data(seed=11 + len(str(kwargs)), ties=ties)
     top_k = kwargs.get("top_k", 10)
-    ref_kwargs = dict(ignore_zero_hits=kwargs.get("ignore_zero_hits", True))
-    ours = run(MRR(**kwargs), batches)
-    # with ties, the reference ranks by column (ignite's topk order is unspecified)
-    assert ours == pytest.approx(mrr_reference_run(batches, top_k, stable=ties, **ref_kwargs), abs=ATOL)
-    if ties:
-        broken = [(position_tie_broken(p), y) for p, y in batches]
-        assert ours == pytest.approx(mrr_reference_run(broken, top_k, **ref_kwargs), abs=ATOL)
+    expected = mrr_by_definition(batches, top_k, ignore_zero_hits=kwargs.get("ignore_zero_hits", True))
+    assert run(MRR(**kwargs), batches) == pytest.approx(expected, abs=1e-12)
+
+
+def test_mrr_ties_by_column():
+    """Equal scores rank by lower column (the documented tie order of every drop-in here)."""
+    y_pred = torch.tensor([[0.5, 0.5, 0.5, 0.1], [0.5, 0.5, 0.5, 0.9]])
+    y = torch.tensor([[0, 0, 1, 0], [1, 0, 0, 0]])  # positions 3 and 2
+    assert run(MRR(top_k=[1, 2, 3]), [(y_pred, y)]) == pytest.approx([0.0, 0.25, (1 / 3 + 1 / 2) / 2])
 
 
 @pytest.mark.parametrize("cls", [HitRate, NDCG, MRR])
@@ -237,8 +232,13 @@ def test_reset_between_epochs():
 @pytest.mark.parametrize("name", ["HitRate", "NDCG", "MRR"])
 def test_not_computable(name):
     cls = getattr(ignite_retrieval, name)
-    with pytest.raises(NotComputableError, match=f"{name} must have at least one example"):
+    with pytest.raises(NotComputableError) as ours:
         cls(top_k=[1]).compute()
+    assert str(ours.value) == f"{name} must have at least one example."
+    if name != "MRR":
+        with pytest.raises(NotComputableError) as theirs:
+            getattr(ignite_rec_sys, name)(top_k=[1]).compute()
+        assert str(ours.value) == str(theirs.value)
     # every user without a relevant item, ignored: nothing to average (ignite raises too)
     metric = cls(top_k=[1])
     metric.update((torch.rand(3, 4), torch.zeros(3, 4)))
@@ -286,8 +286,15 @@ def test_update_errors(cls):
     p, y = torch.rand(2, 4), torch.zeros(2, 4)
     with pytest.raises(ValueError, match=r"output should be in format `\(y_pred,y\)` but got tuple of 3 tensors"):
         cls(top_k=[1]).update((p, y, y))
-    with pytest.raises(ValueError, match=r"y_pred and y must be 2-D \[batch, items\] of the same shape; got \(2, 4\) and \(2, 3\)"):
+    with pytest.raises(ValueError) as ours:
         cls(top_k=[1]).update((p, y[:, :3]))
+    assert str(ours.value) == "y_pred and y must be in the same shape, got torch.Size([2, 4]) != torch.Size([2, 3])."
+    if cls is not MRR:  # ignite's own words
+        with pytest.raises(ValueError) as theirs:
+            getattr(ignite_rec_sys, cls.__name__)(top_k=[1]).update((p, y[:, :3]))
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(ValueError, match=r"y_pred and y must be in the same shape, got torch.Size\(\[2, 4\]\)"):
+        cls(top_k=[1]).update({"y_pred": p, "y": y[:, :3]})
     with pytest.raises(ValueError, match=r"lacks 'y'"):
         cls(top_k=[1]).update({"y_pred": p})
 
@@ -328,3 +335,15 @@ def test_ndcg_relevance_threshold_boundaries(dtype, threshold):
             run(NDCG(**kwargs), [(preds, y)])
         return
     assert run(NDCG(**kwargs), [(preds, y)]) == pytest.approx(theirs, abs=ATOL)
+
+
+@pytest.mark.parametrize("cls", [HitRate, NDCG, MRR])
+def test_state_detached_and_on_the_metric_device(cls):
+    """What ignite's own tests check on its private accumulators (``_hits_per_k``,
+    ``_sum_ndcg_per_k``), checked on ours: the per-query values kept after ``update``
+    hold no autograd graph and live on the metric's device."""
+    metric = cls(top_k=[1, 3], device="cpu")
+    y_pred = torch.randn(4, 5, requires_grad=True)
+    metric.update((y_pred, torch.randint(0, 2, (4, 5)).float()))
+    assert metric._values and all(not v.requires_grad and v.is_leaf for v in metric._values)
+    assert all(v.device == torch.device("cpu") for v in metric._values)

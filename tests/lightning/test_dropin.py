@@ -77,7 +77,7 @@ def both(case, **extra):
     indexes, preds, target = DATA
     theirs_target = target if graded else (target > 0).long()
     theirs = run(getattr(tmr, name)(**kwargs, **extra), indexes, preds, theirs_target)
-    ours = run(getattr(lr, name)(**kwargs, **extra), indexes, preds, target)  # graded gains accepted
+    ours = run(getattr(lr, name)(**kwargs, **extra), indexes, preds, theirs_target)
     return ours, theirs
 
 
@@ -134,6 +134,7 @@ R_POSITIVE = torch.stack([(DATA[2][DATA[0] == q] > 0).any() for q in torch.uniqu
 
 def test_auroc_whole_list_is_core_auroc():
     indexes, preds, target = DATA
+    target = (target > 0).long()
     ours = run(lr.RetrievalAUROC(empty_target_action="skip", aggregation=per_query), indexes, preds, target)
     core = retrieval_core.evaluate_scores(preds, target, ["auroc"], indexes=indexes, reduce="none")["auroc"]
     torch.testing.assert_close(ours.double(), core[~torch.isnan(core)], atol=1e-7, rtol=0)
@@ -144,12 +145,22 @@ def test_curve_max_k_beyond_queries_and_recall_at_fixed_precision():
     torch.testing.assert_close(flatten(ours), flatten(theirs), atol=ATOL, rtol=0)
 
 
-def test_empty_target_action_error():
-    for name in ("RetrievalMAP", "RetrievalFallOut", "RetrievalPrecisionRecallCurve"):
-        with pytest.raises(ValueError):
-            run(getattr(tmr, name)(empty_target_action="error"), *DATA[:2], (DATA[2] > 0).long())
-        with pytest.raises(ValueError, match="empty='error'"):
-            run(getattr(lr, name)(empty_target_action="error"), *DATA)
+def error_of(fn):
+    """``(type name, message)`` of what ``fn()`` raises, None when it returns."""
+    try:
+        fn()
+    except Exception as error:  # noqa: BLE001 - compared, not hidden
+        return type(error).__name__, str(error)
+    return None
+
+
+@pytest.mark.parametrize("name", ["RetrievalMAP", "RetrievalFallOut", "RetrievalAUROC", "RetrievalPrecisionRecallCurve"])
+def test_empty_target_action_error_like_torchmetrics(name):
+    indexes, preds, target = DATA
+    binary = (target > 0).long()
+    theirs = error_of(lambda: run(getattr(tmr, name)(empty_target_action="error"), indexes, preds, binary))
+    ours = error_of(lambda: run(getattr(lr, name)(empty_target_action="error"), indexes, preds, binary))
+    assert theirs is not None and ours == theirs
 
 
 def test_ignore_index():
@@ -159,9 +170,15 @@ def test_ignore_index():
     theirs = run(tmr.RetrievalNormalizedDCG(ignore_index=-100, top_k=5), indexes, preds, target)
     ours = run(lr.RetrievalNormalizedDCG(ignore_index=-100, top_k=5), indexes, preds, target)
     torch.testing.assert_close(ours, theirs, atol=ATOL, rtol=0)
-    only = lr.RetrievalMAP(ignore_index=-100)
-    only.update(preds[:3], torch.full((3,), -100), indexes[:3])  # everything ignored: nothing stored
-    assert only.preds == []
+    binary = (target > 0).long().masked_fill(target == -100, -100)
+    for name in ("RetrievalMAP", "RetrievalHitRate", "RetrievalPrecisionRecallCurve"):
+        theirs = run(getattr(tmr, name)(ignore_index=-100), indexes, preds, binary)
+        ours = run(getattr(lr, name)(ignore_index=-100), indexes, preds, binary)
+        torch.testing.assert_close(flatten(ours), flatten(theirs), atol=ATOL, rtol=0)
+    # everything ignored: torchmetrics' error, with its message
+    everything = [preds[:3], torch.full((3,), -100), indexes[:3]]
+    theirs = error_of(lambda: tmr.RetrievalMAP(ignore_index=-100).update(*everything))
+    assert theirs is not None and error_of(lambda: lr.RetrievalMAP(ignore_index=-100).update(*everything)) == theirs
 
 
 def test_forward_gives_the_batch_value_like_torchmetrics():
@@ -169,7 +186,7 @@ def test_forward_gives_the_batch_value_like_torchmetrics():
     ours, theirs = lr.RetrievalMAP(top_k=4), tmr.RetrievalMAP(top_k=4)
     binary = (target > 0).long()
     for rows in torch.arange(preds.numel()).chunk(4):
-        torch.testing.assert_close(ours(preds[rows], target[rows], indexes[rows]),
+        torch.testing.assert_close(ours(preds[rows], binary[rows], indexes[rows]),
                                    theirs(preds[rows], binary[rows], indexes=indexes[rows]), atol=ATOL, rtol=0)
     torch.testing.assert_close(ours.compute(), theirs.compute(), atol=ATOL, rtol=0)
 
@@ -234,48 +251,177 @@ def test_stable_tie_order():
     torch.testing.assert_close(m.compute(), theirs.compute(), atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["RetrievalMAP", "RetrievalMRR", "RetrievalPrecision", "RetrievalNormalizedDCG",
-                                  "RetrievalAUROC"])
-def test_top_k_must_be_positive(name):
+ALL = ["RetrievalMAP", "RetrievalMRR", "RetrievalNormalizedDCG", "RetrievalRecall", "RetrievalHitRate",
+       "RetrievalFallOut", "RetrievalPrecision", "RetrievalRPrecision", "RetrievalAUROC",
+       "RetrievalPrecisionRecallCurve", "RetrievalRecallAtFixedPrecision"]
+_I, _P, _T = torch.tensor([0, 0, 1, 1]), torch.tensor([0.1, 0.9, 0.3, 0.2]), torch.tensor([0, 1, 1, 0])
+# update inputs that torchmetrics refuses; ours must refuse them with its type and message
+BAD_UPDATES = {
+    "indexes None": (_P, _T, None),
+    "shapes": (_P[:3], _T, _I),
+    "bool indexes": (_P, _T, _I.bool()),
+    "float indexes": (_P, _T, _I.float()),
+    "empty": (_P[:0], _T[:0], _I[:0]),
+    "scalar": (_P[0], _T[0], _I[0]),
+    "bool preds": (_P.bool(), _T, _I),
+    "int preds": (_P.mul(10).long(), _T, _I),
+    "complex target": (_P, _T.to(torch.complex64), _I),
+}
+# constructor arguments that torchmetrics refuses
+BAD_ARGS = [dict(empty_target_action="zero"), dict(ignore_index=0.5), dict(aggregation="sum"),
+            dict(top_k=-1), dict(top_k=4.0), dict(top_k=0), dict(adaptive_k=1), dict(adaptive_k=None),
+            dict(max_k=0), dict(max_k=2.0), dict(min_precision=2.0), dict(min_precision=1), dict(max_fpr=0.0)]
+
+
+def accepts(cls, kwargs):
+    import inspect
+    params = set(inspect.signature(cls.__init__).parameters)
+    return all(k in params for k in kwargs)
+
+
+@pytest.mark.parametrize("bad", list(BAD_UPDATES), ids=list(BAD_UPDATES))
+@pytest.mark.parametrize("name", ALL)
+def test_update_errors_like_torchmetrics(name, bad):
+    preds, target, indexes = BAD_UPDATES[bad]
+
+    def go(mod):
+        metric = getattr(mod, name)()
+        metric.update(preds, target, indexes)
+        return metric.compute()
+
+    theirs = error_of(lambda: go(tmr))
+    assert theirs is not None, bad
+    assert error_of(lambda: go(lr)) == theirs
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_constructor_errors_like_torchmetrics(name):
+    """Where torchmetrics refuses an argument, ours refuses it with the same type and
+    message. (Where torchmetrics accepts a bad one, ours refuses it: see below.)"""
+    checked = 0
+    for kwargs in BAD_ARGS:
+        if not accepts(getattr(tmr, name), kwargs):
+            continue
+        theirs = error_of(lambda: getattr(tmr, name)(**kwargs))
+        if theirs is None:
+            continue
+        checked += 1
+        assert error_of(lambda: getattr(lr, name)(**kwargs)) == theirs, kwargs
+    assert checked >= 3
+
+
+# --------------------------------------------------------------------------- differences on purpose
+
+
+@pytest.mark.parametrize("name", ["RetrievalMAP", "RetrievalMRR"])
+def test_map_mrr_top_k_zero_or_negative_refused(name):
+    """torchmetrics' MAP and MRR accept top_k=0 (the whole list), negative and float
+    top_k; ours refuse them at construction, in MAP/MRR's own words."""
     for bad in (0, -1, 2.0, True):
-        with pytest.raises(ValueError, match="top_k"):
-            getattr(lr, name)(top_k=bad)
-    getattr(tmr, "RetrievalMAP")(top_k=0)  # torchmetrics' MAP accepts 0 (then: the whole list)
+        assert error_of(lambda: getattr(tmr, name)(top_k=bad)) is None
+        assert error_of(lambda: getattr(lr, name)(top_k=bad)) == (
+            "ValueError", f"Argument ``top_k`` has to be a positive integer or None, but got {bad}")
 
 
-def test_graded_targets_for_binary_metrics_and_value_checks_at_compute():
+def test_auroc_max_fpr_out_of_range_refused():
+    """torchmetrics' check of max_fpr lets 2.0 and -1.0 through; ours refuses them."""
+    for bad in (2.0, -1.0, 0):
+        assert error_of(lambda: tmr.RetrievalAUROC(max_fpr=bad)) is None
+        assert error_of(lambda: lr.RetrievalAUROC(max_fpr=bad)) == (
+            "ValueError", f"Arguments `max_fpr` should be a float in range (0, 1], but got: {bad}")
+
+
+def test_other_integer_dtypes_accepted():
+    """torchmetrics wants int64 indexes and bool/int32/int64/float targets; ours take
+    every integer dtype for both (same values as int64)."""
     indexes, preds, target = DATA
-    with pytest.raises(ValueError, match="binary"):
-        tmr.RetrievalMAP().update(preds, target, indexes=indexes)
-    ours = run(lr.RetrievalMAP(), indexes, preds, target)  # gain > 0 is relevant
-    torch.testing.assert_close(ours, run(lr.RetrievalMAP(), indexes, preds, target > 0))
+    binary = (target > 0).long()
+    expected = run(tmr.RetrievalMAP(), indexes, preds, binary)
+    for idx_dtype, tgt_dtype in [(torch.int32, torch.uint8), (torch.int16, torch.int8), (torch.uint8, torch.int16)]:
+        assert error_of(lambda: tmr.RetrievalMAP().update(preds, binary, indexes.to(idx_dtype))) == (
+            "ValueError", "`indexes` must be a tensor of long integers")
+        ours = run(lr.RetrievalMAP(), indexes.to(idx_dtype), preds, binary.to(tgt_dtype))
+        torch.testing.assert_close(ours, expected, atol=ATOL, rtol=0)
+
+
+def test_integer_preds_refused_like_torchmetrics_even_beyond_2_53():
+    """torchmetrics refuses integer scores; so do we (same message), also int64 scores
+    above 2**53, which a float cast would tie (the core ranks them exactly)."""
+    preds = torch.tensor([1_700_000_000_000_000_000, 1_700_000_000_000_000_001])
+    target, indexes = torch.tensor([0, 1]), torch.tensor([0, 0])
+    expected = ("ValueError", "`preds` must be a tensor of floats")
+    for name in ALL:
+        assert error_of(lambda: getattr(tmr, name)().update(preds, target, indexes)) == expected
+        assert error_of(lambda: getattr(lr, name)().update(preds, target, indexes)) == expected
+    # the core (RankingMetrics, evaluate_scores) ranks them as integers
+    assert retrieval_core.evaluate_scores(preds, target, ["mrr"], indexes=indexes)["mrr"].item() == 1.0
+
+
+def test_top_k_must_be_positive():
+    for name in ("RetrievalPrecision", "RetrievalNormalizedDCG", "RetrievalAUROC", "RetrievalRecall"):
+        for bad in (0, -1, 2.0, True):
+            assert error_of(lambda: getattr(lr, name)(top_k=bad)) == (
+                "ValueError", "`top_k` has to be a positive integer or None")
+
+
+def test_graded_targets_refused_at_compute_and_value_checks_at_compute():
+    """torchmetrics refuses non-binary targets (except nDCG) in update; ours in compute
+    (no device sync per batch), with the same message."""
+    indexes, preds, target = DATA
+    message = ("ValueError", "`target` must contain `binary` values")
+    assert error_of(lambda: tmr.RetrievalMAP().update(preds, target, indexes=indexes)) == message
     m = lr.RetrievalMAP()
+    m.update(preds, target, indexes)
+    assert error_of(m.compute) == message
+    ndcg = run(lr.RetrievalNormalizedDCG(), indexes, preds, target)  # graded gains: nDCG only
+    torch.testing.assert_close(ndcg, run(tmr.RetrievalNormalizedDCG(), indexes, preds, target), atol=ATOL, rtol=0)
+    m = lr.RetrievalNormalizedDCG()
     m.update(preds, target - 5, indexes)  # no check (no device sync) per batch
-    with pytest.raises(ValueError, match=">= 0"):
+    with pytest.raises(ValueError, match="target contains negative gains; gains must be >= 0"):
         m.compute()
     m = lr.RetrievalMAP()
-    m.update(preds.masked_fill(indexes == indexes[0], float("nan")), target, indexes)
-    with pytest.raises(ValueError, match="NaN"):
+    m.update(preds.masked_fill(indexes == indexes[0], float("nan")), (target > 0).long(), indexes)
+    with pytest.raises(ValueError, match="preds contain NaN or inf; scores must be finite"):
         m.compute()
 
 
-def test_argument_errors_like_torchmetrics():
-    with pytest.raises(ValueError, match="empty_target_action"):
-        lr.RetrievalMAP(empty_target_action="zero")
-    with pytest.raises(ValueError, match="ignore_index"):
-        lr.RetrievalMAP(ignore_index=0.5)
-    with pytest.raises(ValueError, match="aggregation"):
-        lr.RetrievalMAP(aggregation="sum")
-    with pytest.raises(ValueError, match="max_fpr"):
-        lr.RetrievalAUROC(max_fpr=1.5)
-    with pytest.raises(ValueError, match="min_precision"):
-        lr.RetrievalRecallAtFixedPrecision(min_precision=2.0)
-    with pytest.raises(ValueError, match="max_k"):
-        lr.RetrievalPrecisionRecallCurve(max_k=0)
-    m = lr.RetrievalMAP()
-    with pytest.raises(ValueError, match="cannot be None"):
-        m.update(torch.rand(3), torch.ones(3), None)
-    with pytest.raises(ValueError, match="same shape"):
-        m.update(torch.rand(3), torch.ones(3), torch.zeros(4, dtype=torch.long))
-    with pytest.raises(ValueError, match="integers"):
-        m.update(torch.rand(3), torch.ones(3), torch.zeros(3))
+def test_non_tensor_input_is_a_type_error():
+    """torchmetrics fails on a list with an AttributeError from inside; ours says what is wrong."""
+    assert error_of(lambda: lr.RetrievalMAP().update([0.1, 0.2], _T[:2], _I[:2])) == (
+        "TypeError", "`preds` must be a torch.Tensor; got list")
+
+
+def test_which_anchors_average_ties():
+    """With every score tied, torchmetrics' nDCG (tie-averaged DCG) and AUROC (tied
+    pairs count one half) give the same value whatever the position of the relevant
+    entries, and so do ours (``ties="expected"``). The other classes rank tied
+    entries by position (stable): the value follows the position."""
+    preds = torch.full((8,), 0.5)
+    indexes = torch.zeros(8, dtype=torch.long)
+    early = torch.tensor([1, 1, 0, 0, 0, 0, 0, 0])
+    late = early.flip(0)
+    for name in ("RetrievalNormalizedDCG", "RetrievalAUROC"):
+        theirs = [run(getattr(tmr, name)(), indexes, preds, t, n_updates=1) for t in (early, late)]
+        torch.testing.assert_close(theirs[0], theirs[1])
+        ours = [run(getattr(lr, name)(), indexes, preds, t, n_updates=1) for t in (early, late)]
+        torch.testing.assert_close(ours[0], theirs[0], atol=ATOL, rtol=0)
+        torch.testing.assert_close(ours[1], theirs[1], atol=ATOL, rtol=0)
+    # the averaged values: AUROC one half; nDCG the mean gain over the 8 positions
+    assert run(lr.RetrievalAUROC(), indexes, preds, early, n_updates=1).item() == pytest.approx(0.5)
+    discounts = 1 / torch.log2(torch.arange(2, 10, dtype=torch.float64))
+    expected = (2 / 8) * discounts.sum() / discounts[:2].sum()
+    assert run(lr.RetrievalNormalizedDCG(), indexes, preds, early, n_updates=1).item() == pytest.approx(expected.item())
+    # a stable class: the first positions hold the relevant entries, a perfect ranking
+    assert run(lr.RetrievalMRR(), indexes, preds, early, n_updates=1).item() == pytest.approx(1.0)
+    assert run(lr.RetrievalMRR(), indexes, preds, late, n_updates=1).item() == pytest.approx(1 / 7)
+
+
+def test_all_zero_predictions():
+    """All-zero scores: torchmetrics zeroes the target of entries scored <= 0 in MAP,
+    MRR, Precision and Recall (so 0 there); ours rank the tied zeros by position."""
+    preds = torch.zeros(6)
+    indexes = torch.tensor([0, 0, 0, 1, 1, 1])
+    target = torch.tensor([0, 1, 0, 1, 0, 0])
+    for name in ("RetrievalMAP", "RetrievalMRR"):
+        assert run(getattr(tmr, name)(), indexes, preds, target, n_updates=1).item() == 0.0
+        assert run(getattr(lr, name)(), indexes, preds, target, n_updates=1).item() == pytest.approx(0.75)
