@@ -216,14 +216,14 @@ def aggregate(
     empty: str = "skip",
     reduce: str = "mean",
     categories: Optional[Union[Tensor, Sequence]] = None,
+    confidence: Optional[Tensor] = None,
+    ties: str = "stable",
     ci: Optional[float] = None,
     ci_method: str = "bootstrap",
     n_resamples: int = 1000,
     seed: int = 0,
     keep_per_query: bool = False,
     query_ids: Optional[Tensor] = None,
-    confidence: Optional[Tensor] = None,
-    ties: str = "stable",
 ) -> MetricResults:
     """Reduce per-query ``values[Q, M]`` (NaN = empty query) to ``{key: Tensor}``.
 
@@ -237,8 +237,9 @@ def aggregate(
     Confidence keys (``"erc:cmc@1"``..., a column holding the inner key's values)
     are reduced by :func:`retrieval_core.confidence.confidence_results` with
     ``confidence[Q]`` (and ``ties`` for equal confidences), which also fills
-    ``curves``; under ``reduce="none"`` they give the inner per-query values. ``ci`` leaves
-    confidence keys out (their value is a curve's area, not a mean over queries).
+    ``curves``; under ``reduce="none"`` they give the inner per-query values. Their
+    intervals are bootstrapped by :func:`retrieval_core.confidence.confidence_intervals`
+    (the queries resampled with their confidences).
 
     Example:
         >>> v = torch.tensor([[1.0, float("nan")], [0.0, 0.5]], dtype=torch.float64)
@@ -248,10 +249,10 @@ def aggregate(
     """
     check_choice("empty", empty, EMPTY)
     check_choice("reduce", reduce, REDUCE)
-    level = check_ci_options(ci, ci_method, n_resamples, seed, reduce)
-    check_keep_per_query(keep_per_query)
     if confidence is not None:
         confidence = check_confidence(confidence, values.shape[0]).to(values.device)
+    level = check_ci_options(ci, ci_method, n_resamples, seed, reduce)
+    check_keep_per_query(keep_per_query)
     n_empty = dict(zip(keys, torch.isnan(values).sum(0).unbind(0)))
     values = _fill_empty(values, keys, empty)
     out = MetricResults(
@@ -259,30 +260,30 @@ def aggregate(
         n_queries=torch.tensor(values.shape[0]),
         n_empty=n_empty,
     )
+    groups = None if categories is None else _category_groups(categories, values.device)
     if reduce != "none":
         from .confidence import confidence_results
 
         reduced, out.curves = confidence_results(values, keys, confidence, reduce=reduce, ties=ties)
         out.update(reduced)
-    groups = None if categories is None else _category_groups(categories, values.device)
     for name, rows in groups or []:
         reduced = dict(zip(keys, reduce_values(values[rows], reduce).unbind(-1)))
         if reduce != "none":
-            reduced.update(confidence_results(values[rows], keys, None if confidence is None else
-                                              confidence[rows], reduce=reduce, ties=ties,
-                                              curves=False)[0])
+            reduced.update(confidence_results(values[rows], keys, None if confidence is None else confidence[rows],
+                                              reduce=reduce, ties=ties, curves=False)[0])
         out.update({f"{k}/{name}": reduced[k] for k in keys})
     # keys reduced from per-query values; a confidence key ("erc:cmc@1"...) summarises
-    # them otherwise and gets no interval (its per_query entry: the inner key's values)
-    from .confidence import split_key
-
-    plain = [j for j, k in enumerate(keys) if split_key(k) is None]
-    plain_keys = [keys[j] for j in plain]
-    if level is not None and plain:
+    # them otherwise: its interval comes from confidence.py (per_query: the inner key's values)
+    if level is not None:
+        from .confidence import confidence_intervals, split_key
         from .intervals import intervals
 
-        out.ci = intervals(values[:, plain], plain_keys, level, method=ci_method, reduce=reduce,
-                           n_resamples=n_resamples, seed=seed, groups=groups)
+        plain = [j for j, k in enumerate(keys) if split_key(k) is None]
+        if plain:
+            out.ci = intervals(values[:, plain], [keys[j] for j in plain], level, method=ci_method, reduce=reduce,
+                               n_resamples=n_resamples, seed=seed, groups=groups)
+        out.ci.update(confidence_intervals(values, keys, confidence, level, reduce=reduce, ties=ties,
+                                           n_resamples=n_resamples, seed=seed, groups=groups))
     if keep_per_query:
         out.per_query = dict(zip(keys, values.unbind(1)))
         out.query_ids = query_ids

@@ -354,10 +354,10 @@ def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tens
         values = gather_cat(values, group)
         names = [m.key for m in query_keys]
         results = aggregate(values, names, empty=options["empty"], reduce=options["reduce"], categories=categories,
+                            confidence=confidence, ties=options["ties"],
                             ci=options.get("ci"), ci_method=options.get("ci_method", "bootstrap"),
                             n_resamples=options.get("n_resamples", 1000), seed=options.get("seed", 0),
-                            keep_per_query=options.get("keep_per_query", False), query_ids=per_query_ids,
-                            confidence=confidence, ties=options["ties"])
+                            keep_per_query=options.get("keep_per_query", False), query_ids=per_query_ids)
         if options["per_class"] is not None:
             results.update(_per_class(values, names, all_labels, options["empty"], options["reduce"],
                                       options["per_class"], confidence, options["ties"], ci=options.get("ci"),
@@ -367,10 +367,10 @@ def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tens
         results[m.key] = _from_rank0(None if set_values is None else set_values[m.key], group, device)
     ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
     ordered.update((k, v) for k, v in results.items() if k not in ordered)
+    ordered.curves = results.curves
     ordered.ci, ordered.per_query, ordered.query_ids = results.ci, results.per_query, results.query_ids
     if neighbours:
         ordered.neighbours = (gather_cat(neighbours[0][0], group), gather_cat(neighbours[0][1], group))
-    ordered.curves = results.curves
     return ordered
 
 

@@ -375,9 +375,9 @@ def evaluate_embeddings(
             backend=backend, ties=ties, neighbours=found,
         )
         names = [m.key for m in query_keys]
-        results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, ci=ci,
-                            ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                            keep_per_query=keep_per_query, query_ids=given_ids, confidence=confidence, ties=ties)
+        results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
+                            ties=ties, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                            keep_per_query=keep_per_query, query_ids=given_ids)
         if per_class is not None:
             results.update(_per_class(values, names, query_labels, empty, reduce, per_class, confidence, ties,
                                       ci=ci, ci_out=results.ci, n_resamples=n_resamples, seed=seed))
@@ -392,6 +392,7 @@ def evaluate_embeddings(
     # the requested keys first, in the order asked, then per-category/per-class views
     ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
     ordered.update((k, v) for k, v in results.items() if k not in ordered)
+    ordered.curves = results.curves
     ordered.ci, ordered.per_query, ordered.query_ids = results.ci, results.per_query, results.query_ids
     if n_neighbours:
         positions, scores = found[1], found[2]
@@ -399,7 +400,6 @@ def evaluate_embeddings(
         if named is not None:
             positions = torch.where(positions >= 0, named[positions.clamp(min=0)], -1)
         ordered.neighbours = (positions, scores)
-    ordered.curves = results.curves
     return ordered
 
 

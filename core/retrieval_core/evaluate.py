@@ -29,8 +29,8 @@ from .validate import (
     check_categories,
     check_ci_keys,
     check_ci_options,
-    check_keep_per_query,
     check_confidence,
+    check_keep_per_query,
     check_per_query_keys,
     check_score_options,
     check_scores,
@@ -299,6 +299,6 @@ def evaluate_scores(
         categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])
     if confidence is not None:
         confidence = _query_confidence(confidence, indexes, qv.query_ids, qv.values.shape[0])
-    return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories, ci=ci,
-                     ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query,
-                     query_ids=qv.query_ids, confidence=confidence, ties=ties)
+    return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
+                     ties=ties, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                     keep_per_query=keep_per_query, query_ids=qv.query_ids)

@@ -120,7 +120,10 @@ class MetricKey:
 
     @property
     def binary(self) -> bool:
-        """Per-query values are 0 or 1 (hit_rate@k, precision@1, mrr@1...): ci_method="beta" applies."""
+        """Per-query values are 0 or 1 (hit_rate@k, precision@1, mrr@1...): ci_method="beta" applies
+        (never to a confidence key: its value is not a mean of per-query values)."""
+        if self.confidence:
+            return False
         return self.spec.binary or (self.spec.binary_at_one and self.cutoff == 1)
 
     def __call__(self, ranking: Ranking) -> Tensor:

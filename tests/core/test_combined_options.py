@@ -22,10 +22,13 @@ def test_ci_per_query_and_confidence_keys_together():
     plain = rc.evaluate_scores(preds, target, ["cmc@1", "map@5"], ci=0.9, keep_per_query=True, ties="expected")
     for k in keys:
         torch.testing.assert_close(both[k], alone[k])
-    # intervals: the plain keys, as without confidence keys; none for curve areas and correlations
-    assert set(both.ci) == {"cmc@1", "map@5"}
-    for k in both.ci:
+    # intervals: the plain keys as without confidence keys; the confidence keys bootstrapped too
+    assert set(both.ci) == set(keys)
+    for k in ("cmc@1", "map@5"):
         torch.testing.assert_close(both.ci[k], plain.ci[k])
+    for k in ("erc:cmc@1", "spearman:map@5"):
+        low, high = both.ci[k]
+        assert low.item() <= high.item()
     assert set(both.curves) == {"erc:cmc@1"}
     # per-query values: the inner key's values for a confidence key
     torch.testing.assert_close(both.per_query["erc:cmc@1"], plain.per_query["cmc@1"], equal_nan=True)
@@ -41,7 +44,8 @@ def test_embeddings_ci_confidence_neighbours_together():
                                keep_per_query=True, return_neighbours=3)
     alone = rc.evaluate_embeddings(emb, labels, ["cmc@1", "erc:cmc@1"], confidence=confidence)
     torch.testing.assert_close(r["erc:cmc@1"], alone["erc:cmc@1"])
-    assert set(r.ci) == {"cmc@1"} and set(r.curves) == {"erc:cmc@1"}
+    assert set(r.ci) == {"cmc@1", "erc:cmc@1"} and set(r.curves) == {"erc:cmc@1"}
+    assert r.ci["erc:cmc@1"][0].item() <= r["erc:cmc@1"].item() <= r.ci["erc:cmc@1"][1].item()
     positions, scores = r.neighbours
     assert positions.shape == scores.shape == (30, 3)
     # the first neighbour decides cmc@1

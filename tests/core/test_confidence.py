@@ -15,7 +15,15 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import retrieval_core as rc
-from retrieval_core.confidence import _inversions, confidence_curve, confidence_results, erc_curve
+from retrieval_core.confidence import (
+    _batched,
+    _inversions,
+    _one_key,
+    _resampled,
+    confidence_curve,
+    confidence_results,
+    erc_curve,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")
 
@@ -473,3 +481,55 @@ def test_erc_follows_the_ties_option(ties, pick, scores, generator):
     assert r["erc:ndcg@5"].item() == pytest.approx(float(ref.mean()))
     c, v = defined(confidence, values)
     assert_same(r["spearman:ndcg@5"].item(), stats.spearmanr(c, v)[0])
+
+
+# -- intervals of confidence keys -------------------------------------------------------------
+
+CASES_BATCHED = [("erc", "mean", "stable"), ("erc", "mean", "expected"), ("erc", "mean", "optimistic"),
+                 ("erc", "mean", "pessimistic"), ("conf", "mean", "stable"), ("conf", "min", "stable"),
+                 ("conf", "max", "stable"), ("conf", "median", "stable"), ("spearman", "mean", "stable"),
+                 ("kendall", "mean", "stable")]
+
+
+@pytest.mark.parametrize("kind,reduce,ties", CASES_BATCHED)
+def test_batched_resamples_equal_one_by_one(kind, reduce, ties, generator):
+    """The many-resamples-at-once form equals the key of each resample alone (ties,
+    repeated queries, skipped queries, empty resamples)."""
+    for _ in range(15):
+        n = int(torch.randint(1, 25, (1,), generator=generator))
+        values = torch.randint(0, 4, (n, 1), generator=generator).double() / 3
+        values[torch.rand(n, generator=generator) < 0.2] = float("nan")
+        confidence = torch.randint(0, 5, (n,), generator=generator).float() / 4
+        counts = torch.zeros(6, n)
+        for b in range(6):
+            drawn = torch.randint(0, n, (int(torch.randint(0, n + 3, (1,), generator=generator)),), generator=generator)
+            counts[b].index_add_(0, drawn, torch.ones(drawn.numel()))
+        v, c = _resampled(values, confidence, counts)
+        got = _batched(kind, v[..., 0], c, reduce, ties)
+        for b in range(6):
+            take = torch.repeat_interleave(torch.arange(n), counts[b].long())
+            assert_same(got[b].item(), _one_key(kind, values[take, 0], confidence[take], reduce, ties)[0].item())
+
+
+def test_confidence_intervals_are_the_bootstrap_percentiles(scores, generator):
+    preds, target = scores
+    confidence = torch.rand(preds.shape[0], generator=generator)
+    keys = ["erc:ndcg@5", "conf:map@r", "spearman:cmc@3", "kendall:ndcg@5"]
+    r = rc.evaluate_scores(preds, target, keys + ["ndcg@5"], confidence=confidence, ci=0.8, n_resamples=60, seed=3)
+    # the same resamples, drawn as retrieval_core.intervals draws them, evaluated one by one
+    gen = torch.Generator().manual_seed(3)
+    draws = torch.randint(60, (60, 60), generator=gen)
+    for key in keys:
+        kind, inner = key.split(":")
+        values = per_query(preds, target, inner)
+        per_resample = [_one_key(kind, values[d], confidence[d], "mean", "stable")[0].item() for d in draws.sort(1).values]
+        low, high = np.nanquantile(per_resample, [0.1, 0.9])
+        assert r.ci[key][0].item() == pytest.approx(low, abs=1e-12)
+        assert r.ci[key][1].item() == pytest.approx(high, abs=1e-12)
+        assert low <= r[key].item() <= high or kind in ("spearman", "kendall")
+    assert set(r.ci) == set(keys) | {"ndcg@5"}
+
+
+def test_confidence_keys_refuse_beta_intervals():
+    with pytest.raises(ValueError, match=re.escape("ci_method='beta' needs metrics whose per-query values are 0 or 1")):
+        rc.evaluate_scores(P, T, ["erc:cmc@1"], confidence=C, ci=0.9, ci_method="beta")

@@ -395,11 +395,12 @@ def test_distributed_entry_in_one_process(embeddings_labels):
         D.evaluate_split(x, labels, ["cmc@1"], ci=3)
 
 
-def test_prefixed_keys_get_no_interval():
-    """Keys such as "erc:cmc@1" (confidence summaries) are not means of per-query values."""
+def test_prefixed_keys_do_not_change_the_plain_intervals():
+    """Keys such as "erc:cmc@1" (confidence summaries) are not means of per-query values:
+    their intervals come from confidence.py; the plain keys' are the same as alone."""
     v = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
     r = aggregate(v, ["cmc@1", "erc:cmc@1"], ci=0.9, keep_per_query=True, confidence=torch.tensor([0.3, 0.2, 0.1]))
-    assert list(r.ci) == ["cmc@1"]
+    assert list(r.ci) == ["cmc@1", "erc:cmc@1"]
     assert torch.equal(torch.stack(r.ci["cmc@1"]), torch.stack(intervals(v[:, :1], ["cmc@1"], 0.9)["cmc@1"]))
 
 

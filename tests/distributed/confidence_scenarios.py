@@ -41,17 +41,20 @@ def _share(t, rank, world):
 
 
 def plain(r) -> Dict[str, Any]:
-    return {"values": dict(r), "curves": {k: list(v) for k, v in r.curves.items()}, "n_queries": r.n_queries}
+    return {"values": dict(r), "curves": {k: list(v) for k, v in r.curves.items()}, "n_queries": r.n_queries,
+            "ci": {k: list(v) for k, v in r.ci.items()}}
 
 
-def _core(shard: bool = False, categories: bool = False) -> Callable[[int, int], Any]:
+def _core(shard: bool = False, categories: bool = False, ci: bool = False) -> Callable[[int, int], Any]:
     def case(rank: int, world: int):
         x, labels, confidence = _data()
         gallery = x + 0.01 if shard else None
         kw = dict(categories=(torch.arange(N) % 3)) if categories else {}
+        if ci:
+            kw.update(ci=0.9, n_resamples=40, seed=2)
         one = retrieval_core.evaluate_embeddings(x, labels, KEYS, confidence=confidence, gallery=gallery,
                                                  gallery_labels=None if gallery is None else labels, **kw)
-        mine = {k: _share(v, rank, world) for k, v in kw.items()}
+        mine = {k: _share(v, rank, world) if k == "categories" else v for k, v in kw.items()}
         got = D.evaluate_embeddings(
             _share(x, rank, world), _share(labels, rank, world), KEYS, confidence=_share(confidence, rank, world),
             gallery=None if gallery is None else _share(gallery, rank, world),
@@ -144,7 +147,8 @@ def _lightning_embeddings(rank: int, world: int):
     return {"dist": plain(got), "one": plain(one)}
 
 
-CORE = {"core_gathered": _core(), "core_categories": _core(categories=True), "core_sharded": _core(shard=True)}
+CORE = {"core_gathered": _core(), "core_categories": _core(categories=True), "core_sharded": _core(shard=True),
+        "core_intervals": _core(categories=True, ci=True)}
 ADAPTERS = {"ignite_ranking": _ignite_ranking, "ignite_embeddings": _ignite_embeddings,
             "lightning_ranking": _lightning_ranking, "lightning_embeddings": _lightning_embeddings}
 # name: (exception type, part of the message on every rank)

@@ -30,6 +30,8 @@ def test_one_process():
         assert exactly(got["dist"], got["one"]), name
         assert set(got["dist"]["curves"]) == {"erc:cmc@1", "erc:map@r", "conf:precision@5"}
         assert not any(math.isnan(v.item()) for k, v in got["dist"]["values"].items() if "/" not in k), name
+    intervals = harness.value(local["core_intervals"])["dist"]["ci"]
+    assert {"erc:cmc@1", "kendall:ndcg@5", "erc:cmc@1/0"} <= set(intervals)
     for name in ADAPTERS:
         got = harness.value(local[name], name)
         assert close(got["dist"], got["one"]), name
