@@ -17,7 +17,6 @@ holds the same results.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Optional
@@ -26,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from retrieval_core import distributed as rd
-from retrieval_core.cli import EVAL_METRICS, _floats, _table, load_tensor
+from retrieval_core.cli import EVAL_METRICS, load_tensor, print_results
 
 
 def load_rows(spec: str, rank: int, world: int) -> torch.Tensor:
@@ -84,8 +83,7 @@ def main(argv: Optional[list] = None) -> int:
             inputs.pop("query"), inputs.pop("query_labels"), args.metrics, distance=args.distance,
             memory_budget=args.memory_budget, shard_gallery=args.shard_gallery, **inputs)
         if rank == 0:
-            floats = _floats(results)
-            print(json.dumps(floats, indent=2) if args.json else _table({args.query: floats}, args.metrics))
+            print_results({args.query: results}, args.metrics, as_json=args.json)
     finally:
         if distributed:
             dist.destroy_process_group()

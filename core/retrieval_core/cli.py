@@ -335,7 +335,10 @@ def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = Fa
     return results
 
 
-def _print_results(runs: Dict[str, MetricResults], keys: Sequence[str], as_json: bool, single: bool) -> None:
+def print_results(runs: Dict[str, MetricResults], keys: Sequence[str], as_json: bool = False,
+                  single: bool = True) -> None:
+    """Print ``{run name: results}`` as the CLI does: a table of ``keys`` (with the
+    intervals and the number of queries), or JSON (one run's values when ``single``)."""
     if as_json:
         values = {n: {k: _plain(v) for k, v in r.items()} for n, r in runs.items()}
         print(json.dumps(next(iter(values.values())) if single else values, indent=2))
@@ -352,7 +355,7 @@ def cmd_eval(args) -> int:
     r = _evaluate(args, keep_per_query=bool(args.output))
     if args.output:
         Path(args.output).write_text(json.dumps(r.to_dict(), allow_nan=False) + "\n", encoding="utf-8")
-    _print_results({args.query: r}, _all_keys(r, args.metrics), args.json, single=True)
+    print_results({args.query: r}, _all_keys(r, args.metrics), args.json, single=True)
     return 0
 
 
@@ -417,7 +420,7 @@ def cmd_demo(args) -> int:
     parse_metrics(args.metrics)
     if not args.report:
         runs = demo_results(args.metrics)
-        _print_results(runs, args.metrics, args.json, single=False)
+        print_results(runs, args.metrics, args.json, single=False)
         return 0
     from .plot import at_k_keys
     from .report import write_report
@@ -445,7 +448,7 @@ def cmd_demo(args) -> int:
     paths = write_report(runs, args.report, metrics=shown, title="Digits: raw pixels vs a random projection",
                          settings=settings, plots=_plots_available(), category_name="digit",
                          category_keys=["cmc@1", "map@r"])
-    _print_results(runs, shown, args.json, single=False)
+    print_results(runs, shown, args.json, single=False)
     if not args.json:
         print(f"\nreport of the demo: {paths['html'].resolve()}\n(with report.md, results.json and "
               f"{sum(p.suffix == '.png' for p in paths.values())} PNG plots in {paths['html'].parent.resolve()})")

@@ -64,7 +64,7 @@ def saved(tmp_path_factory):
 def test_two_processes_print_the_cli_table(saved):
     args = [saved["emb"], saved["labels"], "--metrics", "cmc@1", "cmc@5", "map@r", "precision@r", "ndcg@10"]
     expected = _cli(*args)
-    assert "map@r" in expected and len(expected.splitlines()) == 6
+    assert "map@r" in expected and len(expected.splitlines()) == 7  # header, 5 keys, queries
     assert _torchrun(*args) == expected
     assert _torchrun(*args, "--shard-gallery") == expected
     assert _run(SCRIPT, *args) == expected  # one plain process
