@@ -19,17 +19,17 @@ Mapping onto the core (input preparation only; the metrics are the core's):
   (for NDCG with ``relevance_threshold <= 0`` ignite keeps every query with a gain
   >= threshold, i.e. every query: ``empty="zero"``).
 
-Differences from ignite:
+Validation follows ignite's, with its messages (``top_k``, ``gain_function``, the
+output's length, shapes that differ, ``NotComputableError`` when no query counts).
+Differences on purpose (each listed and tested, docs/ignite.md):
 
 * Ties: ours rank equal scores by lower column, always. ignite's NDCG does the same
-  (stable argsort), so values are equal; ignite's HitRate and MRR take ``torch.topk``,
-  whose order among equal scores is unspecified (on CPU it is not by column), so
-  with ties at the cutoff their values may differ from ours (and between devices).
-* ``NotComputableError`` is raised, as ignite, when no query counts (nothing was
-  updated, or every query had no relevant item under ``ignore_zero_hits=True``).
+  (stable argsort), so values are equal; ignite's HitRate takes ``torch.topk``,
+  whose order among equal scores is unspecified. No ignite rec_sys metric averages
+  over ties.
 * ``HitRate``/``MRR`` with a ``k`` larger than the number of items raise
   ``ValueError`` (ignite's ``torch.topk`` raises ``RuntimeError``); ``NDCG`` cuts
-  at the list's end, as ignite.
+  at the list's end, as ignite. Bools and floats in ``top_k`` are refused.
 * Scores with NaN/inf, or negative gains (left by ``relevance_threshold <= 0``),
   raise ``ValueError`` at ``compute``; ignite returns numbers for them.
 * Accumulation is float64 (ignite: float32), so values agree to ~1e-6.

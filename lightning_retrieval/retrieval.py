@@ -10,7 +10,23 @@ core's aggregation (``"neg"``/``"pos"``/``"skip"``/``"error"`` are its
 torchmetrics' rules for ``aggregation`` (``"median"`` is torch's lower median,
 and a callable sees one float32 value per query, in increasing id order).
 
-Where these differ from torchmetrics on purpose: see docs/lightning.md.
+Argument and input checks are torchmetrics', with its messages (integer scores are
+refused, as there); binary targets, NaN/inf scores and negative gains are checked
+once, in ``compute``. Where these differ from torchmetrics on purpose: see
+docs/lightning.md, "Differences on purpose".
+
+Example:
+    >>> import torch
+    >>> from lightning_retrieval import RetrievalMAP
+    >>> metric = RetrievalMAP()
+    >>> metric.update(torch.tensor([0.9, 0.2, 0.5, 0.1]), torch.tensor([1, 0, 0, 1]),
+    ...               indexes=torch.tensor([0, 0, 1, 1]))
+    >>> round(metric.compute().item(), 4)
+    0.75
+    >>> metric.update(torch.tensor([3, 1]), torch.tensor([1, 0]), indexes=torch.tensor([2, 2]))
+    Traceback (most recent call last):
+    ...
+    ValueError: `preds` must be a tensor of floats
 """
 from __future__ import annotations
 

@@ -347,3 +347,20 @@ def test_state_detached_and_on_the_metric_device(cls):
     metric.update((y_pred, torch.randint(0, 2, (4, 5)).float()))
     assert metric._values and all(not v.requires_grad and v.is_leaf for v in metric._values)
     assert all(v.device == torch.device("cpu") for v in metric._values)
+
+
+@pytest.mark.parametrize("top_k", [[True], [1.5], [2.0], True])
+@pytest.mark.parametrize("name", ["HitRate", "NDCG"])
+def test_bool_or_float_top_k_refused_where_ignite_accepts(name, top_k):
+    """Difference on purpose: ignite accepts bools and floats in top_k (they fail later
+    or act as numbers); ours refuse them at construction, in ignite's own words."""
+    if not (name == "NDCG" and top_k is True):  # ignite's NDCG: TypeError (not iterable)
+        getattr(ignite_rec_sys, name)(top_k=top_k)
+    with pytest.raises(ValueError) as ours:
+        getattr(ignite_retrieval, name)(top_k=top_k)
+    if top_k is True:
+        assert str(ours.value) == "top_k must be either int or a list[int]"
+    elif name == "NDCG":
+        assert str(ours.value) == f"top_k must be list of positive integers only, but given {top_k}"
+    else:
+        assert str(ours.value) == "top_k must be list of positive integers only."

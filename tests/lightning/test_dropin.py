@@ -355,6 +355,10 @@ def test_integer_preds_refused_like_torchmetrics_even_beyond_2_53():
         assert error_of(lambda: getattr(lr, name)().update(preds, target, indexes)) == expected
     # the core (RankingMetrics, evaluate_scores) ranks them as integers
     assert retrieval_core.evaluate_scores(preds, target, ["mrr"], indexes=indexes)["mrr"].item() == 1.0
+    ranking = lr.RankingMetrics(["mrr"])
+    ranking.update(preds.view(1, 2), target.view(1, 2))
+    assert ranking.compute()["mrr"].item() == 1.0
+    assert retrieval_core.evaluate_scores(preds.double(), target, ["mrr"], indexes=indexes)["mrr"].item() == 0.5
 
 
 def test_top_k_must_be_positive():
