@@ -21,6 +21,7 @@ first ``d`` columns of rows already in rank order.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Tuple
 
@@ -96,6 +97,65 @@ def _score_view(preds: Tensor, mask: Optional[Tensor], clash: str = "rows") -> T
     return scores, floor, rows
 
 
+# Two-level top-k. A row of n scores is cut into G = n // g groups of g columns
+# (group j: columns j, j + G, j + 2G, ..., strided so that the group maxima are an
+# elementwise max of g contiguous slices), plus the n - G * g tail columns. The k
+# groups with the largest maxima, with the tail, hold the row's k largest values
+# (as a multiset, and every value above the k-th): a value above the k-th lies in a
+# group whose maximum is above the k-th value too, and there are fewer than k such
+# groups; the groups chosen among those whose maximum equals the k-th value hold at
+# least one such value each. One pass over the row (the maxima) and two top-k of
+# about 2 * sqrt(k * n) values replace a top-k of all n (about 0.65x the time of one
+# top-k on CPU at n = 20,000, k = 60 and at n = 200,000, k = 457). No host read: the
+# sizes depend on the shapes only.
+TWO_LEVEL_MIN_RATIO = 4  # only when the candidates are at most 1/4 of the row
+# below this row length a plain top-k is as fast on CPU (measured at n = 1000, k = 11)
+TWO_LEVEL_MIN_COLUMNS = 4096
+
+
+def _group_width(n: int, k: int) -> int:
+    """Columns per group of the two-level top-k of ``k`` in rows of ``n`` (0: one level)."""
+    g = math.isqrt(n // max(k, 1))
+    if n < TWO_LEVEL_MIN_COLUMNS or g < 2 or TWO_LEVEL_MIN_RATIO * (k * g + n // g) > n:
+        return 0
+    return g
+
+
+def _candidates(scores: Tensor, k: int) -> Optional[Tensor]:
+    """``[B, m]`` columns of each row that hold its ``k`` largest values (see above);
+    None when a plain top-k is as cheap (short rows, deep cuts)."""
+    b, n = scores.shape
+    g = _group_width(n, k)
+    if g == 0 or scores.dtype == torch.bool:
+        return None
+    n_groups = n // g
+    head = scores[:, :n_groups * g].unflatten(1, (g, n_groups))
+    groups = head.amax(1).topk(k, dim=1, sorted=False).indices  # [B, k]
+    cols = (groups.unsqueeze(2) + n_groups * torch.arange(g, device=scores.device)).flatten(1)
+    if n > n_groups * g:
+        tail = torch.arange(n_groups * g, n, device=scores.device).expand(b, -1)
+        cols = torch.cat([cols, tail], 1)
+    return cols
+
+
+def _topk(scores: Tensor, k: int) -> Tuple[Tensor, Tensor]:
+    """``scores.topk(k, dim=1)``: the same values in the same (descending) order; among
+    equal values the columns may differ (callers fix tie order and ties at the cut)."""
+    cols = _candidates(scores, k)
+    if cols is None:
+        return scores.topk(k, dim=1)
+    vals, pos = scores.gather(1, cols).topk(k, dim=1)
+    return vals, cols.gather(1, pos)
+
+
+def _top_values(values: Tensor, k: int) -> Tensor:
+    """``values.topk(k, dim=1).values`` (the ideal gains), by the two-level top-k."""
+    cols = _candidates(values, k)
+    if cols is None:
+        return values.topk(k, dim=1).values
+    return values.gather(1, cols).topk(k, dim=1).values
+
+
 def _stable_top(scores: Tensor, d: int, floor=float("-inf")) -> Tuple[Tensor, Tensor]:
     """The first ``d`` candidates of each row by (score desc, column asc).
 
@@ -104,7 +164,7 @@ def _stable_top(scores: Tensor, d: int, floor=float("-inf")) -> Tuple[Tensor, Te
     n = scores.shape[1]
     if d >= n:
         return torch.sort(scores, dim=1, descending=True, stable=True)
-    vals, idx = scores.topk(d + 1, dim=1)
+    vals, idx = _topk(scores, d + 1)
     # A row whose d-th and (d+1)-th scores are equal has a tie across the cut:
     # topk may have picked any of the tied columns. Those rows (rare with
     # continuous scores) get an exact stable sort.
@@ -112,11 +172,13 @@ def _stable_top(scores: Tensor, d: int, floor=float("-inf")) -> Tuple[Tensor, Te
     if floor is not None:
         crossing &= vals[:, d - 1] != floor
     vals, idx = vals[:, :d], idx[:, :d]
-    if d > 1 and bool((vals[:, 1:] == vals[:, :-1]).any()):
-        # Inside the top d, equal scores go by column.
-        idx, perm = idx.sort(dim=1)
-        vals, perm2 = vals.gather(1, perm).sort(dim=1, descending=True, stable=True)
-        idx = idx.gather(1, perm2)
+    if d > 1:
+        tied = (vals[:, 1:] == vals[:, :-1]).any(1)
+        if bool(tied.any()):  # inside the top d, equal scores go by column (only rows with a tie)
+            rows = tied.nonzero().squeeze(1)
+            i, perm = idx[rows].sort(dim=1)
+            v, perm2 = vals[rows].gather(1, perm).sort(dim=1, descending=True, stable=True)
+            vals[rows], idx[rows] = v, i.gather(1, perm2)
     if bool(crossing.any()):
         rows = crossing.nonzero().squeeze(1)
         v, i = torch.sort(scores[rows], dim=1, descending=True, stable=True)
@@ -137,7 +199,7 @@ def _stable_top_deferred(scores: Tensor, d: int, floor=float("-inf")) -> Tuple[T
     if d >= n:
         vals, idx = torch.sort(scores, dim=1, descending=True, stable=True)
         return vals, idx, None
-    vals, idx = scores.topk(d + 1, dim=1)
+    vals, idx = _topk(scores, d + 1)
     crossing = vals[:, d - 1] == vals[:, d]
     if floor is not None:
         crossing &= vals[:, d - 1] != floor
@@ -178,9 +240,10 @@ def _count_relevant(target: Tensor) -> Tensor:
     """Candidates with gain > 0 per row, as exact int64 counts (gains are validated
     non-negative). Never summed in the gains' dtype: float16 counts stop at 2048."""
     if target.dtype == torch.float64 or (target.dtype == torch.float32 and target.shape[1] <= 2**24):
-        # the 0-"norm" counts non-zeros as a reduction, without a [B, N] temporary;
-        # its float sums are exact integers up to 2**53 (float64) or 2**24 (float32)
-        return torch.linalg.vector_norm(target, ord=0, dim=1).to(torch.int64)
+        # sign() is 0 or 1 for gains >= 0, and both passes vectorise (2x faster than
+        # count_nonzero or the 0-"norm"); the float sums are exact integers up to
+        # 2**53 (float64) or 2**24 (float32)
+        return torch.sign(target).sum(1).to(torch.int64)
     return torch.count_nonzero(target, dim=1)
 
 
@@ -250,7 +313,7 @@ def rank_dense(
         if target.dtype == torch.bool:
             ideal = _binary_ideal(n_relevant, d)
         else:
-            ideal = target.topk(d, dim=1).values.to(torch.float64)
+            ideal = _top_values(target, d).to(torch.float64)
     tie_count = tie_gain = None
     if with_ties:
         last = vals[:, -1:]
