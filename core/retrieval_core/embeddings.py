@@ -76,11 +76,13 @@ def embedding_values(
     g_sq = (g * g).sum(1) if distance in ("euclidean", "squared_euclidean") else None
     # float32 scores 2q.g - |g|^2 may misorder near-equal distances: re-ranked exactly
     exact = search.EuclideanOrder(g) if g_sq is not None else None
-    rows = sizing.chunk_rows(n_gallery, at_r or whole, sizing.memory_budget(device, memory_budget))
     sync_free = sizing.sync_free(device) and backend != "faiss"
     # 1-D labels: R and candidate counts from label counts, relevance read at the
     # ranked positions only, exclusion written into the scores: no [c, G] gains.
     binary = relevance is None and query_labels.ndim == 1
+    # Only whole-list rankings, and @r ones with a [c, G] gain matrix, hold the deep
+    # per-pair scratch; the 1-D-label path keeps the scores and a top-R per row.
+    rows = sizing.chunk_rows(n_gallery, whole or (at_r and not binary), sizing.memory_budget(device, memory_budget))
     exclusion = None
     if binary:
         n_relevant, n_candidates = search.label_counts(query_labels, gallery_labels, query_ids, gallery_ids)
@@ -107,9 +109,15 @@ def embedding_values(
                 maxima.append(_count_relevant(gain if mask is None else gain.masked_fill(~mask, 0)).max())
             max_relevant = int(torch.stack(maxima).max()) if maxima else 0
 
+    # one score block for every chunk (named distances, float32): no fresh allocation
+    # per chunk (see search.similarity)
+    buffer = None
+    if not callable(distance) and backend != "faiss" and n_query and q_all.dtype == torch.float32:
+        buffer = torch.empty(max(min(rows, n_query), search.MIN_ROWS), n_gallery, device=device)
+
     def chunk_ranking(part, select):
         """The Ranking of the queries ``part`` (a slice, or positions when re-ranking)."""
-        scores = search.similarity(q_all[part], g, distance, g_sq)
+        scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer)
         if binary:
             if exclusion is not None:
                 scores.index_put_(exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))

@@ -38,8 +38,15 @@ def prepare(x: Tensor, distance: Distance) -> Tensor:
     return x
 
 
-def similarity(q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Tensor] = None) -> Tensor:
+def similarity(
+    q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Tensor] = None, out: Optional[Tensor] = None
+) -> Tensor:
     """``[c, G]`` similarity of prepared queries and gallery (larger = closer).
+
+    ``out``: a ``[c', G]`` buffer (``c' >= c``) that the product may be written to
+    (named distances, float32): a chunk loop reuses it instead of allocating a fresh
+    block per chunk (blocks past glibc's mmap threshold page-fault on every use).
+    The values are those of a fresh product.
 
     euclidean and squared_euclidean rank by ``2 q.g - |g|^2``, which orders the
     gallery as ``-|q - g|^2`` does for each query (``|q|^2`` is constant per row)
@@ -55,9 +62,12 @@ def similarity(q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Ten
             raise ValueError("a distance callable returned NaN or inf; distances must be finite")
         # integer distances become float64 (exact below 2**53) so exclusion can write -inf
         return -(d if d.is_floating_point() else d.to(torch.float64))
-    s = _matmul(q, g)
+    s = _matmul(q, g, out)
     if distance in ("euclidean", "squared_euclidean"):
-        s = 2.0 * s - (g_sq_norm if g_sq_norm is not None else (g * g).sum(1))
+        g_sq = g_sq_norm if g_sq_norm is not None else (g * g).sum(1)
+        if out is not None and s.dtype == torch.float32 and g_sq.dtype == torch.float32:
+            return s.mul_(2.0).sub_(g_sq)  # the same two roundings, in place
+        s = 2.0 * s - g_sq
     return s
 
 
@@ -67,13 +77,16 @@ def similarity(q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Ten
 MIN_ROWS = 16
 
 
-def _matmul(q: Tensor, g: Tensor) -> Tensor:
+def _matmul(q: Tensor, g: Tensor, out: Optional[Tensor] = None) -> Tensor:
     """``q @ g.T`` whose values do not depend on the chunk: at least MIN_ROWS rows, and
     float64 products rounded to float32 (float64 BLAS gives identical columns values
-    that differ in the last bit, which would break ties that are exact)."""
+    that differ in the last bit, which would break ties that are exact). ``out``: a
+    float32 buffer of at least ``max(rows, MIN_ROWS)`` rows to write into."""
     n = q.shape[0]
     if n < MIN_ROWS:
         q = torch.cat([q, q.new_zeros(MIN_ROWS - n, q.shape[1])])
+    if out is not None and q.dtype == torch.float32 and g.dtype == torch.float32 and out.dtype == torch.float32:
+        return torch.mm(q, g.T, out=out[: q.shape[0]])[:n]
     s = q @ g.T
     if s.dtype == torch.float64:
         s = s.to(torch.float32)

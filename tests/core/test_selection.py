@@ -34,6 +34,7 @@ def test_two_level_topk_values_equal_topk(n, k, levels):
 def test_the_two_level_path_runs_on_long_rows_only():
     assert build._group_width(20000, 11) > 0 and build._group_width(6000, 60) > 0
     assert build._group_width(1000, 11) == 0  # a plain top-k is as fast there
+    assert build._group_width(5000, 115, inner=True) > 0 and build._group_width(500, 115, inner=True) == 0
     assert build._candidates(torch.zeros(2, 1000), 11) is None
 
 
@@ -80,3 +81,22 @@ def test_score_values_of_long_rows_equal_short_blocks(levels):
     finally:
         build.TWO_LEVEL_MIN_COLUMNS = old
     assert torch.equal(fast.nan_to_num(-1.0), plain.nan_to_num(-1.0))
+
+
+@pytest.mark.parametrize("distance", ["cosine", "dot", "euclidean", "squared_euclidean", "hamming"])
+@pytest.mark.parametrize("rows_", [3, 16, 40])
+def test_similarity_into_a_reused_buffer_equals_a_fresh_product(distance, rows_):
+    from retrieval_core import search
+
+    g = torch.Generator().manual_seed(rows_)
+    x = torch.randn(300, 24, generator=g) * 3
+    if distance == "hamming":
+        x = (x > 0).to(torch.int64)
+    q, gal = search.prepare(x[:rows_], distance), search.prepare(x[40:], distance)
+    g_sq = (gal * gal).sum(1) if "euclidean" in distance else None
+    fresh = search.similarity(q, gal, distance, g_sq)
+    buffer = torch.full((64, gal.shape[0]), float("nan"))
+    reused = search.similarity(q, gal, distance, g_sq, out=buffer)
+    assert reused.shape == fresh.shape and torch.equal(reused, fresh)
+    again = search.similarity(q[:2], gal, distance, g_sq, out=buffer)  # a shorter chunk in the same buffer
+    assert torch.equal(again, search.similarity(q[:2], gal, distance, g_sq))
