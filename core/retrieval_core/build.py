@@ -299,7 +299,8 @@ def rank_dense(
     inexact = None
     if top is not None or select == "checked":
         scores, floor, clash_rows = _score_view(preds, mask)
-        vals, idx = _stable_top(scores, d, floor) if top is None else top(scores, d)
+        vals, idx, *flags = _stable_top(scores, d, floor) if top is None else top(scores, d)
+        inexact = flags[0] if flags else None  # a deferred ``top`` flags the rows it cannot prove
         if clash_rows is not None:
             _rank_rows(scores, mask, clash_rows, d, vals, idx)
     elif select == "deferred":
@@ -401,7 +402,8 @@ def rank_binary(
     d = _depth(depth, at_r, n_relevant, max_relevant, n)
     inexact = None
     if top is not None or select == "checked":
-        vals, idx = _stable_top(scores, d) if top is None else top(scores, d)
+        vals, idx, *flags = _stable_top(scores, d) if top is None else top(scores, d)
+        inexact = flags[0] if flags else None  # a deferred ``top`` flags the rows it cannot prove
     elif select == "deferred":
         vals, idx, inexact = _stable_top_deferred(scores, d)
     elif select == "exact":

@@ -63,9 +63,10 @@ def embedding_values(
     Inputs are assumed checked (see :func:`evaluate_embeddings`). ``memory_budget``:
     bytes of scratch per chunk; None: the device's share (``sizing.memory_budget``).
     Where host reads synchronise (``sizing.sync_free``), the torch backend reads the
-    device a constant number of times per call for cosine, dot and hamming distances
-    with label relevance: the largest R once (``@r``), and after the loop the rows
-    whose tie crosses the cut, re-ranked exactly.
+    device a constant number of times per call, for every distance and relevance: the
+    largest R once (``@r``); after the loop the rows to re-rank exactly (a tie across
+    the cut; for euclidean, rows whose float32 order may be wrong, re-ranked by the
+    exact distance); the tests of callables' distances and gains, once.
     """
     depth, at_r, whole = depth_needed(keys)
     n_query, n_gallery = query.shape[0], gallery.shape[0]
@@ -94,8 +95,11 @@ def embedding_values(
     depth_or_all = n_gallery if whole else depth
     chunks = [slice(start, start + rows) for start in range(0, n_query, rows)]
 
+    # sync-free: the callables' outputs are tested once, after the loop
+    checks = search.Checks() if sync_free else None
+
     def gains_of(part):
-        gain = search.gains(query_labels[part], gallery_labels, relevance)
+        gain = search.gains(query_labels[part], gallery_labels, relevance, checks=checks)
         return gain, search.eligible(None if query_ids is None else query_ids[part], gallery_ids)
 
     max_relevant = None
@@ -117,21 +121,23 @@ def embedding_values(
 
     def chunk_ranking(part, select):
         """The Ranking of the queries ``part`` (a slice, or positions when re-ranking)."""
-        scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer)
+        scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer, checks=checks)
         if binary:
             if exclusion is not None:
                 scores.index_put_(exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))
             elif query_ids is not None:
                 scores.masked_fill_(query_ids[part].unsqueeze(1) == gallery_ids, float("-inf"))
             labels = query_labels[part].unsqueeze(1)
-            top = None if exact is None else exact.top(q_all[part], lambda rows, i: gallery_labels[i] == labels[rows])
+            top = None if exact is None else exact.top(q_all[part], lambda rows, i: gallery_labels[i] == labels[rows],
+                                                       select=select)
             return rank_binary(
                 scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
                 n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top, select=select,
                 max_relevant=max_relevant,
             )
         gain, mask = gains_of(part)
-        top = None if exact is None else exact.top(q_all[part], lambda rows, idx: gain[rows.unsqueeze(1), idx])
+        top = None if exact is None else exact.top(q_all[part], lambda rows, idx: gain[rows.unsqueeze(1), idx],
+                                                   select=select)
         return rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, top=top,
                           select=select, max_relevant=max_relevant)
 
@@ -155,6 +161,8 @@ def embedding_values(
         for start in range(0, redo.numel(), rows):
             part = redo[start:start + rows]
             values[part] = ranking_values(chunk_ranking(part, "exact"), keys)
+    if checks is not None:
+        checks.raise_any()
     return values
 
 
