@@ -160,8 +160,19 @@ def _topk(scores: Tensor, k: int) -> Tuple[Tensor, Tensor]:
     return vals, cols.gather(1, pos)
 
 
+# Gains are >= 0 (validated): the IEEE bits of a non-negative float, read as a signed
+# integer of the same size, are in the same order (-0.0 reads as the lowest, and equals
+# 0.0 as a gain), and torch's integer top-k is ~0.7x the time of its float one on CPU.
+_SAME_ORDER_INT = {torch.float32: torch.int32, torch.float64: torch.int64, torch.float16: torch.int16,
+                   torch.bfloat16: torch.int16}
+
+
 def _top_values(values: Tensor, k: int) -> Tensor:
-    """``values.topk(k, dim=1).values`` (the ideal gains), by the two-level top-k."""
+    """``values.topk(k, dim=1).values`` (the ideal gains, >= 0), by the multi-level
+    top-k, on the floats' bits read as integers."""
+    as_int = _SAME_ORDER_INT.get(values.dtype)
+    if as_int is not None:
+        return _top_values(values.view(as_int), k).view(values.dtype)
     cols = _candidates(values, k)
     if cols is None:
         return values.topk(k, dim=1).values

@@ -28,7 +28,11 @@ def test_two_level_topk_values_equal_topk(n, k, levels):
     assert torch.equal(vals, x.topk(k, dim=1).values)
     assert torch.equal(x.gather(1, idx), vals)  # the columns hold those values
     assert all(r.unique().numel() == k for r in idx)  # no column twice
-    assert torch.equal(build._top_values(x, k), x.topk(k, dim=1).values)
+    gains = x.abs()  # ideal gains are >= 0
+    gains[0, ::3] = -0.0
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.int64):
+        g = gains.to(dtype)
+        assert torch.equal(build._top_values(g, k), g.topk(k, dim=1).values), dtype
 
 
 def test_the_two_level_path_runs_on_long_rows_only():
@@ -63,6 +67,16 @@ def test_int64_scores_and_padding_in_long_rows():
         vals, idx = build._stable_top(x, d, floor=None)
         v, i = sorted_prefix(x, d)
         assert torch.equal(vals, v) and torch.equal(idx, i)
+
+
+def test_ideal_of_short_rows_on_integer_bits():
+    g = torch.Generator().manual_seed(1)
+    gains = torch.randint(0, 4, (50, 300), generator=g).to(torch.float32) * (torch.rand(50, 300, generator=g) < 0.05)
+    gains[3] = -0.0  # a row of -0.0 only: ideal all zeros
+    gains[4, :5] = torch.tensor([float("inf"), 2.5, 1e-30, 3e38, 0.5])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        t = gains.to(dtype)
+        assert torch.equal(build._top_values(t, 10), t.topk(10, dim=1).values), dtype
 
 
 @pytest.mark.parametrize("levels", [0, 4])
