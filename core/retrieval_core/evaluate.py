@@ -25,16 +25,7 @@ from .build import (
 )
 from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
-from .validate import (
-    check_categories,
-    check_per_query_keys,
-    check_score_options,
-    check_scores,
-    check_ties,
-    check_values,
-    raise_value_flags,
-    value_flags,
-)
+from .validate import check_categories, check_per_query_keys, check_score_options, check_scores, check_ties, check_values
 
 __all__ = ["evaluate_scores", "score_values", "ranking_values", "QueryValues"]
 
@@ -112,7 +103,6 @@ def score_values(
     mask: Optional[Tensor] = None,
     ties: str = "stable",
     block_elements: Optional[int] = None,
-    value_checks: bool = False,
 ) -> QueryValues:
     """Per-query values of ``metrics`` for dense ``[Q, N]`` or flat (``indexes``) scores.
 
@@ -120,9 +110,7 @@ def score_values(
     entries of one block of top-k rankings (divided by ``DEEP_BLOCK_DIVISOR`` for
     whole-list and ``@r`` keys); None: ``sizing.block_elements`` of the device.
     Where host reads synchronise (``sizing.sync_free``), the number of host reads
-    per call does not grow with the input. ``value_checks``: also reject NaN/inf
-    scores and NaN/inf/negative gains, as :func:`~retrieval_core.validate.check_values`
-    does (dense rows on CPU: block by block, while each block is in cache).
+    per call does not grow with the input.
     """
     check_ties(ties)
     keys = parse_metrics(metrics)
@@ -137,21 +125,15 @@ def score_values(
         block_elements = max(1, block_elements // DEEP_BLOCK_DIVISOR)
     names = tuple(m.key for m in keys)
     sync_free = sizing.sync_free(device)
-    if indexes is None and not sync_free:
-        blocks, flags = [], []
-        for rows in row_blocks(preds.shape[0], preds.shape[1], block_elements):
-            p, t = preds[rows], target[rows]
-            if value_checks:  # a second pass over a block still in cache, not over the whole input
-                flags.append(value_flags(p, t))
-            blocks.append(_block_values(p, t, None if mask is None else mask[rows], keys, depth, at_r, whole))
-        if flags:
-            raise_value_flags(torch.stack(flags).sum(0))
-        return QueryValues(torch.cat(blocks), names)
-    if value_checks:
-        check_values(preds, target)
-    if indexes is None:
+    if indexes is None and sync_free:
         values = _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block_elements, deep_elements)
         return QueryValues(values, names)
+    if indexes is None:
+        blocks = [
+            _block_values(preds[rows], target[rows], None if mask is None else mask[rows], keys, depth, at_r, whole)
+            for rows in row_blocks(preds.shape[0], preds.shape[1], block_elements)
+        ]
+        return QueryValues(torch.cat(blocks), names)
     if sync_free:
         parts, ids = [], []
         for part_ids, max_relevant, flat_blocks in sorted_flat_parts(indexes, preds, target, block_elements, at_r):
@@ -239,7 +221,8 @@ def evaluate_scores(
     """
     check_score_options(ties=ties, empty=empty, reduce=reduce)
     check_scores(preds, target, indexes=indexes, mask=mask)
-    qv = score_values(preds, target, metrics, indexes=indexes, mask=mask, ties=ties, value_checks=True)
+    check_values(preds, target)
+    qv = score_values(preds, target, metrics, indexes=indexes, mask=mask, ties=ties)
     if categories is not None:
         categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])
     return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories)
