@@ -63,7 +63,8 @@ def main(argv=None) -> None:
     clock = time.thread_time if args.threads == 1 else time.perf_counter
     parts = set(args.only.split(","))
     out = {"threads": args.threads, "clock": clock.__name__, "core": os.path.dirname(rc.__file__)}
-    print(f"retrieval_core from {out['core']}; torch {torch.__version__}, {args.threads} thread(s), clock {clock.__name__}")
+    print(f"retrieval_core from {out['core']}; torch {torch.__version__}, {args.threads} thread(s), "
+          f"clock {clock.__name__}")
     if "dense" in parts:
         preds, target = bs.make_data(10_000, 1_000, 0)
         r, a, b = ratios(lambda: torch.topk(preds, k=10, dim=1), lambda: rc.evaluate_scores(preds, target, bs.KEYS),

@@ -540,7 +540,8 @@ def test_embedding_options_equal_the_cpu_policy(options, self_gallery, small_blo
     keys = EMB_KEYS + ["map", "ndcg@r", "mrr@3"]
     kw = {"callable distance": dict(distance=pairwise), "custom relevance": dict(relevance=graded),
           "euclidean custom relevance": dict(distance="euclidean", relevance=graded),
-          "euclidean whole list": dict(distance="euclidean"), "euclidean duplicates": dict(distance="euclidean")}[options]
+          "euclidean whole list": dict(distance="euclidean"),
+          "euclidean duplicates": dict(distance="euclidean")}[options]
     if options == "euclidean whole list":
         keys = ["map", "mrr", "ndcg", "auroc"]
     if options == "euclidean duplicates":  # far from the origin: float32 scores 2q.g - |g|^2 tie and misorder
