@@ -77,9 +77,10 @@ def embedding_values(
     Inputs are assumed checked (see :func:`evaluate_embeddings`). ``memory_budget``:
     bytes of scratch per chunk; None: the device's share (``sizing.memory_budget``).
     Where host reads synchronise (``sizing.sync_free``), the torch backend reads the
-    device a constant number of times per call for cosine, dot and hamming distances
-    with label relevance: the largest R once (``@r``), and after the loop the rows
-    whose tie crosses the cut, re-ranked exactly.
+    device a constant number of times per call, for every distance and relevance: the
+    largest R once (``@r``); after the loop the rows to re-rank exactly (a tie across
+    the cut; for euclidean, rows whose float32 order may be wrong, re-ranked by the
+    exact distance); the tests of callables' distances and gains, once.
     """
     depth, at_r, whole = depth_needed(keys)
     n_query, n_gallery = query.shape[0], gallery.shape[0]
@@ -90,12 +91,14 @@ def embedding_values(
     g_sq = (g * g).sum(1) if distance in ("euclidean", "squared_euclidean") else None
     # float32 scores 2q.g - |g|^2 may misorder near-equal distances: re-ranked exactly
     exact = search.EuclideanOrder(g) if g_sq is not None else None
-    rows = sizing.chunk_rows(n_gallery, at_r or whole, sizing.memory_budget(device, memory_budget))
     sync_free = sizing.sync_free(device) and backend != "faiss"
     # 1-D labels: R and candidate counts from label counts, relevance read at the
     # ranked positions only, exclusion written into the scores: no [c, G] gains.
     # (tie modes other than "stable" read the gains of tied candidates past the cut: [c, G] gains)
     binary = relevance is None and query_labels.ndim == 1 and ties == "stable"
+    # Only whole-list rankings, and @r ones with a [c, G] gain matrix, hold the deep
+    # per-pair scratch; the 1-D-label path keeps the scores and a top-R per row.
+    rows = sizing.chunk_rows(n_gallery, whole or (at_r and not binary), sizing.memory_budget(device, memory_budget))
     exclusion = None
     if binary:
         n_relevant, n_candidates = search.label_counts(query_labels, gallery_labels, query_ids, gallery_ids)
@@ -114,8 +117,11 @@ def embedding_values(
         nb_score = torch.full((n_query, n_neighbours), float("-inf"), dtype=torch.float64, device=device)
     chunks = [slice(start, start + rows) for start in range(0, n_query, rows)]
 
+    # sync-free: the callables' outputs are tested once, after the loop
+    checks = search.Checks() if sync_free else None
+
     def gains_of(part):
-        gain = search.gains(query_labels[part], gallery_labels, relevance)
+        gain = search.gains(query_labels[part], gallery_labels, relevance, checks=checks)
         return gain, search.eligible(None if query_ids is None else query_ids[part], gallery_ids)
 
     max_relevant = None
@@ -144,9 +150,15 @@ def embedding_values(
         nb_index[part] = torch.where(valid, idx, -1)
         nb_score[part] = torch.where(valid, found, float("-inf"))
 
+    # one score block for every chunk (named distances, float32): no fresh allocation
+    # per chunk (see search.similarity)
+    buffer = None
+    if not callable(distance) and backend != "faiss" and n_query and q_all.dtype == torch.float32:
+        buffer = torch.empty(max(min(rows, n_query), search.MIN_ROWS), n_gallery, device=device)
+
     def chunk_ranking(part, select):
         """The Ranking of the queries ``part`` (a slice, or positions when re-ranking)."""
-        scores = search.similarity(q_all[part], g, distance, g_sq)
+        scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer, checks=checks)
         ranking = _rank_chunk(part, select, scores)
         keep_neighbours(part, ranking, scores)
         return ranking
@@ -158,14 +170,16 @@ def embedding_values(
             elif query_ids is not None:
                 scores.masked_fill_(query_ids[part].unsqueeze(1) == gallery_ids, float("-inf"))
             labels = query_labels[part].unsqueeze(1)
-            top = None if exact is None else exact.top(q_all[part], lambda rows, i: gallery_labels[i] == labels[rows])
+            top = None if exact is None else exact.top(q_all[part], lambda rows, i: gallery_labels[i] == labels[rows],
+                                                       select=select)
             return rank_binary(
                 scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
                 n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top, select=select,
                 max_relevant=max_relevant,
             )
         gain, mask = gains_of(part)
-        top = None if exact is None else exact.top(q_all[part], lambda rows, idx: gain[rows.unsqueeze(1), idx])
+        top = None if exact is None else exact.top(q_all[part], lambda rows, idx: gain[rows.unsqueeze(1), idx],
+                                                   select=select)
         return rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, top=top,
                           select=select, max_relevant=max_relevant, ties=ties)
 
@@ -189,6 +203,8 @@ def embedding_values(
         for start in range(0, redo.numel(), rows):
             part = redo[start:start + rows]
             values[part] = ranking_values(chunk_ranking(part, "exact"), keys)
+    if checks is not None:
+        checks.raise_any()
     if n_neighbours:
         neighbours[1], neighbours[2] = nb_index, nb_score
     return values

@@ -38,8 +38,22 @@ def prepare(x: Tensor, distance: Distance) -> Tensor:
     return x
 
 
-def similarity(q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Tensor] = None) -> Tensor:
+def similarity(
+    q: Tensor,
+    g: Tensor,
+    distance: Distance,
+    g_sq_norm: Optional[Tensor] = None,
+    out: Optional[Tensor] = None,
+    checks: Optional["Checks"] = None,
+) -> Tensor:
     """``[c, G]`` similarity of prepared queries and gallery (larger = closer).
+
+    ``out``: a ``[c', G]`` buffer (``c' >= c``) that the product may be written to
+    (named distances, float32): a chunk loop reuses it instead of allocating a fresh
+    block per chunk (blocks past glibc's mmap threshold page-fault on every use).
+    The values are those of a fresh product. ``checks``: a :class:`Checks` that keeps
+    the test of a callable's distances for one host read after the chunk loop
+    (None: tested here, a host read per chunk).
 
     euclidean and squared_euclidean rank by ``2 q.g - |g|^2``, which orders the
     gallery as ``-|q - g|^2`` does for each query (``|q|^2`` is constant per row)
@@ -51,13 +65,20 @@ def similarity(q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Ten
         if not isinstance(d, Tensor) or d.shape != (q.shape[0], g.shape[0]):
             got = tuple(d.shape) if isinstance(d, Tensor) else type(d).__name__
             raise ValueError(f"a distance callable must return [queries, gallery] = {(q.shape[0], g.shape[0])}; got {got}")
-        if d.is_floating_point() and not bool(torch.isfinite(d).all()):
-            raise ValueError("a distance callable returned NaN or inf; distances must be finite")
+        if d.is_floating_point():
+            finite = torch.isfinite(d).all()
+            if checks is not None:
+                checks.distances.append(finite)
+            elif not bool(finite):
+                raise ValueError(DISTANCE_ERROR)
         # integer distances become float64 (exact below 2**53) so exclusion can write -inf
         return -(d if d.is_floating_point() else d.to(torch.float64))
-    s = _matmul(q, g)
+    s = _matmul(q, g, out)
     if distance in ("euclidean", "squared_euclidean"):
-        s = 2.0 * s - (g_sq_norm if g_sq_norm is not None else (g * g).sum(1))
+        g_sq = g_sq_norm if g_sq_norm is not None else (g * g).sum(1)
+        if out is not None and s.dtype == torch.float32 and g_sq.dtype == torch.float32:
+            return s.mul_(2.0).sub_(g_sq)  # the same two roundings, in place
+        s = 2.0 * s - g_sq
     return s
 
 
@@ -67,13 +88,16 @@ def similarity(q: Tensor, g: Tensor, distance: Distance, g_sq_norm: Optional[Ten
 MIN_ROWS = 16
 
 
-def _matmul(q: Tensor, g: Tensor) -> Tensor:
+def _matmul(q: Tensor, g: Tensor, out: Optional[Tensor] = None) -> Tensor:
     """``q @ g.T`` whose values do not depend on the chunk: at least MIN_ROWS rows, and
     float64 products rounded to float32 (float64 BLAS gives identical columns values
-    that differ in the last bit, which would break ties that are exact)."""
+    that differ in the last bit, which would break ties that are exact). ``out``: a
+    float32 buffer of at least ``max(rows, MIN_ROWS)`` rows to write into."""
     n = q.shape[0]
     if n < MIN_ROWS:
         q = torch.cat([q, q.new_zeros(MIN_ROWS - n, q.shape[1])])
+    if out is not None and q.dtype == torch.float32 and g.dtype == torch.float32 and out.dtype == torch.float32:
+        return torch.mm(q, g.T, out=out[: q.shape[0]])[:n]
     s = q @ g.T
     if s.dtype == torch.float64:
         s = s.to(torch.float32)
@@ -167,11 +191,21 @@ class EuclideanOrder:
         q_norm = (q.to(torch.float64) ** 2).sum(1).sqrt()
         return 2.0 * rel * (2.0 * q_norm * self.g_norm + self.g_norm**2)
 
-    def top(self, q: Tensor, gain_at: Callable[[Tensor, Tensor], Tensor], base_top=None):
+    def top(self, q: Tensor, gain_at: Callable[[Tensor, Tensor], Tensor], base_top=None, select: str = "checked"):
         """A ``top(scores, d) -> (vals, idx)`` for the ranking builders: the first ``d``
         candidates of the chunk's queries ``q`` in exact order. ``gain_at(rows, idx)``
         gives the gains of candidates ``idx[h, k]`` of chunk rows ``rows[h]``;
-        excluded candidates score -inf."""
+        excluded candidates score -inf.
+
+        ``select`` (as the builders'): ``"checked"`` repairs the float32 order in place
+        (host reads per chunk); ``"deferred"`` reads nothing and returns ``(vals, idx,
+        inexact)``, flagging the rows whose order it cannot prove (a cluster of unequal
+        gains in the window, or a window longer than the prefix); ``"exact"`` ranks by
+        the exact distance itself (:meth:`exact_top`, no host read), for those rows."""
+        if select == "exact":
+            return lambda scores, d: self.exact_top(scores, d, q)
+        if select == "deferred":
+            return lambda scores, d: self._top_deferred(scores, d, q, gain_at)
         if base_top is None:
             from .build import _stable_top as base_top
 
@@ -179,6 +213,52 @@ class EuclideanOrder:
             return self._top(scores, d, q, gain_at, base_top)
 
         return top
+
+    def _top_deferred(self, scores, d, q, gain_at):
+        """The float32 top ``d`` and the rows it may misorder, without a host read: a
+        fixed prefix of ``d + 16 + d // 4`` (the first step of :meth:`_prefix`)."""
+        from .build import _stable_top_deferred
+
+        c, n = scores.shape
+        rows = torch.arange(c, device=scores.device)
+        k = min(d + 16 + d // 4, n)
+        if k == n:  # whole rows (dense in ties at float32 resolution): float64 scores, as _top64
+            s64 = self._scores64(q).masked_fill_(torch.isneginf(scores), float("-inf"))
+            vals, idx = torch.sort(s64, dim=1, descending=True, stable=True)
+            del s64
+            mixed = self._mixed_rows(vals, self._width(q, self.rel64), gain_at(rows, idx))
+            return vals[:, :d], idx[:, :d], mixed
+        # (a tie at the prefix's end lies outside the window of covered rows: no flag needed)
+        vals, idx, _ = _stable_top_deferred(scores, k)
+        width = self._width(q, self.rel32)
+        last = vals[:, d - 1].to(torch.float64)
+        covered = torch.isneginf(last) | (vals[:, -1].to(torch.float64) < last - width)
+        mixed = self._mixed_rows(vals, width, gain_at(rows, idx))
+        return vals[:, :d], idx[:, :d], ~covered | mixed
+
+    @staticmethod
+    def _mixed_rows(vals: Tensor, width: Tensor, gain: Tensor) -> Tensor:
+        """``[c]``: rows with two neighbours closer than ``width`` and of unequal gains
+        (where the float32 order may be wrong in a way that changes the values)."""
+        if vals.shape[1] < 2:
+            return torch.zeros(vals.shape[0], dtype=torch.bool, device=vals.device)
+        v = vals.to(torch.float64)
+        close = ((v[:, :-1] - v[:, 1:]) <= width.unsqueeze(1)) & torch.isfinite(v[:, 1:])
+        return (close & (gain[:, :-1] != gain[:, 1:])).any(1)
+
+    def exact_top(self, scores: Tensor, d: int, q: Tensor):
+        """The first ``d`` by the exact squared distance (:func:`_exact_sq_distances`,
+        the order the checked path repairs to), then gallery index; excluded (-inf)
+        candidates last. No host read: every pair of the rows is measured, so it is
+        meant for the few rows that the deferred path flags. Returns the negated
+        distances as scores (-inf for excluded candidates)."""
+        c, n = scores.shape
+        rows = torch.arange(c, device=scores.device).repeat_interleave(n, output_size=c * n)
+        cols = torch.arange(n, device=scores.device).repeat(c)
+        dist = _exact_sq_distances(q, self.g, rows, cols).view(c, n)
+        dist.masked_fill_(torch.isneginf(scores), float("inf"))
+        vals, idx = torch.sort(dist, dim=1, stable=True)
+        return -vals[:, :d], idx[:, :d]
 
     def _top(self, scores, d, q, gain_at, base_top):
         c, n = scores.shape
@@ -301,7 +381,53 @@ def distances(q: Tensor, g: Tensor, distance: Distance) -> Tensor:
     return -s
 
 
-def gains(query_labels: Tensor, gallery_labels: Tensor, relevance: Optional[Relevance] = None) -> Tensor:
+DISTANCE_ERROR = "a distance callable returned NaN or inf; distances must be finite"
+
+
+class Checks:
+    """Value tests of callables' outputs kept for one host read after a chunk loop
+    (where host reads synchronise), instead of a read per chunk.
+
+    Example:
+        >>> c = Checks()
+        >>> _ = gains(torch.tensor([1]), torch.tensor([1, 2]), lambda a, b: -torch.ones(1, 2), checks=c)
+        >>> c.raise_any()
+        Traceback (most recent call last):
+        ...
+        ValueError: relevance gains must be finite and >= 0; got a minimum of -1.0
+    """
+
+    def __init__(self):
+        self.distances: list = []  # 0-d bool: all distances of a chunk finite
+        self.gains: list = []  # 0-d float64 pairs: (chunk minimum, chunk has NaN/inf/negative)
+        self.integer = False  # integer gains (their minimum printed as an int)
+
+    def raise_any(self) -> None:
+        """Raise the error that the first failing chunk would have raised (one host read)."""
+        if not self.distances and not self.gains:
+            return
+        device = (self.distances or self.gains)[0].device
+        parts = [torch.zeros(1, dtype=torch.float64, device=device)]
+        if self.distances:
+            parts[0] = torch.stack(self.distances).all().logical_not().to(torch.float64).reshape(1)
+        if self.gains:
+            g = torch.stack(self.gains)  # [chunks, 2]
+            first = g[:, 1].argmax()  # the first failing chunk (or chunk 0 when none fails)
+            parts.append(g.index_select(0, first.reshape(1)).reshape(2))
+        flags = torch.cat(parts).tolist()
+        if flags[0]:
+            raise ValueError(DISTANCE_ERROR)
+        if len(flags) > 1 and flags[2]:  # [distances bad, gains' minimum, gains bad]
+            low = flags[1]
+            if self.integer and low == low:  # as the gains' own minimum prints
+                low = int(low)
+            raise ValueError(f"relevance gains must be finite and >= 0; got a minimum of {low}")
+
+
+def gains(
+    query_labels: Tensor, gallery_labels: Tensor, relevance: Optional[Relevance] = None,
+    checks: Optional[Checks] = None,
+) -> Tensor:
     """``[c, G]`` gains: equal label (1-D labels, bool), number of shared labels
     (multi-hot ``[N, C]``), or ``relevance(query_labels, gallery_labels)``.
 
@@ -315,9 +441,15 @@ def gains(query_labels: Tensor, gallery_labels: Tensor, relevance: Optional[Rele
         if not isinstance(out, Tensor) or out.shape != shape:
             got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
             raise ValueError(f"a relevance callable must return gains [queries, gallery] = {shape}; got {got}")
-        if out.dtype != torch.bool:
+        if out.dtype != torch.bool and out.numel():
             low = out.min()
-            if bool(torch.isnan(low)) or bool(low < 0) or (out.is_floating_point() and not bool(torch.isfinite(out).all())):
+            bad = torch.isnan(low) | (low < 0)
+            if out.is_floating_point():
+                bad = bad | ~torch.isfinite(out).all()
+            if checks is not None:
+                checks.gains.append(torch.stack([low.to(torch.float64), bad.to(torch.float64)]))
+                checks.integer = not out.is_floating_point()
+            elif bool(bad):
                 raise ValueError(f"relevance gains must be finite and >= 0; got a minimum of {low.item()}")
         return out
     if query_labels.ndim == 1:

@@ -20,7 +20,7 @@ call: free memory changes while a program runs.
 
 Example:
     >>> block_elements("cpu"), block_elements("cpu", deep=True), bucket_entries("cpu")
-    (2097152, 262144, 1048576)
+    (2097152, 262144, 524288)
     >>> with pretend_free_memory(8 * 2**30):  # a CUDA device with 8 GiB free
     ...     memory_budget("cuda") == 2 * 2**30, block_elements("cuda") == 2 * 2**30 // 32
     (True, True)
@@ -57,7 +57,10 @@ DeviceLike = Union[torch.device, str, Tensor]
 CPU_BLOCK_ELEMENTS = 1 << 21  # elements of one dense block
 # Whole-list (and @r) rankings hold ~8 float64 [B, N] arrays: blocks this many times smaller.
 DEEP_BLOCK_DIVISOR = 8
-CPU_BUCKET_ENTRIES = 1 << 20  # flat entries of one id-range bucket when regrouping
+# flat entries of one id-range bucket when regrouping: its scratch (~20 B per entry:
+# positions, keys, the sort, grouped copies) stays under a quarter of the inputs
+# (16 B per entry) from 2**21 entries on
+CPU_BUCKET_ENTRIES = 1 << 19
 MAX_BUCKETS = 127  # bucket numbers are int8 (every device)
 CPU_MEMORY_BUDGET = 256 * 2**20  # bytes of scratch for one embedding query chunk
 
@@ -182,7 +185,7 @@ def bucket_entries(device: DeviceLike) -> int:
 
     Example:
         >>> bucket_entries("cpu")
-        1048576
+        524288
     """
     budget = _device_budget(device)
     if budget is None:

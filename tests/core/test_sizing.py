@@ -19,13 +19,13 @@ from retrieval_core.sizing import (
 MIB, GIB = 2**20, 2**30
 
 
-# --- CPU: the numbers the package used before sizing.py, written out by hand ---------
+# --- CPU: fixed numbers, written out by hand (the bucket halved for issue 9s memory bound) ---
 
 @pytest.mark.parametrize("cpu", ["cpu", torch.device("cpu"), torch.zeros(1)])
 def test_cpu_sizes_are_the_previous_fixed_values(cpu):
     assert block_elements(cpu) == 2**21
     assert block_elements(cpu, deep=True) == 2**21 // 8
-    assert bucket_entries(cpu) == 2**20
+    assert bucket_entries(cpu) == 2**19
     assert max_buckets(cpu) == 127
     assert memory_budget(cpu) == 256 * MIB
     assert free_memory(cpu) is None
@@ -35,7 +35,7 @@ def test_pretended_cuda_memory_does_not_touch_cpu_or_other_devices():
     with pretend_free_memory(40 * GIB):
         for dev in ("cpu", "meta"):
             assert block_elements(dev) == 2**21 and block_elements(dev, deep=True) == 2**18
-            assert bucket_entries(dev) == 2**20 and memory_budget(dev) == 256 * MIB
+            assert bucket_entries(dev) == 2**19 and memory_budget(dev) == 256 * MIB
 
 
 def test_chunk_rows_arithmetic():
@@ -75,7 +75,7 @@ def test_cuda_sizes_never_go_below_the_cpu_values():
     with pretend_free_memory(0):  # the 64 MiB floor of the budget
         assert block_elements("cuda") == block_elements("cpu") == 64 * MIB // 32
         assert block_elements("cuda", deep=True) == 64 * MIB // 128 > block_elements("cpu", deep=True)
-        assert bucket_entries("cuda") == bucket_entries("cpu") == 64 * MIB // 64
+        assert bucket_entries("cuda") == 64 * MIB // 64 > bucket_entries("cpu")
     with pretend_free_memory(0), pytest.MonkeyPatch.context() as mp:
         mp.setattr(sizing, "MIN_DEVICE_BUDGET", 1)  # a budget below every CPU size
         assert block_elements("cuda") == block_elements("cpu")

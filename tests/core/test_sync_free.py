@@ -189,6 +189,30 @@ def embedding_case(keys, self_gallery: bool, multi_hot: bool = False):
     return make
 
 
+def pairwise(q: Tensor, g: Tensor) -> Tensor:
+    """A distance callable (L1), rounded so that exact ties occur."""
+    return torch.cdist(q, g, p=1).mul(4).round()
+
+
+def graded(a: Tensor, b: Tensor) -> Tensor:
+    """A relevance callable: 2 for the same label, 1 for the next label, else 0."""
+    return 2.0 * (a.unsqueeze(1) == b.unsqueeze(0)) + 1.0 * ((a.unsqueeze(1) + 1) % 6 == b.unsqueeze(0))
+
+
+def embedding_options_case(keys, self_gallery: bool, **options):
+    """Embeddings with a distance or relevance other than the defaults."""
+    def make(scale: int, device="cpu"):
+        x, labels = clusters(16 * scale, seed=scale)
+        x, labels = x.to(device), labels.to(device)
+        keys_ = parse_metrics(keys)
+        if self_gallery:
+            ids = torch.arange(x.shape[0], device=device) // 2
+            return lambda: embedding_values(x, labels, keys_, gallery=x, gallery_labels=labels, query_ids=ids,
+                                            gallery_ids=ids, **options)
+        return lambda: embedding_values(x, labels, keys_, gallery=x[:40], gallery_labels=labels[:40], **options)
+    return make
+
+
 # Every case, and the most host reads per call its design allows. Embeddings with
 # class labels also count R and candidates once per call (search.label_counts: per
 # count a unique per key column, one more unique and a bincount: 3 reads without
@@ -207,6 +231,17 @@ CASES = {
     "embeddings": (embedding_case(EMB_KEYS, False), 2 + 3),  # largest R, rows to re-rank; label counts
     "embeddings self-gallery": (embedding_case(EMB_KEYS, True), 2 + 10),
     "embeddings multi-hot": (embedding_case(EMB_KEYS, False, multi_hot=True), 2),  # largest R, rows to re-rank
+    # euclidean: + the gallery's largest norm (EuclideanOrder, once per call)
+    "embeddings euclidean": (embedding_options_case(EMB_KEYS, False, distance="euclidean"), 3 + 3),
+    "embeddings euclidean self-gallery": (embedding_options_case(EMB_KEYS, True, distance="euclidean"), 3 + 10),
+    "embeddings euclidean whole list": (embedding_options_case(["map", "mrr", "ndcg"], False, distance="euclidean"),
+                                        2 + 3),  # no largest R
+    # callables: + their outputs' tests, once after the loop
+    "embeddings callable distance": (embedding_options_case(EMB_KEYS, False, distance=pairwise), 3 + 3),
+    "embeddings custom relevance": (embedding_options_case(EMB_KEYS, False, relevance=graded), 3),
+    "embeddings custom relevance self-gallery": (embedding_options_case(EMB_KEYS, True, relevance=graded), 3),
+    "embeddings euclidean custom relevance": (
+        embedding_options_case(EMB_KEYS, False, distance="euclidean", relevance=graded), 4),
 }
 
 
@@ -495,3 +530,59 @@ def test_memory_budget_none_is_the_device_share(monkeypatch):
     monkeypatch.setattr(sizing, "CPU_MEMORY_BUDGET", 4321)
     rc.evaluate_embeddings(x, labels, ["cmc@1"])
     assert seen == [256 * 2**20, 12345, 4321]
+
+
+@pytest.mark.parametrize("options", ["callable distance", "custom relevance", "euclidean custom relevance",
+                                     "euclidean whole list", "euclidean duplicates"])
+@pytest.mark.parametrize("self_gallery", [False, True])
+def test_embedding_options_equal_the_cpu_policy(options, self_gallery, small_blocks):
+    x, labels = clusters(60, seed=7)
+    keys = EMB_KEYS + ["map", "ndcg@r", "mrr@3"]
+    kw = {"callable distance": dict(distance=pairwise), "custom relevance": dict(relevance=graded),
+          "euclidean custom relevance": dict(distance="euclidean", relevance=graded),
+          "euclidean whole list": dict(distance="euclidean"),
+          "euclidean duplicates": dict(distance="euclidean")}[options]
+    if options == "euclidean whole list":
+        keys = ["map", "mrr", "ndcg", "auroc"]
+    if options == "euclidean duplicates":  # far from the origin: float32 scores 2q.g - |g|^2 tie and misorder
+        x = 1e3 + x.round(decimals=1)
+    if self_gallery:
+        run = lambda: rc.evaluate_embeddings(x, labels, keys, reduce="none", **kw)  # noqa: E731
+    else:
+        run = lambda: rc.evaluate_embeddings(x[:25], labels[:25], keys, gallery=x[25:],  # noqa: E731
+                                             gallery_labels=labels[25:], reduce="none", **kw)
+    cpu, free = both_policies(run)
+    for k in keys:
+        assert_values_equal(free[k], cpu[k], f"{options} {k}")
+
+
+@pytest.mark.parametrize("bad", ["distance", "negative gain", "integer gain", "nan gain"])
+def test_callable_errors_are_the_same_after_the_loop(bad, small_blocks):
+    """Sync-free, the callables' outputs are tested once after the loop: the same error
+    (the first failing chunk's) as the per-chunk test of the CPU policy."""
+    x, labels = clusters(40, seed=3)
+
+    def distance(q, g):
+        d = torch.cdist(q, g)
+        return d.masked_fill(d > 2.5, float("nan")) if bad == "distance" else d
+
+    def relevance(a, b):
+        r = (a.unsqueeze(1) == b.unsqueeze(0)).to(torch.int64 if bad == "integer gain" else torch.float32)
+        if bad == "nan gain":
+            return r.masked_fill(r == 0, float("nan"))
+        return r - (b.unsqueeze(0) == 5).to(r.dtype) * (1 + a.unsqueeze(1) % 3)  # -1..-3: minima differ by chunk
+
+    kw = dict(distance=distance) if bad == "distance" else dict(relevance=relevance)
+    messages = []
+    for policy in (False, True):
+        with sizing.force_sync_free(policy), pytest.raises(ValueError) as info:
+            rc.evaluate_embeddings(x, labels, ["cmc@1", "map@r"], **kw)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1], messages
+    expected = {"distance": "a distance callable returned NaN or inf; distances must be finite",
+                "negative gain": "relevance gains must be finite and >= 0; got a minimum of -",
+                "integer gain": "relevance gains must be finite and >= 0; got a minimum of -",
+                "nan gain": "relevance gains must be finite and >= 0; got a minimum of nan"}[bad]
+    assert messages[0].startswith(expected), messages[0]
+    if bad == "integer gain":
+        assert messages[0].split()[-1].lstrip("-").isdigit()  # printed as an int, as the gains' own minimum

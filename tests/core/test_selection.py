@@ -1,0 +1,116 @@
+"""The two-level top-k of long rows (build._topk, build._top_values) and the stable
+top built on it give exactly what a full stable sort gives, ties included."""
+import pytest
+import torch
+
+from retrieval_core import build
+from retrieval_core.evaluate import score_values
+
+
+def rows(b: int, n: int, levels: int, seed: int, dtype=torch.float32) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if levels == 0:  # continuous
+        return torch.randn(b, n, generator=g).to(dtype)
+    return torch.randint(0, levels, (b, n), generator=g).to(dtype)
+
+
+def sorted_prefix(x: torch.Tensor, d: int):
+    v, i = torch.sort(x, dim=1, descending=True, stable=True)
+    return v[:, :d], i[:, :d]
+
+
+@pytest.mark.parametrize("n", [4096, 5003, 20000])
+@pytest.mark.parametrize("k", [1, 11, 60, 200])
+@pytest.mark.parametrize("levels", [0, 3, 50, 4000])
+def test_two_level_topk_values_equal_topk(n, k, levels):
+    x = rows(7, n, levels, seed=n + k + levels)
+    vals, idx = build._topk(x, k)
+    assert torch.equal(vals, x.topk(k, dim=1).values)
+    assert torch.equal(x.gather(1, idx), vals)  # the columns hold those values
+    assert all(r.unique().numel() == k for r in idx)  # no column twice
+    gains = x.abs()  # ideal gains are >= 0
+    gains[0, ::3] = -0.0
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.int64):
+        g = gains.to(dtype)
+        assert torch.equal(build._top_values(g, k), g.topk(k, dim=1).values), dtype
+
+
+def test_the_two_level_path_runs_on_long_rows_only():
+    assert build._group_width(20000, 11) > 0 and build._group_width(6000, 60) > 0
+    assert build._group_width(1000, 11) == 0  # a plain top-k is as fast there
+    assert build._group_width(5000, 115, inner=True) > 0 and build._group_width(500, 115, inner=True) == 0
+    assert build._candidates(torch.zeros(2, 1000), 11) is None
+
+
+@pytest.mark.parametrize("levels", [0, 2, 7, 300])
+@pytest.mark.parametrize("d", [1, 10, 59])
+def test_stable_top_of_long_rows_equals_the_stable_sort(levels, d):
+    x = rows(9, 6000, levels, seed=levels * 100 + d)
+    x[0] = 1.0  # one row all tied
+    x[1, :] = 0.0
+    x[1, 5000:5000 + 2 * d] = 5.0  # the tied top at the end of the row, past the cut
+    vals, idx = build._stable_top(x, d)
+    v, i = sorted_prefix(x, d)
+    assert torch.equal(vals, v) and torch.equal(idx, i)
+    vals, idx, crossing = build._stable_top_deferred(x, d)
+    exact = crossing.logical_not()
+    assert torch.equal(vals[exact], v[exact]) and torch.equal(idx[exact], i[exact])
+    assert bool(crossing[0]) and bool(crossing[1])  # ties at the cut are flagged
+
+
+def test_int64_scores_and_padding_in_long_rows():
+    g = torch.Generator().manual_seed(5)
+    low = torch.iinfo(torch.int64).min
+    x = torch.randint(-3, 3, (6, 5000), generator=g) * 2**60
+    x[2, 100:4000] = low
+    for d in (1, 10, 70):
+        vals, idx = build._stable_top(x, d, floor=None)
+        v, i = sorted_prefix(x, d)
+        assert torch.equal(vals, v) and torch.equal(idx, i)
+
+
+def test_ideal_of_short_rows_on_integer_bits():
+    g = torch.Generator().manual_seed(1)
+    gains = torch.randint(0, 4, (50, 300), generator=g).to(torch.float32) * (torch.rand(50, 300, generator=g) < 0.05)
+    gains[3] = -0.0  # a row of -0.0 only: ideal all zeros
+    gains[4, :5] = torch.tensor([float("inf"), 2.5, 1e-30, 3e38, 0.5])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        t = gains.to(dtype)
+        assert torch.equal(build._top_values(t, 10), t.topk(10, dim=1).values), dtype
+
+
+@pytest.mark.parametrize("levels", [0, 4])
+def test_score_values_of_long_rows_equal_short_blocks(levels):
+    """Long rows (two-level selection) against the same rows ranked with one-level
+    top-k (a plain topk): every key equal."""
+    x = rows(12, 8192, levels, seed=3)
+    g = torch.Generator().manual_seed(4)
+    target = torch.randint(1, 4, x.shape, generator=g) * (torch.rand(x.shape, generator=g) < 0.02)
+    keys = ["ndcg@10", "map@10", "mrr@10", "precision@10", "recall@10", "map@r", "ndcg@100"]
+    fast = score_values(x, target, keys).values
+    old = build.TWO_LEVEL_MIN_COLUMNS
+    try:
+        build.TWO_LEVEL_MIN_COLUMNS = 10**9
+        plain = score_values(x, target, keys).values
+    finally:
+        build.TWO_LEVEL_MIN_COLUMNS = old
+    assert torch.equal(fast.nan_to_num(-1.0), plain.nan_to_num(-1.0))
+
+
+@pytest.mark.parametrize("distance", ["cosine", "dot", "euclidean", "squared_euclidean", "hamming"])
+@pytest.mark.parametrize("rows_", [3, 16, 40])
+def test_similarity_into_a_reused_buffer_equals_a_fresh_product(distance, rows_):
+    from retrieval_core import search
+
+    g = torch.Generator().manual_seed(rows_)
+    x = torch.randn(300, 24, generator=g) * 3
+    if distance == "hamming":
+        x = (x > 0).to(torch.int64)
+    q, gal = search.prepare(x[:rows_], distance), search.prepare(x[40:], distance)
+    g_sq = (gal * gal).sum(1) if "euclidean" in distance else None
+    fresh = search.similarity(q, gal, distance, g_sq)
+    buffer = torch.full((64, gal.shape[0]), float("nan"))
+    reused = search.similarity(q, gal, distance, g_sq, out=buffer)
+    assert reused.shape == fresh.shape and torch.equal(reused, fresh)
+    again = search.similarity(q[:2], gal, distance, g_sq, out=buffer)  # a shorter chunk in the same buffer
+    assert torch.equal(again, search.similarity(q[:2], gal, distance, g_sq))
