@@ -88,9 +88,15 @@ def embedding_values(
     need_ideal = any(m.spec.needs_ideal for m in keys)
     q_all = search.prepare(query, distance)
     g = q_all if gallery is query else search.prepare(gallery, distance)
-    g_sq = (g * g).sum(1) if distance in ("euclidean", "squared_euclidean") else None
+    euclidean = distance in ("euclidean", "squared_euclidean")
+    if euclidean and ties != "stable":
+        # tie modes need groups of equal scores: float64 scores 2q.g - |g|^2 (equal for
+        # equal float64 distances, e.g. duplicate embeddings; no float32 near-ties to repair)
+        q_all = q_all.to(torch.float64)
+        g = q_all if gallery is query else g.to(torch.float64)
+    g_sq = (g * g).sum(1) if euclidean else None
     # float32 scores 2q.g - |g|^2 may misorder near-equal distances: re-ranked exactly
-    exact = search.EuclideanOrder(g) if g_sq is not None else None
+    exact = search.EuclideanOrder(g) if g_sq is not None and ties == "stable" else None
     sync_free = sizing.sync_free(device) and backend != "faiss"
     # 1-D labels: R and candidate counts from label counts, relevance read at the
     # ranked positions only, exclusion written into the scores: no [c, G] gains.

@@ -507,22 +507,17 @@ def check_tie_keys(keys, ties) -> None:
 
 
 def check_embedding_ties(ties, distance, backend="torch") -> None:
-    """Tie modes other than ``"stable"`` in embedding mode: every distance but the euclidean
-    ones (whose exact float64 re-ranking decides near-ties) and the torch backend only.
+    """Tie modes other than ``"stable"`` in embedding mode: the torch backend only
+    (faiss' candidate lists do not hold whole tied groups).
 
     Example:
-        >>> check_embedding_ties("expected", "euclidean")
+        >>> check_embedding_ties("expected", "cosine", "faiss")
         Traceback (most recent call last):
         ...
-        NotImplementedError: ties='expected' is not available with distance='euclidean' (its exact re-ranking of near-ties has no tie groups); use 'cosine', 'dot', 'hamming', a callable, or ties='stable'
+        NotImplementedError: ties='expected' needs backend='torch'; got backend='faiss'
     """
     if ties == "stable":
         return
-    if isinstance(distance, str) and distance in ("euclidean", "squared_euclidean"):
-        raise NotImplementedError(
-            f"ties={ties!r} is not available with distance={distance!r} (its exact re-ranking of near-ties has no "
-            "tie groups); use 'cosine', 'dot', 'hamming', a callable, or ties='stable'"
-        )
     if backend != "torch":
         raise NotImplementedError(f"ties={ties!r} needs backend='torch'; got backend={backend!r}")
 

@@ -691,8 +691,6 @@ BAD = [
      r"per_class reduces over each label's queries; it cannot go with reduce='none'"),
     ("unknown key", lambda: ev(metrics=["nDCG@3"]), ValueError, r"unknown metric 'nDCG' in key 'nDCG@3'; did you mean ndcg@3\? known keys: "),
     ("no keys", lambda: ev(metrics=[]), ValueError, r"metrics must name at least one key"),
-    ("ties with euclidean", lambda: ev(ties="expected", distance="euclidean"), NotImplementedError,
-     r"ties='expected' is not available with distance='euclidean'"),
     ("ties with faiss", lambda: ev(ties="optimistic", backend="faiss"), NotImplementedError,
      r"ties='optimistic' needs backend='torch'; got backend='faiss'"),
     ("auroc@k expected", lambda: ev(metrics=["auroc@3"], ties="expected"), NotImplementedError,

@@ -301,8 +301,8 @@ def test_unsupported_combinations_raise():
     with pytest.raises(ValueError, match=r"ties must be one of 'stable', 'expected', 'optimistic', 'pessimistic'"):
         rc.evaluate_scores(p, t, ["mrr"], ties="random")
     x, labels = torch.randn(6, 3), torch.tensor([0, 1, 0, 1, 0, 1])
-    with pytest.raises(NotImplementedError, match=r"ties='pessimistic' is not available with distance='euclidean'"):
-        rc.evaluate_embeddings(x, labels, ["mrr"], distance="euclidean", ties="pessimistic")
+    with pytest.raises(NotImplementedError, match=r"ties='pessimistic' needs backend='torch'; got backend='faiss'"):
+        rc.evaluate_embeddings(x, labels, ["mrr"], distance="euclidean", ties="pessimistic", backend="faiss")
 
 
 DROPIN_TIE_CASES = [
@@ -334,9 +334,6 @@ def test_adapters_reject_auroc_at_k_under_expected_at_construction():
     for make in (ig.RankingMetrics, lt.RankingMetrics):
         with pytest.raises(NotImplementedError, match=r"auroc@5 has no closed form under ties='expected'"):
             make(["auroc@5"], ties="expected")
-    for make in (ig.EmbeddingMetrics, lt.EmbeddingMetrics):
-        with pytest.raises(NotImplementedError, match=r"ties='expected' is not available with distance='euclidean'"):
-            make(["mrr"], distance="euclidean", ties="expected")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -444,3 +441,29 @@ def test_score_dtypes(generator, dtype, mode):
     for key in keys:
         torch.testing.assert_close(got[key], want[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)
         torch.testing.assert_close(got_m[key], want_m[key], equal_nan=True, rtol=0, atol=1e-12, msg=key)
+
+
+@pytest.mark.parametrize("distance", ["euclidean", "squared_euclidean"])
+@pytest.mark.parametrize("mode", MODES)
+def test_euclidean_tie_modes_equal_score_mode_on_the_negated_distances(generator, distance, mode):
+    """Small integer coordinates: every squared distance is an exact integer in float64,
+    so the tied groups are known; embedding mode under each tie mode equals score mode
+    on the negated distances (same order, same groups), and "expected" averages the
+    stable values over orders (it differs from "stable" here)."""
+    gallery = torch.randint(-2, 3, (40, 3), generator=generator).float()
+    gallery = torch.cat([gallery, gallery[:10]])  # duplicates: exact ties
+    query = torch.randint(-2, 3, (25, 3), generator=generator).float()
+    g_labels = torch.randint(0, 3, (50,), generator=generator)
+    q_labels = torch.randint(0, 3, (25,), generator=generator)
+    keys = ["cmc@1", "precision@5", "map@r", "ndcg@10", "mrr", "auroc"]
+    got = rc.evaluate_embeddings(query, q_labels, keys, gallery=gallery, gallery_labels=g_labels,
+                                 distance=distance, ties=mode, reduce="none")
+    sq = ((query.double().unsqueeze(1) - gallery.double().unsqueeze(0)) ** 2).sum(-1)
+    scores = -(sq.sqrt() if distance == "euclidean" else sq)
+    gains = (q_labels.unsqueeze(1) == g_labels.unsqueeze(0)).long()
+    want = rc.evaluate_scores(scores, gains, keys, ties=mode, reduce="none")
+    for k in keys:
+        torch.testing.assert_close(got[k], want[k], equal_nan=True, rtol=0, atol=1e-12)
+    if mode == "expected":
+        stable = rc.evaluate_scores(scores, gains, ["map@r"], ties="stable", reduce="none")["map@r"]
+        assert not torch.allclose(stable, got["map@r"], equal_nan=True)

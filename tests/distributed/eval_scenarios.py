@@ -170,6 +170,8 @@ CASES["stats_self_ids_hamming"] = _case(["cmc@1", "map@r"], ids=True, distance="
 # tie modes (a gallery every rank holds; shard_gallery=True is "stable" only on several processes)
 CASES["hamming_ties_expected"] = _case(PER_QUERY + K_WHOLE, distance="hamming", transform=_codes, ids=True,
                                        ties="expected")
+CASES["rounded_euclidean_ties_expected"] = _case(PER_QUERY + K_WHOLE, distance="euclidean", transform=torch.round,
+                                                ties="expected")
 CASES["rounded_dot_ties_pessimistic"] = _case(PER_QUERY + K_WHOLE, distance="dot", transform=torch.round,
                                               ties="pessimistic")
 
