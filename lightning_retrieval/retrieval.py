@@ -364,11 +364,12 @@ class RetrievalRPrecision(_FlatRetrievalMetric):
 class RetrievalAUROC(_TopKMetric):
     """Per-query ROC AUC; drop-in for ``torchmetrics.retrieval.RetrievalAUROC``.
 
-    ``top_k=None, max_fpr=None``: core key ``auroc``. A query is empty (handled by
-    ``empty_target_action``) when it lacks relevant or non-relevant entries
-    (torchmetrics gives 0 to a query without a non-relevant entry, whatever the
-    action). ``top_k`` gives the core key ``auroc@k``; ``max_fpr`` runs the core
-    kernel ``partial_auroc`` (McClish-standardised partial AUC) on the core's ranking.
+    ``top_k=None, max_fpr=None``: core key ``auroc``. ``top_k`` gives the core key
+    ``auroc@k``; ``max_fpr`` runs the core kernel ``partial_auroc`` (McClish-standardised
+    partial AUC) on the core's ranking. As torchmetrics: a query without a relevant
+    entry is empty (``empty_target_action``); a query with relevant entries whose
+    (top-k) list lacks a relevant or a non-relevant one, where the core's AUROC is
+    undefined, scores 0.
     """
 
     def __init__(
@@ -390,23 +391,22 @@ class RetrievalAUROC(_TopKMetric):
     def _keys(self, n_entries: int) -> List[str]:
         return ["auroc" if self.top_k is None else f"auroc@{self.top_k}"]
 
-    def _empty_error(self, indexes: Tensor, target: Tensor) -> str:
-        """A query without a relevant entry: torchmetrics' message; one with relevant
-        entries only (torchmetrics: 0, not an error): the same words for negatives."""
-        if torch.unique(indexes[target > 0]).numel() < torch.unique(indexes).numel():
-            return self._empty_message
-        return "`compute` method was provided with a query with no negative target."
-
     def _ties(self) -> str:
         # whole list: tied pairs count half (ties="expected"), as torchmetrics' binary_auroc
         return "expected" if self.top_k is None else "stable"
 
     def _query_values(self, indexes: Tensor, preds: Tensor, target: Tensor) -> Tensor:
         if self.max_fpr is None or self.max_fpr == 1.0:
-            return super()._query_values(indexes, preds, target)
-        depth = preds.numel() if self.top_k is None else self.top_k
-        _, ranking = rank_flat(indexes, preds, target, depth)
-        return partial_auroc(ranking, self.top_k, self.max_fpr).unsqueeze(1)
+            # "mrr" is undefined exactly for the queries without a relevant entry
+            values = score_values(preds, target, self._keys(preds.numel()) + ["mrr"], indexes=indexes,
+                                  ties=self._ties()).values
+            auroc, relevant = values[:, :1], ~torch.isnan(values[:, 1:])
+        else:
+            depth = preds.numel() if self.top_k is None else self.top_k
+            _, ranking = rank_flat(indexes, preds, target, depth)
+            auroc, relevant = partial_auroc(ranking, self.top_k, self.max_fpr).unsqueeze(1), ranking.n_relevant > 0
+            relevant = relevant.unsqueeze(1)
+        return torch.where(torch.isnan(auroc) & relevant, 0.0, auroc)
 
 
 class RetrievalPrecisionRecallCurve(_FlatRetrievalMetric):

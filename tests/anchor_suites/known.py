@@ -19,12 +19,6 @@ _TM_ZERO_SCORES = (
     "Recall, so all-zero predictions give 0; ours rank the tied zeros by position "
     "(values depend on the ranking only; docs/lightning.md, 'Differences on purpose')"
 )
-_TM_AUROC_ONE_CLASS = (
-    "the reference gives 0 to a query whose (top-k) entries lack relevant or non-relevant "
-    "ones even under empty_target_action='skip'/'pos'; ours treat AUROC as undefined there "
-    "and apply empty_target_action (docs/lightning.md, 'Differences on purpose')"
-)
-
 KNOWN: Dict[str, Dict[str, str]] = {
     "ignite": {
         r"tests\.ignite\.metrics\.rec_sys\.test_(hitrate_metric|ndcg)::test_accumulator_detached\[cpu\]": _IGNITE_PRIVATE,
@@ -34,8 +28,6 @@ KNOWN: Dict[str, Dict[str, str]] = {
     "torchmetrics": {
         r"tests\.unittests\.retrieval\.test_(map|mrr|precision|recall)\.Test\w+::test_\w+_all_zero_predictions_returns_zero":
             _TM_ZERO_SCORES,
-        r"tests\.unittests\.retrieval\.test_auroc\.TestAUROC::test_class_metric(_ignore_index)?\[.*-(skip|pos)-False\]":
-            _TM_AUROC_ONE_CLASS,
     },
 }
 

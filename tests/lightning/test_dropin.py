@@ -105,17 +105,16 @@ def test_per_query_values_callable_aggregation(case):
 
 @pytest.mark.parametrize("case", AUROC_CASES, ids=case_id)
 def test_auroc(case):
-    for aggregation in AGGREGATIONS:
-        ours, theirs = both(case, empty_target_action="neg", aggregation=aggregation)
-        torch.testing.assert_close(ours, theirs, atol=ATOL, rtol=0)
-    ours, theirs = both(case, empty_target_action="neg", aggregation=per_query)
-    torch.testing.assert_close(ours, theirs, atol=ATOL, rtol=0)
-    # "skip": torchmetrics keeps a query whose top k lack non-relevant (or relevant) entries, as 0
-    ours, theirs = both(case, empty_target_action="skip", aggregation=per_query)
-    one_class = one_class_queries(*DATA, case[1].get("top_k"))
-    assert one_class.any() and ours.numel() == int((~one_class).sum())
-    assert (theirs[one_class[R_POSITIVE]] == 0).all()
-    torch.testing.assert_close(ours, theirs[~one_class[R_POSITIVE]], atol=ATOL, rtol=0)
+    for action in ("neg", "pos", "skip"):
+        for aggregation in AGGREGATIONS + [per_query]:
+            ours, theirs = both(case, empty_target_action=action, aggregation=aggregation)
+            torch.testing.assert_close(ours, theirs, atol=ATOL, rtol=0)
+    # as torchmetrics: a query with relevant entries whose top k lack a class scores 0,
+    # also under "skip" (only queries without a relevant entry are skipped)
+    ours, _ = both(case, empty_target_action="skip", aggregation=per_query)
+    one_class = one_class_queries(*DATA, case[1].get("top_k"))[R_POSITIVE]
+    assert one_class.any() and ours.numel() == int(R_POSITIVE.sum())
+    assert (ours[one_class] == 0).all()
 
 
 def one_class_queries(indexes, preds, target, top_k):
@@ -133,11 +132,17 @@ R_POSITIVE = torch.stack([(DATA[2][DATA[0] == q] > 0).any() for q in torch.uniqu
 
 
 def test_auroc_whole_list_is_core_auroc():
+    """The core's auroc where it is defined; 0 (torchmetrics' value) for a query with
+    relevant entries only, where the core's AUROC is undefined."""
     indexes, preds, target = DATA
     target = (target > 0).long()
+    target[indexes == indexes[0]] = 1  # one query with relevant entries only
     ours = run(lr.RetrievalAUROC(empty_target_action="skip", aggregation=per_query), indexes, preds, target)
-    core = retrieval_core.evaluate_scores(preds, target, ["auroc"], indexes=indexes, reduce="none")["auroc"]
-    torch.testing.assert_close(ours.double(), core[~torch.isnan(core)], atol=1e-7, rtol=0)
+    core = retrieval_core.evaluate_scores(preds, target, ["auroc", "mrr"], indexes=indexes, reduce="none")
+    relevant = ~torch.isnan(core["mrr"])
+    want = torch.nan_to_num(core["auroc"], nan=0.0)[relevant]
+    assert torch.isnan(core["auroc"][relevant]).any()
+    torch.testing.assert_close(ours.double(), want, atol=1e-7, rtol=0)
 
 
 def test_curve_max_k_beyond_queries_and_recall_at_fixed_precision():
