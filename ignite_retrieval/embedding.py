@@ -12,14 +12,12 @@ from retrieval_core.registry import parse_metrics
 from retrieval_core.steps import finalize_embeddings
 from retrieval_core.validate import (
     check_batch_like_earlier,
-    check_ci_keys,
-    check_ci_options,
     check_confidence,
     check_embedding_options,
-    check_keep_per_query,
     check_embeddings,
     check_labels,
     check_rows,
+    check_stats_options,
 )
 
 from ._base import Device, RetrievalMetric, _identity, to_python
@@ -110,15 +108,13 @@ class EmbeddingMetrics(RetrievalMetric):
         self._metrics = parse_metrics(metrics)
         self.metric_keys: Tuple[str, ...] = tuple(m.key for m in self._metrics)
         check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                                per_class=per_class, memory_budget=memory_budget)
+                                per_class=per_class, memory_budget=memory_budget, keys=self._metrics)
+        stats = check_stats_options(self._metrics, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                    keep_per_query=keep_per_query, reduce=reduce, per_class=per_class)
         self._options: Dict[str, Any] = dict(
             distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-            per_class=per_class, memory_budget=memory_budget, progress=progress,
-            ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-            keep_per_query=check_keep_per_query(keep_per_query),
+            per_class=per_class, memory_budget=memory_budget, progress=progress, **stats,
         )
-        check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class)
-        check_ci_keys(self._metrics, ci, ci_method)
         self.last_results: Optional[MetricResults] = None
         super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
 

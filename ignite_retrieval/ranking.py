@@ -14,16 +14,12 @@ from retrieval_core.registry import parse_metrics
 from retrieval_core.steps import compact_sums, finalize_compact, finalize_scores
 from retrieval_core.validate import (
     check_compact_inputs,
-    check_compact_keys,
     check_confidence,
     check_per_query_keys,
-    check_ci_keys,
-    check_ci_options,
-    check_keep_per_query,
     check_rows,
     check_score_batch,
     check_score_options,
-    check_tie_keys,
+    check_stats_options,
     raise_value_flags,
     value_flags,
 )
@@ -114,13 +110,10 @@ class RankingMetrics(RetrievalMetric):
     ) -> None:
         keys = parse_metrics(metrics)
         check_per_query_keys(keys, "use EmbeddingMetrics")
-        check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact)
-        check_compact_keys(compact, keys)
-        check_tie_keys(keys, ties)
-        check_ci_options(ci, ci_method, n_resamples, seed, reduce, compact=compact)
-        check_ci_keys(keys, ci, ci_method)
-        self._stats: Dict[str, Any] = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                           keep_per_query=check_keep_per_query(keep_per_query) and not compact)
+        check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact, keys=keys)
+        self._stats: Dict[str, Any] = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples,
+                                                          seed=seed, keep_per_query=keep_per_query, reduce=reduce,
+                                                          compact=compact)
         self._keys = keys
         self.metric_keys: Tuple[str, ...] = tuple(m.key for m in keys)
         self._ties, self._empty, self._reduce, self._compact = ties, empty, reduce, bool(compact)

@@ -58,19 +58,15 @@ class CoreStateMetric(Metric):
 
     def _wrap_compute(self, compute):
         """torchmetrics rebuilds the returned dict (squeeze, clone), which drops the
-        bookkeeping of ``MetricResults`` (``n_queries``, ``n_empty``, ``ci``,
-        ``per_query``, ``query_ids``, ``neighbours``): put it back."""
+        bookkeeping of ``MetricResults`` (counts, intervals, per-query values, curves,
+        neighbours): put it back."""
         wrapped = super()._wrap_compute(compute)
 
         def with_counts(*args, **kwargs):
-            self._last_counts = None
+            self._last_results = None
             value = wrapped(*args, **kwargs)
-            counts = self._last_counts
-            if counts is not None and isinstance(value, dict):
-                if not isinstance(value, MetricResults):
-                    value = MetricResults(value)
-                value.n_queries, value.n_empty = counts[:2]
-                value.ci, value.per_query, value.query_ids, value.neighbours, value.curves = counts[2:]
+            if self._last_results is not None and isinstance(value, dict):
+                value = self._last_results.with_values(value)
                 if self._computed is not None:
                     self._computed = value
             return value
@@ -80,9 +76,7 @@ class CoreStateMetric(Metric):
     def _counted(self, results):
         """Remember the bookkeeping of ``results`` for :meth:`_wrap_compute`."""
         if isinstance(results, MetricResults):
-            self._last_counts = (results.n_queries, dict(results.n_empty), dict(results.ci),
-                                 dict(results.per_query), results.query_ids, results.neighbours,
-                                 dict(results.curves))
+            self._last_results = results
         return results
 
     def _cat_or_empty(self, value) -> Tensor:

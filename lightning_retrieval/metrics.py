@@ -14,12 +14,8 @@ from retrieval_core.registry import parse_metrics
 from retrieval_core.steps import compact_sums, finalize_compact, finalize_embeddings, finalize_scores
 from retrieval_core.validate import (
     check_batch_like_earlier,
-    check_ci_keys,
-    check_ci_options,
     check_compact_inputs,
-    check_compact_keys,
     check_confidence,
-    check_keep_per_query,
     check_embedding_options,
     check_embeddings,
     check_labels,
@@ -27,7 +23,7 @@ from retrieval_core.validate import (
     check_rows,
     check_score_batch,
     check_score_options,
-    check_tie_keys,
+    check_stats_options,
     raise_value_flags,
     value_flags,
 )
@@ -114,15 +110,11 @@ class RankingMetrics(CoreStateMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact)
-        check_ci_options(ci, ci_method, n_resamples, seed, reduce, compact=compact)
-        self.stats = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                          keep_per_query=check_keep_per_query(keep_per_query) and not compact)
         parsed = parse_metrics(metrics)
-        check_ci_keys(parsed, ci, ci_method)
         check_per_query_keys(parsed, "use EmbeddingMetrics")
-        check_compact_keys(compact, parsed)
-        check_tie_keys(parsed, ties)
+        check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact, keys=parsed)
+        self.stats = check_stats_options(parsed, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                         keep_per_query=keep_per_query, reduce=reduce, compact=compact)
         self._parsed = parsed
         self.keys = tuple(m.key for m in parsed)
         self.ties, self.empty, self.reduce, self.compact = ties, empty, reduce, compact
@@ -246,15 +238,14 @@ class EmbeddingMetrics(CoreStateMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class)
-        check_ci_keys(parse_metrics(metrics), ci, ci_method)
+        parsed = parse_metrics(metrics)
         check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                                per_class=per_class, memory_budget=memory_budget)
-        self.keys = tuple(m.key for m in parse_metrics(metrics))
+                                per_class=per_class, memory_budget=memory_budget, keys=parsed)
+        stats = check_stats_options(parsed, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                    keep_per_query=keep_per_query, reduce=reduce, per_class=per_class)
+        self.keys = tuple(m.key for m in parsed)
         self.options = dict(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                            per_class=per_class, memory_budget=memory_budget, progress=progress,
-                            ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                            keep_per_query=check_keep_per_query(keep_per_query))
+                            per_class=per_class, memory_budget=memory_budget, progress=progress, **stats)
         for name in ("embeddings", "labels", "ids", "is_query", "is_gallery", "categories", "confidence"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
 

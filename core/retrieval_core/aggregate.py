@@ -40,6 +40,33 @@ class MetricResults(dict):
         self.curves: Dict[str, Tuple[Tensor, Tensor]] = {}
         self.neighbours: Optional[Tuple[Tensor, Tensor]] = None
 
+    def with_values(self, values) -> "MetricResults":
+        """A MetricResults holding ``values`` (a mapping) with this one's bookkeeping:
+        counts, intervals, per-query values and ids, curves and neighbours (the
+        tensors shared, the dicts copied).
+
+        Example:
+            >>> r = MetricResults({"a": torch.tensor(1.0)}, n_queries=torch.tensor(3))
+            >>> s = r.with_values({"b": torch.tensor(2.0)})
+            >>> sorted(s), s.n_queries.item()
+            (['b'], 3)
+        """
+        out = MetricResults(values)
+        out.__dict__.update({k: dict(v) if isinstance(v, dict) else v for k, v in self.__dict__.items()})
+        return out
+
+    def reordered(self, first: Sequence[str]) -> "MetricResults":
+        """The same results with the keys ``first`` first, in that order, then the others.
+
+        Example:
+            >>> r = MetricResults({"a": torch.tensor(1.0), "b": torch.tensor(2.0)})
+            >>> list(r.reordered(["b"]))
+            ['b', 'a']
+        """
+        values = {k: self[k] for k in first}
+        values.update((k, v) for k, v in self.items() if k not in values)
+        return self.with_values(values)
+
     def __reduce__(self):
         # rebuilt from a plain dict and its attributes: torch.load(weights_only=True)
         # accepts that once the class is an allowed global (registered at the end of this module)

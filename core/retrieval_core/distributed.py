@@ -344,31 +344,21 @@ def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tens
              neighbours=None, confidence: Optional[Tensor] = None):
     """Gather the per-query values (rank order = global query order), aggregate them
     as one process does, and take rank 0's set-level values: the same on every rank."""
-    from .aggregate import MetricResults, aggregate
-    from .embeddings import _per_class
+    from .aggregate import MetricResults
+    from .embeddings import aggregate_queries
     from .registry import split_scopes
 
     query_keys, set_keys = split_scopes(keys)
     results = MetricResults(n_queries=torch.tensor(n_queries))
     if query_keys:
-        values = gather_cat(values, group)
-        names = [m.key for m in query_keys]
-        results = aggregate(values, names, empty=options["empty"], reduce=options["reduce"], categories=categories,
-                            confidence=confidence, ties=options["ties"],
-                            ci=options.get("ci"), ci_method=options.get("ci_method", "bootstrap"),
-                            n_resamples=options.get("n_resamples", 1000), seed=options.get("seed", 0),
-                            keep_per_query=options.get("keep_per_query", False), query_ids=per_query_ids)
-        if options["per_class"] is not None:
-            results.update(_per_class(values, names, all_labels, options["empty"], options["reduce"],
-                                      options["per_class"], confidence, options["ties"], ci=options.get("ci"),
-                                      ci_out=results.ci, n_resamples=options.get("n_resamples", 1000),
-                                      seed=options.get("seed", 0)))
+        results = aggregate_queries(
+            gather_cat(values, group), [m.key for m in query_keys], all_labels, empty=options["empty"],
+            reduce=options["reduce"], per_class=options["per_class"], categories=categories, confidence=confidence,
+            ties=options["ties"], ci=options["ci"], ci_method=options["ci_method"], n_resamples=options["n_resamples"],
+            seed=options["seed"], keep_per_query=options["keep_per_query"], query_ids=per_query_ids)
     for m in set_keys:
         results[m.key] = _from_rank0(None if set_values is None else set_values[m.key], group, device)
-    ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
-    ordered.update((k, v) for k, v in results.items() if k not in ordered)
-    ordered.curves = results.curves
-    ordered.ci, ordered.per_query, ordered.query_ids = results.ci, results.per_query, results.query_ids
+    ordered = results.reordered([m.key for m in keys])
     if neighbours:
         ordered.neighbours = (gather_cat(neighbours[0][0], group), gather_cat(neighbours[0][1], group))
     return ordered
@@ -411,36 +401,21 @@ def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget,
                 memory_budget=memory_budget, progress=progress, backend=backend, **(stats or {}))
 
 
-def _stats_options(ci, ci_method, n_resamples, seed, keep_per_query, return_neighbours) -> Dict[str, Any]:
-    """The interval, per-query and neighbour options (passed on only when set, so that the
-    single-process calls see the same arguments)."""
-    out: Dict[str, Any] = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                               keep_per_query=keep_per_query, return_neighbours=return_neighbours)
-    return out
-
-
 def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids, categories,
                  shard_gallery, options, confidence=None):
     """This rank's inputs, checked as the single-process evaluator checks them
     (zero rows allowed): ``(checked inputs, signature for the other ranks)``."""
     from .registry import depth_needed, parse_metrics, split_scopes
     from .validate import (
-        check_backend, check_categories, check_confidence, check_embedding_options, check_embedding_values,
+        check_backend, check_categories, check_confidence, check_embedding_values,
         check_embeddings,
         check_labels, check_pairs, check_per_class, check_query_gallery, check_rows, check_same_device,
     )
 
     distance, relevance = options["distance"], options["relevance"]
-    check_embedding_options(distance=distance, relevance=relevance, ties=options["ties"], empty=options["empty"],
-                            reduce=options["reduce"], per_class=options["per_class"],
-                            memory_budget=options["memory_budget"])
-    _check_stats_options(options, shard_gallery)
-    if not isinstance(shard_gallery, bool):
-        raise TypeError(f"shard_gallery must be a bool; got {shard_gallery!r}")
     keys = parse_metrics(metrics)
-    if shard_gallery:
-        _check_shardable(keys, options["backend"])
-    _check_ties(keys, options, shard_gallery)
+    _check_options(keys, options)
+    _check_shard_options(keys, options, shard_gallery)
     custom = relevance is not None
     check_pairs(gallery, gallery_labels, query_ids, gallery_ids)
     query = check_embeddings("query", query, distance, batch=True)
@@ -474,27 +449,32 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
     return (keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, confidence), signature
 
 
-def _check_ties(keys, options, shard_gallery: bool) -> None:
-    """Tie modes: as the single-process evaluator, and "stable" only with a sharded gallery."""
-    from .registry import split_scopes
-    from .validate import check_embedding_ties, check_tie_keys
+def _check_options(keys, options) -> None:
+    """The options of the single-process evaluator, checked as it checks them."""
+    from .validate import check_embedding_options, check_stats_options
 
-    ties = options["ties"]
-    check_tie_keys(split_scopes(keys)[0], ties)
-    check_embedding_ties(ties, options["distance"], options["backend"])
-    if shard_gallery and ties != "stable":
-        raise NotImplementedError(f"ties={ties!r} is not available with shard_gallery=True on several processes; "
-                                  "use ties='stable', or a gallery gathered to every process")
+    check_embedding_options(distance=options["distance"], relevance=options["relevance"], ties=options["ties"],
+                            empty=options["empty"], reduce=options["reduce"], per_class=options["per_class"],
+                            memory_budget=options["memory_budget"], backend=options["backend"], keys=keys)
+    check_stats_options(keys, ci=options["ci"], ci_method=options["ci_method"], n_resamples=options["n_resamples"],
+                        seed=options["seed"], keep_per_query=options["keep_per_query"], reduce=options["reduce"],
+                        per_class=options["per_class"])
 
 
-def _check_stats_options(options, shard_gallery) -> None:
-    from .validate import check_ci_options, check_keep_per_query, check_return_neighbours
+def _check_shard_options(keys, options, shard_gallery) -> None:
+    """``shard_gallery``: a bool; when True, what a gallery split over processes cannot do."""
+    from .validate import check_return_neighbours
 
-    check_ci_options(options["ci"], options["ci_method"], options["n_resamples"], options["seed"], options["reduce"],
-                     options["per_class"])
-    check_keep_per_query(options["keep_per_query"])
-    if check_return_neighbours(options["return_neighbours"]) and shard_gallery is True:
+    if not isinstance(shard_gallery, bool):
+        raise TypeError(f"shard_gallery must be a bool; got {shard_gallery!r}")
+    if not shard_gallery:
+        return
+    _check_shardable(keys, options["backend"])
+    if check_return_neighbours(options["return_neighbours"]):
         raise ValueError("return_neighbours needs shard_gallery=False (the ranks' shards are merged, not kept)")
+    if options["ties"] != "stable":
+        raise NotImplementedError(f"ties={options['ties']!r} is not available with shard_gallery=True on several "
+                                  "processes; use ties='stable', or a gallery gathered to every process")
 
 
 def _check_signatures(signatures: List[Dict[str, Any]]) -> None:
@@ -596,14 +576,11 @@ def evaluate_embeddings(
     from .registry import parse_metrics, split_scopes
 
     options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
-                       _stats_options(ci, ci_method, n_resamples, seed, keep_per_query, return_neighbours))
+                       dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                            keep_per_query=keep_per_query, return_neighbours=return_neighbours))
     if world_size(group) == 1:
-        if return_neighbours and shard_gallery is True:
-            _check_stats_options(options, shard_gallery)
-        if not isinstance(shard_gallery, bool):
-            raise TypeError(f"shard_gallery must be a bool; got {shard_gallery!r}")
-        if shard_gallery:
-            _check_shardable(parse_metrics(metrics), backend)
+        if shard_gallery is not False:  # one process: the sharded mode's limits but the tie modes' apply
+            _check_shard_options(parse_metrics(metrics), dict(options, ties="stable"), shard_gallery)
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
                             query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
                             confidence=confidence, **options)
@@ -699,11 +676,12 @@ def evaluate_split(
     from .embeddings import evaluate_embeddings as evaluate_one
     from .registry import parse_metrics
     from .validate import (
-        check_categories, check_confidence, check_embedding_options, check_labels, check_per_class, check_rows,
+        check_categories, check_confidence, check_labels, check_per_class, check_rows,
     )
 
     options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
-                       _stats_options(ci, ci_method, n_resamples, seed, keep_per_query, return_neighbours))
+                       dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                            keep_per_query=keep_per_query, return_neighbours=return_neighbours))
     n = world_size(group)
     if n == 1 or not isinstance(query, Tensor) or query.ndim != 2 or query.shape[0] == 0:
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
@@ -712,10 +690,8 @@ def evaluate_split(
     device = _comm_device(query, group)
 
     def check():
-        check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                                per_class=per_class, memory_budget=memory_budget)
-        _check_stats_options(options, False)
         keys = parse_metrics(metrics)
+        _check_options(keys, options)
         check_labels("query_labels", query_labels, query.shape[0], relevance is not None)
         if query_ids is not None:
             check_rows("query_ids", query_ids, query.shape[0], unit="embedding")

@@ -23,14 +23,11 @@ from .validate import (
     PER_CLASS,  # noqa: F401  (re-exported: retrieval_core.embeddings.PER_CLASS)
     check_backend,
     check_categories,
-    check_ci_keys,
-    check_ci_options,
-    check_keep_per_query,
     check_return_neighbours,
+    check_stats_options,
     check_confidence,
     check_cutoffs,
     check_embedding_options,
-    check_embedding_ties,
     check_embedding_values,
     check_embeddings,
     check_labels,
@@ -40,7 +37,6 @@ from .validate import (
     check_query_gallery,
     check_rows,
     check_same_device,
-    check_tie_keys,
 )
 
 __all__ = ["evaluate_embeddings", "embedding_values", "DEFAULT_MEMORY_BUDGET"]
@@ -340,17 +336,14 @@ def evaluate_embeddings(
         >>> r["spearman:map@r"].item()  # every value is 1: the correlation is undefined
         nan
     """
+    keys = parse_metrics(metrics)
     check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                            per_class=per_class, memory_budget=memory_budget)
-    check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class)
-    check_keep_per_query(keep_per_query)
+                            per_class=per_class, memory_budget=memory_budget, backend=backend, keys=keys)
+    stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                keep_per_query=keep_per_query, reduce=reduce, per_class=per_class)
     n_neighbours = check_return_neighbours(return_neighbours)
     given_ids = query_ids
-    keys = parse_metrics(metrics)
-    check_ci_keys(keys, ci, ci_method)
     query_keys, set_keys = split_scopes(keys)
-    check_tie_keys(query_keys, ties)
-    check_embedding_ties(ties, distance, backend)
     custom = relevance is not None
     query = check_embeddings("query", query, distance)
     query_labels = check_labels("query_labels", query_labels, query.shape[0], custom)
@@ -396,13 +389,9 @@ def evaluate_embeddings(
             query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=budget, progress=progress,
             backend=backend, ties=ties, neighbours=found,
         )
-        names = [m.key for m in query_keys]
-        results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
-                            ties=ties, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                            keep_per_query=keep_per_query, query_ids=given_ids)
-        if per_class is not None:
-            results.update(_per_class(values, names, query_labels, empty, reduce, per_class, confidence, ties,
-                                      ci=ci, ci_out=results.ci, n_resamples=n_resamples, seed=seed))
+        results = aggregate_queries(values, [m.key for m in query_keys], query_labels, empty=empty, reduce=reduce,
+                                    per_class=per_class, categories=categories, confidence=confidence, ties=ties,
+                                    query_ids=given_ids, **stats)
     if set_keys:
         from .set_level import set_level_values
 
@@ -412,10 +401,7 @@ def evaluate_embeddings(
             query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=budget,
         ))
     # the requested keys first, in the order asked, then per-category/per-class views
-    ordered = MetricResults({m.key: results[m.key] for m in keys}, n_queries=results.n_queries, n_empty=results.n_empty)
-    ordered.update((k, v) for k, v in results.items() if k not in ordered)
-    ordered.curves = results.curves
-    ordered.ci, ordered.per_query, ordered.query_ids = results.ci, results.per_query, results.query_ids
+    ordered = results.reordered([m.key for m in keys])
     if n_neighbours:
         positions, scores = found[1], found[2]
         named = gallery_ids if (given_ids is not None or not self_gallery) and gallery_ids is not None else None
@@ -425,6 +411,23 @@ def evaluate_embeddings(
     return ordered
 
 
+def aggregate_queries(values: Tensor, names: Sequence[str], labels: Tensor, *, empty: str, reduce: str,
+                      per_class: Optional[str], categories=None, confidence: Optional[Tensor] = None,
+                      ties: str = "stable", ci: Optional[float] = None, ci_method: str = "bootstrap",
+                      n_resamples: int = 1000, seed: int = 0, keep_per_query: bool = False,
+                      query_ids: Optional[Tensor] = None) -> MetricResults:
+    """:func:`~retrieval_core.aggregate.aggregate` of the per-query values ``[Q, M]``,
+    then the per-class views of ``per_class`` (``labels``: the queries' labels): the
+    step that the single-process and the distributed evaluations share."""
+    results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
+                        ties=ties, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                        keep_per_query=keep_per_query, query_ids=query_ids)
+    if per_class is not None:
+        results.update(_per_class(values, names, labels, empty, reduce, per_class, confidence, ties,
+                                  ci=ci, ci_out=results.ci, n_resamples=n_resamples, seed=seed))
+    return results
+
+
 def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, per_class: str,
                confidence: Optional[Tensor] = None, ties: str = "stable", ci: Optional[float] = None,
                ci_out: Optional[dict] = None, n_resamples: int = 1000, seed: int = 0) -> dict:
@@ -432,7 +435,7 @@ def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, p
     (confidence keys too: the mean of each label's value; their curves stay those of all queries).
     With ``ci``, ``ci_out`` receives the main keys' (bootstrap) intervals, replacing theirs."""
     by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels, confidence=confidence,
-                         ties=ties, ci=ci, n_resamples=n_resamples, seed=seed)
+                         ties=ties, ci=ci if per_class == "all" else None, n_resamples=n_resamples, seed=seed)
     label_names, _ = encode_labels(labels)
     out = {}
     for key in names:

@@ -27,13 +27,11 @@ from .ranking import Ranking
 from .registry import MetricKey, depth_needed, parse_metrics
 from .validate import (
     check_categories,
-    check_ci_keys,
-    check_ci_options,
     check_confidence,
-    check_keep_per_query,
     check_per_query_keys,
     check_score_options,
     check_scores,
+    check_stats_options,
     check_tie_keys,
     check_ties,
     check_values,
@@ -285,9 +283,8 @@ def evaluate_scores(
         (0.25, [0.0, 0.5])
     """
     check_score_options(ties=ties, empty=empty, reduce=reduce)
-    check_ci_options(ci, ci_method, n_resamples, seed, reduce)
-    check_keep_per_query(keep_per_query)
-    check_ci_keys(parse_metrics(metrics), ci, ci_method)
+    stats = check_stats_options(parse_metrics(metrics), ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                keep_per_query=keep_per_query, reduce=reduce)
     check_scores(preds, target, indexes=indexes, mask=mask)
     check_values(preds, target)
     if confidence is not None:  # structure before the work: the number of entries
@@ -299,6 +296,5 @@ def evaluate_scores(
         categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])
     if confidence is not None:
         confidence = _query_confidence(confidence, indexes, qv.query_ids, qv.values.shape[0])
-    return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
-                     ties=ties, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                     keep_per_query=keep_per_query, query_ids=qv.query_ids)
+    return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories, query_ids=qv.query_ids,
+                     confidence=confidence, ties=ties, **stats)

@@ -522,8 +522,9 @@ def check_embedding_ties(ties, distance, backend="torch") -> None:
         raise NotImplementedError(f"ties={ties!r} needs backend='torch'; got backend={backend!r}")
 
 
-def check_score_options(*, ties="stable", empty="skip", reduce="mean", compact=False) -> None:
-    """The options of score mode (``compact``: the adapters' sums-and-counts state).
+def check_score_options(*, ties="stable", empty="skip", reduce="mean", compact=False, keys=None) -> None:
+    """The options of score mode (``compact``: the adapters' sums-and-counts state),
+    and with ``keys`` (parsed) the keys they allow.
 
     Example:
         >>> check_score_options(compact=True, reduce="median")
@@ -538,6 +539,9 @@ def check_score_options(*, ties="stable", empty="skip", reduce="mean", compact=F
         raise TypeError(f"compact must be a bool; got {compact!r}")
     if compact and reduce != "mean":
         raise ValueError(f"compact=True keeps sums and counts, so reduce must be 'mean'; got {reduce!r}")
+    if keys is not None:
+        check_compact_keys(compact, keys)
+        check_tie_keys(keys, ties)
 
 
 def check_memory_budget(memory_budget) -> Optional[int]:
@@ -562,9 +566,10 @@ def check_memory_budget(memory_budget) -> Optional[int]:
 
 def check_embedding_options(
     *, distance="cosine", relevance=None, ties="stable", empty="skip", reduce="mean", per_class=None,
-    memory_budget=None,
+    memory_budget=None, backend="torch", keys=None,
 ) -> None:
-    """The options of embedding mode (``evaluate_embeddings``, both ``EmbeddingMetrics``).
+    """The options of embedding mode (``evaluate_embeddings``, both ``EmbeddingMetrics``),
+    and with ``keys`` (parsed) the keys they allow.
 
     Example:
         >>> check_embedding_options(distance="manhattan")
@@ -573,7 +578,9 @@ def check_embedding_options(
         ValueError: distance must be one of 'cosine', 'dot', 'euclidean', 'squared_euclidean', 'hamming' or a callable; got 'manhattan'
     """
     check_ties(ties)
-    check_embedding_ties(ties, distance)
+    check_embedding_ties(ties, distance, backend)
+    if keys is not None:
+        check_tie_keys([m for m in keys if m.spec.per_query], ties)
     check_choice("empty", empty, EMPTY)
     check_choice("reduce", reduce, REDUCE)
     if per_class not in PER_CLASS:
@@ -815,6 +822,25 @@ def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, 
         raise ValueError(f"ci_method='beta' is not available with per_class={per_class!r} (a mean of per-class "
                          "rates is not a rate); use ci_method='bootstrap'")
     return float(ci)
+
+
+def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
+                        keep_per_query: bool = False, reduce: str = "mean", per_class=None,
+                        compact: bool = False) -> dict:
+    """The interval and per-query options with the (parsed) ``keys`` they apply to, as
+    the core's evaluations and every adapter take them; returns them as the keyword
+    arguments of :func:`~retrieval_core.aggregate.aggregate` (no per-query values
+    kept under ``compact``).
+
+    Example:
+        >>> from retrieval_core.registry import parse_metrics
+        >>> check_stats_options(parse_metrics(["cmc@1"]), ci=0.9, ci_method="beta")["ci"]
+        0.9
+    """
+    check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class, compact)
+    check_ci_keys(keys, ci, ci_method)
+    return dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                keep_per_query=check_keep_per_query(keep_per_query) and not compact)
 
 
 def check_keep_per_query(keep_per_query) -> bool:

@@ -396,16 +396,22 @@ def test_joined_rankings_keep_each_parts_ties_at_the_cut():
 
 def test_distributed_checks_of_tie_modes():
     """What every process checks before a multi-process evaluation (tests/distributed runs them)."""
-    from retrieval_core.distributed import _check_ties
+    from retrieval_core.distributed import _check_options, _check_shard_options, _options
     from retrieval_core.registry import parse_metrics
 
-    options = dict(ties="expected", distance="cosine", backend="torch")
-    _check_ties(parse_metrics(["mrr", "map@r"]), options, shard_gallery=False)
+    def check(keys, options, shard_gallery):
+        _check_options(parse_metrics(keys), options)
+        _check_shard_options(parse_metrics(keys), options, shard_gallery)
+
+    options = _options("cosine", None, "expected", "skip", "mean", None, None, False, "torch",
+                       dict(ci=None, ci_method="bootstrap", n_resamples=1000, seed=0, keep_per_query=False,
+                            return_neighbours=None))
+    check(["mrr", "map@r"], options, shard_gallery=False)
     with pytest.raises(NotImplementedError, match=r"ties='expected' is not available with shard_gallery=True"):
-        _check_ties(parse_metrics(["mrr"]), options, shard_gallery=True)
+        check(["mrr@5"], options, shard_gallery=True)  # (whole-list keys cannot be sharded)
     with pytest.raises(NotImplementedError, match=r"auroc@3 has no closed form"):
-        _check_ties(parse_metrics(["auroc@3"]), options, shard_gallery=False)
-    _check_ties(parse_metrics(["mrr"]), dict(options, ties="stable"), shard_gallery=True)
+        check(["auroc@3"], options, shard_gallery=False)
+    check(["mrr@5"], dict(options, ties="stable"), shard_gallery=True)
 
 
 def test_hand_toy_graded():
