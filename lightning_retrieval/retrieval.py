@@ -38,7 +38,7 @@ from torch import Tensor
 from retrieval_core.aggregate import aggregate
 from retrieval_core.build import rank_flat
 from retrieval_core.evaluate import score_values
-from retrieval_core.kernels import partial_auroc
+from retrieval_core.kernels import partial_auroc, recall_at_fixed_precision
 from retrieval_core.validate import (
     check_binary_target,
     check_indexed_not_empty,
@@ -91,19 +91,6 @@ def _aggregate_values(values: Tensor, aggregation: Aggregation, dim: Optional[in
     return out if aggregation == "mean" else out.values
 
 
-def _best_recall(precision: Tensor, recall: Tensor, top_k: Tensor, min_precision: float) -> Tuple[Tensor, Tensor]:
-    """The largest recall whose precision reaches ``min_precision`` and its k (the
-    largest such k on equal recall); no such k, or a best recall of 0: recall 0 and
-    k = the curve's length (torchmetrics' documented result)."""
-    reached = precision >= min_precision
-    if not bool(reached.any()):
-        return torch.zeros((), dtype=recall.dtype, device=recall.device), torch.tensor(len(top_k))
-    best = recall[reached].max()
-    if best == 0:
-        return best, torch.tensor(len(top_k), dtype=top_k.dtype, device=top_k.device)
-    return best, top_k[reached & (recall == best)].max()
-
-
 def _flat_dtypes(indexes: Tensor, preds: Tensor, target: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
     """int64 indexes, float32 scores (as torchmetrics; ``preds`` are floating here:
     integer scores are refused at ``update``, as torchmetrics does), targets kept
@@ -124,6 +111,7 @@ class _FlatRetrievalMetric(CoreStateMetric):
     higher_is_better: Optional[bool] = True
     allow_non_binary_target = False  # torchmetrics: only nDCG takes graded targets
     _empty_message = "`compute` method was provided with a query with no positive target."
+    _top_k_error: Optional[str] = None  # torchmetrics' wording where a class has its own
     plot_lower_bound: float = 0.0
     plot_upper_bound: float = 1.0
 
@@ -199,14 +187,10 @@ class _FlatRetrievalMetric(CoreStateMetric):
             check_binary_target(target)
         check_values(preds, target)
 
-    def _empty_error(self, indexes: Tensor, target: Tensor) -> str:
-        """torchmetrics' message for ``empty_target_action="error"``."""
-        return self._empty_message
-
-    def _filled(self, values: Tensor, indexes: Tensor, target: Tensor) -> Tensor:
+    def _filled(self, values: Tensor) -> Tensor:
         """Per-query values after ``empty_target_action``: rows of skipped queries removed."""
         if self.empty_target_action == "error" and bool(torch.isnan(values).any()):
-            raise ValueError(self._empty_error(indexes, target))
+            raise ValueError(self._empty_message)  # torchmetrics' words
         keys = [str(j) for j in range(values.shape[1])]
         filled = aggregate(values, keys, empty=_EMPTY_ACTIONS[self.empty_target_action], reduce="none")
         values = torch.stack([filled[k] for k in keys], dim=1)
@@ -225,7 +209,7 @@ class _FlatRetrievalMetric(CoreStateMetric):
             return torch.tensor(0.0, device=self.device)
         indexes, preds, target = flat
         self._check_flat_values(preds, target)
-        values = self._filled(self._query_values(indexes, preds, target), indexes, target)[:, 0]
+        values = self._filled(self._query_values(indexes, preds, target))[:, 0]
         if values.numel() == 0:
             return torch.tensor(0.0, device=preds.device)
         return self._aggregate(values)
@@ -242,32 +226,31 @@ class _TopKMetric(_FlatRetrievalMetric):
     ) -> None:
         super().__init__(empty_target_action=empty_target_action, ignore_index=ignore_index,
                          aggregation=aggregation, **kwargs)
-        self.top_k = _check_top_k(top_k, message=self._top_k_message(top_k))
-
-    def _top_k_message(self, top_k) -> Optional[str]:
-        return None
+        message = None if self._top_k_error is None else self._top_k_error.format(top_k)
+        self.top_k = _check_top_k(top_k, message=message)
 
 
-class _OwnTopKMessage:
-    """torchmetrics' RetrievalMAP and RetrievalMRR word the ``top_k`` error their own way."""
-
-    def _top_k_message(self, top_k) -> Optional[str]:
-        return f"Argument ``top_k`` has to be a positive integer or None, but got {top_k}"
+# torchmetrics' RetrievalMAP and RetrievalMRR word the ``top_k`` error their own way
+_MAP_MRR_TOP_K_ERROR = "Argument ``top_k`` has to be a positive integer or None, but got {}"
 
 
-class RetrievalMAP(_OwnTopKMessage, _TopKMetric):
+class RetrievalMAP(_TopKMetric):
     """Mean average precision; drop-in for ``torchmetrics.retrieval.RetrievalMAP``.
 
     ``top_k=None``: core key ``map`` (sum of P@i over relevant ranks / R);
     ``top_k=k``: ``map_hits@k`` (divided by the hits in the top k, as torchmetrics).
     """
 
+    _top_k_error = _MAP_MRR_TOP_K_ERROR
+
     def _keys(self, n_entries: int) -> List[str]:
         return ["map" if self.top_k is None else f"map_hits@{self.top_k}"]
 
 
-class RetrievalMRR(_OwnTopKMessage, _TopKMetric):
+class RetrievalMRR(_TopKMetric):
     """Mean reciprocal rank; drop-in for ``torchmetrics.retrieval.RetrievalMRR`` (``mrr``, ``mrr@k``)."""
+
+    _top_k_error = _MAP_MRR_TOP_K_ERROR
 
     def _keys(self, n_entries: int) -> List[str]:
         return ["mrr" if self.top_k is None else f"mrr@{self.top_k}"]
@@ -452,8 +435,7 @@ class RetrievalPrecisionRecallCurve(_FlatRetrievalMetric):
         indexes, preds, target = flat
         self._check_flat_values(preds, target)
         max_k = self._curve_k(indexes)
-        values = self._filled(score_values(preds, target, self._curve_keys(max_k), indexes=indexes).values,
-                              indexes, target)
+        values = self._filled(score_values(preds, target, self._curve_keys(max_k), indexes=indexes).values)
         top_k = torch.arange(1, max_k + 1, device=preds.device)
         if values.shape[0] == 0:
             return torch.zeros(max_k, device=preds.device), torch.zeros(max_k, device=preds.device), top_k
@@ -483,4 +465,4 @@ class RetrievalRecallAtFixedPrecision(RetrievalPrecisionRecallCurve):
 
     def compute(self) -> Tuple[Tensor, Tensor]:  # type: ignore[override]
         precision, recall, top_k = super().compute()
-        return _best_recall(precision, recall, top_k, self.min_precision)
+        return recall_at_fixed_precision(precision, recall, top_k, self.min_precision)

@@ -209,3 +209,23 @@ def no_irrelevant(r: Ranking) -> Tensor:
 def no_relevant_or_irrelevant(r: Ranking) -> Tensor:
     """AUROC's empty query: it needs at least one of each."""
     return no_relevant(r) | no_irrelevant(r)
+
+
+def recall_at_fixed_precision(precision: Tensor, recall: Tensor, k: Tensor, min_precision: float):
+    """From a precision/recall curve over ``k`` (1-D, one point per k): the largest
+    recall whose precision is at least ``min_precision``, and its k (the largest k
+    among equal recalls). No such point, or a best recall of 0: recall 0 and k = the
+    curve's length (torchmetrics' RetrievalRecallAtFixedPrecision documents this).
+
+    Example:
+        >>> p, r = torch.tensor([1.0, 0.5, 0.67]), torch.tensor([0.5, 0.5, 1.0])
+        >>> recall_at_fixed_precision(p, r, torch.tensor([1, 2, 3]), 0.6)
+        (tensor(1.), tensor(3))
+    """
+    reached = precision >= min_precision
+    if not bool(reached.any()):
+        return torch.zeros((), dtype=recall.dtype, device=recall.device), torch.tensor(len(k))
+    best = recall[reached].max()
+    if best == 0:
+        return best, torch.tensor(len(k), dtype=k.dtype, device=k.device)
+    return best, k[reached & (recall == best)].max()
