@@ -82,10 +82,11 @@ def load_labels(spec: str) -> list:
 
 def _table(results: Dict[str, MetricResults], keys: Sequence[str]) -> str:
     """A text table: one row per key, one column per run; ``value [low, high]`` with intervals."""
-    from .report import format_value
+    from .report import format_value, number_or_list
 
     names = list(results)
-    cells = {n: {k: format_value(_value(results[n].get(k)), results[n].ci.get(k)) for k in keys} for n in names}
+    cells = {n: {k: format_value(number_or_list(results[n].get(k)), results[n].ci.get(k)) for k in keys}
+             for n in names}
     first = max([len("metric")] + [len(k) for k in keys]) + 2
     widths = {n: max([len(n)] + [len(c) for c in cells[n].values()]) + 2 for n in names}
     lines = [f"{'metric':<{first}}" + "".join(f"{n:>{widths[n]}}" for n in names)]
@@ -95,12 +96,6 @@ def _table(results: Dict[str, MetricResults], keys: Sequence[str]) -> str:
     if all(c is not None for c in counts):
         lines.append(f"{'queries':<{first}}" + "".join(f"{int(c):>{widths[n]}}" for n, c in zip(names, counts)))
     return "\n".join(lines)
-
-
-def _value(v):
-    if v is None:
-        return None
-    return float(v) if v.numel() == 1 else v.tolist()
 
 
 def _supports(name: str) -> bool:

@@ -100,10 +100,11 @@ def _main_keys(runs: Dict[str, MetricResults], metrics: Optional[Sequence[str]])
 def _cell(r: MetricResults, key: str) -> str:
     if key not in r:
         return "–"
-    return format_value(_value(r[key]), r.ci.get(key))
+    return format_value(number_or_list(r[key]), r.ci.get(key))
 
 
-def _value(v):
+def number_or_list(v):
+    """A 0-d tensor as a float, a larger one as a (nested) list; anything else as it is."""
     try:
         return float(v)
     except (TypeError, ValueError, RuntimeError):
