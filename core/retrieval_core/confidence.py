@@ -345,34 +345,23 @@ def confidence_intervals(
         >>> 0 <= low.item() <= confidence_results(v, ["erc:cmc@1"], c)[0]["erc:cmc@1"].item() <= high.item()
         True
     """
-    from .intervals import _percentiles, _resample_counts
+    from .intervals import percentile_bootstrap
 
     wanted = [(j, key) for j, key in enumerate(keys) if split_key(key) is not None]
     if not wanted:
         return {}
     if confidence is None:  # the same error as for the values themselves
         confidence_results(values, keys, confidence)
-    sets: List[Tuple[str, Optional[Tensor]]] = [("", None)] + [(f"/{label}", rows) for label, rows in (groups or [])]
-    columns = [j for j, _ in wanted]
     names = [key for _, key in wanted]
-    out: Dict[str, Tuple[Tensor, Tensor]] = {}
-    n_rows = values.shape[0]
-    nan = values.new_tensor(float("nan"))
-    if n_rows == 0:
-        return {f"{k}{suffix}": (nan, nan) for suffix, _ in sets for k in names}
-    draws: Dict[str, List[Tensor]] = {suffix: [] for suffix, _ in sets}
-    for counts in _resample_counts(n_rows, n_resamples, seed, values.device):
-        for suffix, rows in sets:
-            v, c, cnt = values[:, columns], confidence, counts
-            if rows is not None:
-                v, c, cnt = v[rows], c[rows], counts[:, rows]
-            v, c = _resampled(v, c, cnt)
-            draws[suffix].append(torch.stack([_batched(split_key(k)[0], v[..., i], c, reduce, ties)
-                                              for i, k in enumerate(names)], 1))
-    for suffix, _ in sets:
-        low, high = _percentiles(torch.cat(draws[suffix]), level)
-        out.update({f"{k}{suffix}": (lo, hi) for k, lo, hi in zip(names, low.unbind(0), high.unbind(0))})
-    return out
+    parts = {"": (values[:, [j for j, _ in wanted]], confidence)}
+    parts.update({f"/{label}": (parts[""][0][rows], confidence[rows]) for label, rows in (groups or [])})
+
+    def statistic(suffix, counts):
+        v, c = _resampled(*parts[suffix], counts)
+        return torch.stack([_batched(split_key(k)[0], v[..., i], c, reduce, ties) for i, k in enumerate(names)], 1)
+
+    return percentile_bootstrap(statistic, values.shape[0], names, level, n_resamples=n_resamples, seed=seed,
+                                device=values.device, groups=groups)
 
 
 # -- the keys of many resamples at once (intervals) ---------------------------------------

@@ -20,7 +20,7 @@ queries are empty) has no statistic and is left out of the percentiles.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -179,17 +179,30 @@ def intervals(
             low, high = _beta(values if rows is None else values[rows], keys, level)
             out.update({f"{k}{suffix}": (lo, hi) for k, lo, hi in zip(keys, low.unbind(0), high.unbind(0))})
         return out
-    n_rows = values.shape[0]
+    parts = {suffix: values if rows is None else values[rows] for suffix, rows in sets}
+    columns = {suffix: None if reduce == "mean" else _sorted_columns(part) for suffix, part in parts.items()}
+    return percentile_bootstrap(
+        lambda suffix, counts: bootstrap_statistics(parts[suffix], counts, reduce=reduce, columns=columns[suffix]),
+        values.shape[0], keys, level, n_resamples=n_resamples, seed=seed, device=values.device, groups=groups)
+
+
+def percentile_bootstrap(statistic: Callable[[str, Tensor], Tensor], n_rows: int, keys: Sequence[str], level: float,
+                         *, n_resamples: int, seed: int, device, groups=None) -> Dict[str, Tuple[Tensor, Tensor]]:
+    """Percentile intervals ``{key: (low, high)}`` (and ``"{key}/{label}"`` for each
+    ``(label, rows)`` of ``groups``) of ``statistic(suffix, counts) -> [B, len(keys)]``,
+    the keys' values on ``B`` resamples of ``n_rows`` queries given as draw counts
+    ``[B, n]`` (``counts[:, rows]`` for a group; ``suffix``: ``""`` or ``"/{label}"``).
+    The resamples are :func:`_resample_counts`' (the same for every statistic of a
+    seed); a resample where a key is NaN is left out of its percentiles."""
+    sets: List[Tuple[str, Optional[Tensor]]] = [("", None)] + [(f"/{label}", rows) for label, rows in (groups or [])]
     if n_rows == 0:
-        nan = values.new_tensor(float("nan"))
+        nan = torch.tensor(float("nan"), dtype=torch.float64, device=device)
         return {f"{k}{suffix}": (nan, nan) for suffix, _ in sets for k in keys}
     stats: Dict[str, List[Tensor]] = {suffix: [] for suffix, _ in sets}
-    parts = [(suffix, rows, values if rows is None else values[rows]) for suffix, rows in sets]
-    columns = {suffix: None if reduce == "mean" else _sorted_columns(part) for suffix, _, part in parts}
-    for counts in _resample_counts(n_rows, n_resamples, seed, values.device):
-        for suffix, rows, part in parts:
-            stats[suffix].append(bootstrap_statistics(part, counts if rows is None else counts[:, rows], reduce=reduce,
-                                                      columns=columns[suffix]))
+    for counts in _resample_counts(n_rows, n_resamples, seed, device):
+        for suffix, rows in sets:
+            stats[suffix].append(statistic(suffix, counts if rows is None else counts[:, rows]))
+    out: Dict[str, Tuple[Tensor, Tensor]] = {}
     for suffix, _ in sets:
         low, high = _percentiles(torch.cat(stats[suffix]), level)
         out.update({f"{k}{suffix}": (lo, hi) for k, lo, hi in zip(keys, low.unbind(0), high.unbind(0))})
