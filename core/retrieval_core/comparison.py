@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from .special import t_ppf, t_sf
+from .validate import check_level, check_resampling
 
 __all__ = ["Comparison", "compare", "compare_many", "adjust_p_values", "TESTS", "CORRECTIONS"]
 
@@ -74,12 +75,8 @@ def _as_values(x, name: str) -> Tensor:
 def _check_options(test: str, n_resamples: int, seed: int, ci: float) -> None:
     if test not in TESTS:
         raise ValueError(f"test must be one of {list(TESTS)}; got {test!r}")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive int; got {n_resamples!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int; got {seed!r}")
-    if isinstance(ci, bool) or not isinstance(ci, numbers.Real) or not 0.0 < float(ci) < 1.0:
-        raise ValueError(f"ci must be a level in (0, 1) such as 0.95; got {ci!r}")
+    check_resampling(n_resamples, seed)
+    check_level(ci)
 
 
 def _differences(a, b) -> Tensor:

@@ -789,6 +789,28 @@ def check_embedding_values(
 CI_METHODS = ("bootstrap", "beta")
 
 
+def check_level(ci, or_none: str = "") -> float:
+    """An interval level in (0, 1) (``or_none``: how the message says None is allowed).
+
+    Example:
+        >>> check_level(1.5)
+        Traceback (most recent call last):
+        ...
+        ValueError: ci must be a level in (0, 1) such as 0.95; got 1.5
+    """
+    if isinstance(ci, bool) or not isinstance(ci, numbers.Real) or not 0.0 < float(ci) < 1.0:
+        raise ValueError(f"ci must be a level in (0, 1) such as 0.95{or_none}; got {ci!r}")
+    return float(ci)
+
+
+def check_resampling(n_resamples, seed) -> None:
+    """A positive int of resamples and an int seed."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive int; got {n_resamples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int; got {seed!r}")
+
+
 def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
                      reduce: str = "mean", per_class=None, compact: bool = False) -> Optional[float]:
     """Check the interval options; returns the level as a float (None: no interval).
@@ -803,14 +825,10 @@ def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, 
     """
     if ci is None:
         return None
-    if isinstance(ci, bool) or not isinstance(ci, numbers.Real) or not 0.0 < float(ci) < 1.0:
-        raise ValueError(f"ci must be a level in (0, 1) such as 0.95, or None; got {ci!r}")
+    check_level(ci, ", or None")
     if ci_method not in CI_METHODS:
         raise ValueError(f"ci_method must be one of {list(CI_METHODS)}; got {ci_method!r}")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive int; got {n_resamples!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int; got {seed!r}")
+    check_resampling(n_resamples, seed)
     if reduce == "none":
         raise ValueError("ci needs reduced values; reduce='none' returns per-query values (use keep_per_query=True "
                          "with a reduction instead)")
