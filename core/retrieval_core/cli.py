@@ -541,6 +541,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours
+        # what Python's docs advise: stdout onto devnull, so that the flush at exit is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (CommandError, ValueError, TypeError, ImportError, OSError, RuntimeError, KeyError) as err:
         if os.environ.get("RETRIEVAL_METRICS_TRACEBACK"):
             raise

@@ -350,3 +350,14 @@ def test_confidence_file_gives_erc_values_and_plots(saved, tmp_path):
     assert data["values"]["erc:cmc@1"] == pytest.approx(want["erc:cmc@1"].item())
     assert data["curves"]["erc:cmc@1"]["y"] == pytest.approx(want.curves["erc:cmc@1"][1].tolist())
     assert (tmp_path / "r" / "results_erc_cmc_1.png").exists() and (tmp_path / "r" / "results_conf_cmc_1.png").exists()
+
+
+def test_a_reader_that_stops_early_is_not_an_error(saved):
+    """`retrieval-metrics eval ... | head -1`: the closed pipe ends the command quietly."""
+    path, _, _ = saved
+    p = subprocess.Popen([sys.executable, "-m", "retrieval_core.cli", "eval", str(path / "x.pt"),
+                          str(path / "labels.npy"), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # before the interpreter has started: its first write meets a closed pipe
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 0, err
+    assert err == ""
