@@ -173,6 +173,22 @@ def score_values(
     return QueryValues(torch.cat(parts)[order], names, ids[order])
 
 
+def _per_query(values: Tensor, indexes: Tensor, query_ids: Tensor, n: int, name: str) -> Tensor:
+    """One value per query from the flat form's per-entry ``values``, which must agree
+    within a query (equal ``indexes``); ``query_ids``: the sorted ids of the ``n`` queries."""
+    position = torch.searchsorted(query_ids, indexes)
+    if values.is_floating_point():
+        low, high = float("inf"), float("-inf")
+    else:
+        values = values.to(torch.int64)
+        low, high = torch.iinfo(torch.int64).max, torch.iinfo(torch.int64).min
+    lo = values.new_full((n,), low).scatter_reduce(0, position, values, "amin")
+    hi = values.new_full((n,), high).scatter_reduce(0, position, values, "amax")
+    if bool((lo != hi).any()):
+        raise ValueError(f"{name} must be the same for every entry of a query (equal indexes)")
+    return lo
+
+
 def _query_categories(categories, indexes: Optional[Tensor], query_ids: Optional[Tensor], n: int):
     """Categories per query: as given for dense rows; for the flat form, one per entry,
     taken from each query's entries (which must agree)."""
@@ -183,17 +199,8 @@ def _query_categories(categories, indexes: Optional[Tensor], query_ids: Optional
     labels = None
     if not isinstance(categories, Tensor):
         labels, categories = encode_labels(categories, indexes.device)
-    categories = categories.to(indexes.device)
-    position = torch.searchsorted(query_ids, indexes)
-    lo = torch.full((n,), torch.iinfo(torch.int64).max, device=indexes.device).scatter_reduce(
-        0, position, categories.to(torch.int64), "amin"
-    )
-    hi = torch.full((n,), torch.iinfo(torch.int64).min, device=indexes.device).scatter_reduce(
-        0, position, categories.to(torch.int64), "amax"
-    )
-    if bool((lo != hi).any()):
-        raise ValueError("categories must be the same for every entry of a query (equal indexes)")
-    return lo if labels is None else [labels[i] for i in lo.tolist()]
+    codes = _per_query(categories.to(indexes.device), indexes, query_ids, n, "categories")
+    return codes if labels is None else [labels[i] for i in codes.tolist()]
 
 
 def _query_confidence(confidence: Tensor, indexes: Optional[Tensor], query_ids: Optional[Tensor], n: int) -> Tensor:
@@ -202,13 +209,7 @@ def _query_confidence(confidence: Tensor, indexes: Optional[Tensor], query_ids: 
     if indexes is None:
         return check_confidence(confidence, n, "query (row)")
     confidence = check_confidence(confidence, indexes.numel(), "prediction (the flat form takes one per entry)")
-    confidence = confidence.to(indexes.device)
-    position = torch.searchsorted(query_ids, indexes)
-    lo = confidence.new_full((n,), float("inf")).scatter_reduce(0, position, confidence, "amin")
-    hi = confidence.new_full((n,), float("-inf")).scatter_reduce(0, position, confidence, "amax")
-    if bool((lo != hi).any()):
-        raise ValueError("confidence must be the same for every entry of a query (equal indexes)")
-    return lo
+    return _per_query(confidence.to(indexes.device), indexes, query_ids, n, "confidence")
 
 
 def evaluate_scores(
