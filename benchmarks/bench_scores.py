@@ -458,16 +458,16 @@ def profile_dense(preds, target, repeat: int) -> List[Tuple[str, float]]:
 
     keys = parse_metrics(KEYS)
     steps: List[Tuple[str, Callable[[], object]]] = [
-        ("check_scores + check_values (sum/sum/min over inputs)", lambda: (validate.check_scores(preds, target), validate.check_values(preds, target))),
+        ("check_scores + check_values (sum of preds, aminmax of target)", lambda: (validate.check_scores(preds, target), validate.check_values(preds, target))),
         ("score_values (ranking + kernels, all blocks)", lambda: evaluate.score_values(preds, target, keys)),
     ]
     if hasattr(build, "_stable_top"):
         steps.append(("  _stable_top(preds, 10) (topk 11 + tie checks), whole matrix in blocks",
                       lambda: [build._stable_top(preds[r], K) for r in build.row_blocks(*preds.shape)]))
-    steps.append(("  target.topk(10) (ideal gains), in blocks",
-                  lambda: [target[r].topk(K, dim=1) for r in build.row_blocks(*preds.shape)]))
+    steps.append(("  _top_values(target, 10) (ideal gains), in blocks",
+                  lambda: [build._top_values(target[r], K) for r in build.row_blocks(*preds.shape)]))
     if hasattr(build, "_count_relevant"):
-        steps.append(("  _count_relevant (sign + sum), in blocks",
+        steps.append(("  _count_relevant (bool copy + packed byte sums), in blocks",
                       lambda: [build._count_relevant(target[r]) for r in build.row_blocks(*preds.shape)]))
     ranking = build.rank_dense(preds, target, K, need_ideal=True)
     steps.append(("  ranking_values (5 kernels on [Q, 10])", lambda: evaluate.ranking_values(ranking, keys)))

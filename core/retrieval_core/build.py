@@ -106,30 +106,40 @@ def _score_view(preds: Tensor, mask: Optional[Tensor], clash: str = "rows") -> T
 # groups; the groups chosen among those whose maximum equals the k-th value hold at
 # least one such value each. The k largest group maxima are found the same way
 # (with groups of INNER_GROUP), so one pass over the row and top-k of a few small
-# arrays replace a top-k of all n: about 0.6x the time of ``torch.topk`` on CPU at
-# n = 20,000, k = 60 and at n = 40,000, k = 115 (torch's top-k costs ~7 ns per value
-# in short rows, ~1.5-3 ns in long ones; the maxima ~0.5 ns). No host read: the
-# sizes depend on the shapes only.
-TOP_GROUP = 8  # columns per group of the first level
+# arrays replace a top-k of all n. Torch's CPU top-k costs ~3.5-8 ns per value in
+# rows under ~4,000 (up to 2x more once k * 64 > n, where it switches from a partial
+# sort to nth_element) and ~2 ns in long rows; the maxima ~0.5 ns. Measured on CPU,
+# 1 thread, uniform scores, time of torch.topk = 1: n = 512, k = 11: 0.58;
+# n = 1,000, k = 11: 0.90; k = 21: 0.57; n = 4,096, k = 11: 0.59; n = 20,000, k = 60:
+# 0.48; n = 100,000, k = 11: 0.26. No host read: the sizes depend on the shapes only.
+SHORT_GROUP = 4  # columns per group of the first level in rows under LONG_ROW
+LONG_GROUP = 8  # in longer rows
+LONG_ROW = 8192
 INNER_GROUP = 4  # of the levels below (over group maxima)
 TWO_LEVEL_MIN_RATIO = 2  # a level only when its candidates are at most half its row
-# below this row length a plain top-k is as fast on CPU (measured at n = 1000, k = 11)
-TWO_LEVEL_MIN_COLUMNS = 4096
+# below this row length a plain top-k is as fast on CPU (measured at n = 128, k = 11)
+TWO_LEVEL_MIN_COLUMNS = 256
+# Gains (the ideal's top-k) are mostly equal zeros, where torch's top-k is ~2x faster
+# than on distinct scores: the levels only pay from this row length on (n = 1,000,
+# k = 10: 1.15x the plain top-k; measured before at n >= 4,096: faster)
+GAIN_TWO_LEVEL_MIN_COLUMNS = 4096
 
 
-def _group_width(n: int, k: int, inner: bool = False) -> int:
+def _group_width(n: int, k: int, inner: bool = False, min_columns: Optional[int] = None) -> int:
     """Columns per group of a level of the top-``k`` of rows of ``n`` (0: plain top-k)."""
-    g = INNER_GROUP if inner else TOP_GROUP
-    if (not inner and n < TWO_LEVEL_MIN_COLUMNS) or TWO_LEVEL_MIN_RATIO * (k * g + n // g) > n:
+    g = INNER_GROUP if inner else (SHORT_GROUP if n < LONG_ROW else LONG_GROUP)
+    if min_columns is None:
+        min_columns = TWO_LEVEL_MIN_COLUMNS
+    if (not inner and n < min_columns) or TWO_LEVEL_MIN_RATIO * (k * g + n // g) > n:
         return 0
     return g
 
 
-def _candidates(scores: Tensor, k: int, inner: bool = False) -> Optional[Tensor]:
+def _candidates(scores: Tensor, k: int, inner: bool = False, min_columns: Optional[int] = None) -> Optional[Tensor]:
     """``[B, m]`` columns of each row that hold its ``k`` largest values (see above);
     None when a plain top-k is as cheap (short rows, deep cuts)."""
     b, n = scores.shape
-    g = _group_width(n, k, inner)
+    g = _group_width(n, k, inner, min_columns)
     if g == 0 or scores.dtype == torch.bool:
         return None
     n_groups = n // g
@@ -173,7 +183,7 @@ def _top_values(values: Tensor, k: int) -> Tensor:
     as_int = _SAME_ORDER_INT.get(values.dtype)
     if as_int is not None:
         return _top_values(values.view(as_int), k).view(values.dtype)
-    cols = _candidates(values, k)
+    cols = _candidates(values, k, min_columns=GAIN_TWO_LEVEL_MIN_COLUMNS)
     if cols is None:
         return values.topk(k, dim=1).values
     return values.gather(1, cols).topk(k, dim=1).values
@@ -259,18 +269,36 @@ def _rank_rows(scores: Tensor, mask: Tensor, rows: Tensor, d: int, vals: Tensor,
     vals[rows], idx[rows] = v.gather(1, j)[:, :d], i
 
 
+# Counting 0/1 bytes: four of them read as one int32 word, whose four bytes then hold
+# four separate counts. A sum of at most 255 such words cannot carry from one byte into
+# the next, so the count is the sum of the total's four bytes. The bool copy of the
+# gains plus this sum cost ~0.45x a sum of the bytes widened to int32 (CPU, 1 thread).
+_WORDS_PER_SUM = 255
+
+
 def _count_relevant(target: Tensor) -> Tensor:
     """Candidates with gain > 0 per row, as exact int64 counts (gains are validated
     non-negative). Never summed in the gains' dtype: float16 counts stop at 2048.
 
-    A 1-byte 0/1 copy summed as int32 (exact below 2**31 columns): both passes
-    vectorise on CPU (~1.6x faster than ``count_nonzero`` or the 0-"norm"), and the
-    temporary is a quarter of a float32 block.
+    Example:
+        >>> _count_relevant(torch.tensor([[0.0, 2.0, 1.0], [0.0, 0.0, 0.0]])).tolist()
+        [2, 0]
     """
-    if target.shape[1] >= 2**31:
-        return torch.count_nonzero(target, dim=1)
+    b, n = target.shape
+    if n == 0:
+        return torch.zeros(b, dtype=torch.int64, device=target.device)
+    words = -(-n // 4)
+    if words > _WORDS_PER_SUM:
+        words = -(-words // _WORDS_PER_SUM) * _WORDS_PER_SUM
     flags = target if target.dtype == torch.bool else target.bool()
-    return flags.view(torch.uint8).sum(1, dtype=torch.int32).to(torch.int64)
+    if not (4 * words == n and flags.is_contiguous() and flags.stride(0) % 4 == 0 and flags.storage_offset() % 4 == 0):
+        padded = torch.zeros(b, 4 * words, dtype=torch.bool, device=target.device)  # whole words (and sums)
+        padded[:, :n] = flags
+        flags = padded
+    sums = flags.view(torch.uint8).view(torch.int32).unflatten(1, (-1, min(words, _WORDS_PER_SUM)))
+    sums = sums.sum(2, dtype=torch.int32)
+    counts = (sums & 255) + ((sums >> 8) & 255) + ((sums >> 16) & 255) + ((sums >> 24) & 255)
+    return counts.sum(1, dtype=torch.int64)
 
 
 def rank_dense(

@@ -32,6 +32,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from . import sizing
 from .search import DISTANCES
 
 TIES = ("stable", "expected", "optimistic", "pessimistic")
@@ -419,8 +420,10 @@ def check_binary_target(target: Tensor) -> None:
 def value_flags(preds: Tensor, target: Tensor) -> Tensor:
     """``[3]`` int64 flags of one batch: NaN/inf scores, NaN/inf gains, negative gains.
 
-    No host sync: an adapter sums them as a state and calls :func:`raise_value_flags`
-    once, at compute. One min/max pass over each input (a NaN propagates to both).
+    No host sync where one costs (``sizing.sync_free``): an adapter sums them as a
+    state and calls :func:`raise_value_flags` once, at compute. Elsewhere (CPU) the
+    scores are checked by their sum, with the exact check only when the sum is not
+    finite (see :func:`_nonfinite`).
 
     Example:
         >>> value_flags(torch.tensor([[0.5, float("nan")]]), torch.tensor([[1, -1]])).tolist()
@@ -429,14 +432,31 @@ def value_flags(preds: Tensor, target: Tensor) -> Tensor:
     zero = torch.zeros((), dtype=torch.bool, device=preds.device)
     bad_preds = bad_target = negative = zero
     if preds.is_floating_point() and preds.numel():
-        lo, hi = torch.aminmax(preds)
-        bad_preds = ~(torch.isfinite(lo) & torch.isfinite(hi))
+        bad_preds = _nonfinite(preds)
     if target.dtype != torch.bool and target.numel():
-        lo, hi = torch.aminmax(target)
-        if target.is_floating_point():
-            bad_target = ~(torch.isfinite(lo) & torch.isfinite(hi))
-        negative = lo < 0
+        if target.is_floating_point():  # one pass for both (a NaN propagates to both)
+            low, high = torch.aminmax(target)
+            bad_target = ~(torch.isfinite(low) & torch.isfinite(high))
+        else:
+            low = target.amin()
+        negative = low < 0
     return torch.stack([bad_preds, bad_target.to(preds.device), negative.to(preds.device)]).to(torch.int64)
+
+
+def _nonfinite(x: Tensor) -> Tensor:
+    """0-dim bool: ``x`` (floats) holds a NaN or an infinity.
+
+    The sum of finite float32/float64 values is finite unless it overflows, and a
+    NaN or infinity makes it non-finite: where host reads are free, one sum (about a
+    third of an ``aminmax`` pass on CPU) settles the common case, and the minimum and
+    maximum decide only when the sum is not finite. Elsewhere: the minimum and maximum.
+    """
+    if x.dtype in (torch.float32, torch.float64) and not sizing.sync_free(x):
+        total = x.sum()
+        if bool(torch.isfinite(total)):
+            return torch.zeros((), dtype=torch.bool, device=x.device)
+    low, high = torch.aminmax(x)
+    return ~(torch.isfinite(low) & torch.isfinite(high))
 
 
 def raise_value_flags(flags: Tensor, names: Tuple[str, str] = ("preds", "target")) -> None:

@@ -19,7 +19,7 @@ def sorted_prefix(x: torch.Tensor, d: int):
     return v[:, :d], i[:, :d]
 
 
-@pytest.mark.parametrize("n", [4096, 5003, 20000])
+@pytest.mark.parametrize("n", [300, 1003, 4096, 5003, 20000])
 @pytest.mark.parametrize("k", [1, 11, 60, 200])
 @pytest.mark.parametrize("levels", [0, 3, 50, 4000])
 def test_two_level_topk_values_equal_topk(n, k, levels):
@@ -35,11 +35,15 @@ def test_two_level_topk_values_equal_topk(n, k, levels):
         assert torch.equal(build._top_values(g, k), g.topk(k, dim=1).values), dtype
 
 
-def test_the_two_level_path_runs_on_long_rows_only():
-    assert build._group_width(20000, 11) > 0 and build._group_width(6000, 60) > 0
-    assert build._group_width(1000, 11) == 0  # a plain top-k is as fast there
+def test_the_two_level_path_runs_where_it_pays():
+    assert build._group_width(20000, 11) == build.LONG_GROUP and build._group_width(6000, 60) == build.SHORT_GROUP
+    assert build._group_width(1000, 11) == build.SHORT_GROUP
+    assert build._group_width(200, 11) == 0  # a plain top-k is as fast there
+    assert build._group_width(1000, 101) == 0  # deep cuts: too many candidates
     assert build._group_width(5000, 115, inner=True) > 0 and build._group_width(500, 115, inner=True) == 0
-    assert build._candidates(torch.zeros(2, 1000), 11) is None
+    assert build._candidates(torch.zeros(2, 200), 11) is None
+    # the ideal gains (mostly equal zeros) take the levels in long rows only
+    assert build._candidates(torch.zeros(2, 1000), 11, min_columns=build.GAIN_TWO_LEVEL_MIN_COLUMNS) is None
 
 
 @pytest.mark.parametrize("levels", [0, 2, 7, 300])
@@ -114,3 +118,24 @@ def test_similarity_into_a_reused_buffer_equals_a_fresh_product(distance, rows_)
     assert reused.shape == fresh.shape and torch.equal(reused, fresh)
     again = search.similarity(q[:2], gal, distance, g_sq, out=buffer)  # a shorter chunk in the same buffer
     assert torch.equal(again, search.similarity(q[:2], gal, distance, g_sq))
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 7, 255, 1019, 1020, 1021, 2040, 4081])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool])
+def test_count_relevant_equals_a_plain_count(n, dtype):
+    """The packed count (four 0/1 bytes per int32 word, at most 255 words per sum) is
+    exact at every width, also with every entry relevant (the largest byte sums)."""
+    g = torch.Generator().manual_seed(n)
+    for t in (torch.rand(5, n, generator=g) < 0.5, torch.ones(5, n, dtype=torch.bool)):
+        t = t.to(dtype)
+        assert torch.equal(build._count_relevant(t), (t != 0).sum(1)), (n, dtype)
+
+
+def test_count_relevant_of_views():
+    """Slices, an odd storage offset, a transposed block and no columns."""
+    g = torch.Generator().manual_seed(0)
+    flat = torch.rand(1 + 4 * 8, generator=g) < 0.5
+    for t in (flat[1:].view(4, 8), (torch.rand(4, 9, generator=g) < 0.5)[:, 1:],
+              (torch.rand(8, 6, generator=g) < 0.5).t(), (torch.rand(1, 6, generator=g) < 0.5)[:, :4],
+              torch.zeros(3, 0, dtype=torch.bool), torch.zeros(0, 8)):
+        assert torch.equal(build._count_relevant(t), (t != 0).sum(1))
