@@ -98,19 +98,27 @@ def embedding_values(
     # ranked positions only, exclusion written into the scores: no [c, G] gains.
     # (tie modes other than "stable" read the gains of tied candidates past the cut: [c, G] gains)
     binary = relevance is None and query_labels.ndim == 1 and ties == "stable"
-    # Only whole-list rankings, and @r ones with a [c, G] gain matrix, hold the deep
-    # per-pair scratch; the 1-D-label path keeps the scores and a top-R per row.
-    rows = sizing.chunk_rows(n_gallery, whole or (at_r and not binary), sizing.memory_budget(device, memory_budget))
     exclusion = None
+    largest_r = None  # the largest R of the call (1-D labels, @r keys): one host read
+    n_neighbours = neighbours[0] if neighbours else 0
     if binary:
         n_relevant, n_candidates = search.label_counts(query_labels, gallery_labels, query_ids, gallery_ids)
         if query_ids is not None and not sync_free:  # sync-free: an id comparison per chunk (no host read)
             exclusion = search.Exclusion(query_ids, gallery_ids)
+        if at_r:
+            largest_r = int(n_relevant.max()) if n_query else 0
+    # Only whole-list rankings, and @r ones with a [c, G] gain matrix, hold the deep
+    # per-pair scratch; the 1-D-label path keeps the scores and a top-k (or top-R) per row.
+    budget = sizing.memory_budget(device, memory_budget)
+    if binary and not whole:
+        ranked = min(n_gallery, max(depth, n_neighbours, largest_r or 0))
+        rows = sizing.chunk_rows(n_gallery, False, budget, ranked=ranked)
+    else:
+        rows = sizing.chunk_rows(n_gallery, whole or at_r, budget)
     faiss = search.FaissSearch(g, distance) if backend == "faiss" else None
     if faiss is not None:
         rows = max(rows, 4096)  # faiss keeps only k results per query: large chunks are cheap
     depth_or_all = n_gallery if whole else depth
-    n_neighbours = neighbours[0] if neighbours else 0
     if n_neighbours:
         if faiss is not None:
             raise ValueError("return_neighbours needs backend='torch'")
@@ -129,7 +137,7 @@ def embedding_values(
     max_relevant = None
     if sync_free and at_r:  # the largest R of the call, read once
         if binary:
-            max_relevant = int(n_relevant.max()) if n_query else 0
+            max_relevant = largest_r
         else:
             maxima = []
             for part in chunks:

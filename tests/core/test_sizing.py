@@ -45,6 +45,10 @@ def test_chunk_rows_arithmetic():
     assert chunk_rows(10**6, True, 256 * MIB) == 2
     assert chunk_rows(10**9, True, 256 * MIB) == 1  # at least one row
     assert chunk_rows(0, False, 256 * MIB) == 256 * MIB // 24  # an empty gallery divides by nothing
+    # 1-D labels: 8 bytes per pair plus 64 per ranked position of each query
+    assert chunk_rows(40000, False, 256 * MIB, ranked=115) == 268435456 // (8 * 40000 + 64 * 115) == 820
+    assert chunk_rows(40000, True, 256 * MIB, ranked=115) == 52  # whole-list keys stay deep
+    assert chunk_rows(10**9, False, 256 * MIB, ranked=10) == 1
 
 
 # --- CUDA, pretended: a share of the free memory ----------------------------------

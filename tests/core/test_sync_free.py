@@ -519,9 +519,9 @@ def test_memory_budget_none_is_the_device_share(monkeypatch):
     seen = []
     real = sizing.chunk_rows
 
-    def spy(n_gallery, deep, budget):
+    def spy(n_gallery, deep, budget, **kw):
         seen.append(budget)
-        return real(n_gallery, deep, budget)
+        return real(n_gallery, deep, budget, **kw)
 
     monkeypatch.setattr(sizing, "chunk_rows", spy)
     x, labels = clusters(20, seed=0)
@@ -530,6 +530,27 @@ def test_memory_budget_none_is_the_device_share(monkeypatch):
     monkeypatch.setattr(sizing, "CPU_MEMORY_BUDGET", 4321)
     rc.evaluate_embeddings(x, labels, ["cmc@1"])
     assert seen == [256 * 2**20, 12345, 4321]
+
+
+def test_label_chunks_follow_the_ranked_depth(monkeypatch):
+    """The 1-D-label path sizes its chunks by the pairs and the depth it ranks to (the
+    largest R for @r keys, the neighbours kept); gain matrices and whole lists by pairs."""
+    seen = []
+    real = sizing.chunk_rows
+
+    def spy(n_gallery, deep, budget, **kw):
+        seen.append((deep, kw.get("ranked")))
+        return real(n_gallery, deep, budget, **kw)
+
+    monkeypatch.setattr(sizing, "chunk_rows", spy)
+    x, labels = clusters(20, seed=0)
+    largest_r = int(torch.bincount(labels).max()) - 1  # the query itself is excluded
+    rc.evaluate_embeddings(x, labels, ["cmc@3"])
+    rc.evaluate_embeddings(x, labels, ["map@r"])
+    rc.evaluate_embeddings(x, labels, ["cmc@1"], return_neighbours=5)
+    rc.evaluate_embeddings(x, labels, ["auroc"])
+    rc.evaluate_embeddings(x, labels, ["map@r"], ties="expected")
+    assert seen == [(False, 3), (False, largest_r), (False, 5), (True, None), (True, None)]
 
 
 @pytest.mark.parametrize("options", ["callable distance", "custom relevance", "euclidean custom relevance",
