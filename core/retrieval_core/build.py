@@ -119,6 +119,9 @@ INNER_GROUP = 4  # of the levels below (over group maxima)
 TWO_LEVEL_MIN_RATIO = 2  # a level only when its candidates are at most half its row
 # below this row length a plain top-k is as fast on CPU (measured at n = 128, k = 11)
 TWO_LEVEL_MIN_COLUMNS = 256
+# Other devices (a GPU's top-k is one launch; each level adds a few): the threshold
+# the CPU had before the short-row measurements, not measured on a GPU yet.
+DEVICE_TWO_LEVEL_MIN_COLUMNS = 4096
 # Gains (the ideal's top-k) are mostly equal zeros, where torch's top-k is ~2x faster
 # than on distinct scores: the levels only pay from this row length on (n = 1,000,
 # k = 10: 1.15x the plain top-k; measured before at n >= 4,096: faster)
@@ -139,6 +142,8 @@ def _candidates(scores: Tensor, k: int, inner: bool = False, min_columns: Option
     """``[B, m]`` columns of each row that hold its ``k`` largest values (see above);
     None when a plain top-k is as cheap (short rows, deep cuts)."""
     b, n = scores.shape
+    if min_columns is None and scores.device.type != "cpu":
+        min_columns = DEVICE_TWO_LEVEL_MIN_COLUMNS
     g = _group_width(n, k, inner, min_columns)
     if g == 0 or scores.dtype == torch.bool:
         return None

@@ -42,6 +42,9 @@ def test_the_two_level_path_runs_where_it_pays():
     assert build._group_width(1000, 101) == 0  # deep cuts: too many candidates
     assert build._group_width(5000, 115, inner=True) > 0 and build._group_width(500, 115, inner=True) == 0
     assert build._candidates(torch.zeros(2, 200), 11) is None
+    # other devices keep the levels for long rows (short-row gains measured on CPU only)
+    assert build._candidates(torch.zeros(2, 1000, device="meta"), 11) is None
+    assert build._candidates(torch.zeros(2, 5000, device="meta"), 11) is not None
     # the ideal gains (mostly equal zeros) take the levels in long rows only
     assert build._candidates(torch.zeros(2, 1000), 11, min_columns=build.GAIN_TWO_LEVEL_MIN_COLUMNS) is None
 
