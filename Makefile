@@ -1,39 +1,72 @@
-# Two commands: `make demo` and `make test`. Both create (or reuse) ./.venv and
-# install torch==2.13.0 before anything that depends on it, so no dependency can
-# pull another torch build (constraints.txt pins it for every later install).
-# The demo installs what the demo needs (the package, scikit-learn's digits and
-# matplotlib for the report it writes into ./demo-report);
-# the tests install the test extra (anchors, hypothesis, pytest) on top.
+# The README's commands. Each creates (or reuses) a virtualenv and installs
+# torch==2.13.0 before anything that depends on it, so no dependency can pull another
+# torch build (constraints.txt pins it for every later install).
+#
+#   make demo      ./.venv (editable install + the demo extra): the digits demo and its report
+#   make test      the suite against the BUILT WHEEL, as users install it: builds the sdist and
+#                  the wheel (the wheel from the sdist), checks their metadata (twine), installs
+#                  the wheel into ./.venv-wheel and runs pytest on a copy of tests/ in
+#                  build/wheel-tests, where the source tree cannot shadow the installed copy
+#   make test-dev  the suite against the editable install in ./.venv (quick, for development)
+#   make bench     the score benchmarks
+#
+# Before any rule, tools/python_env.py checks that $(PYTHON) is one torch 2.13.0 supports
+# (3.10-3.14) and removes a virtualenv made by another Python (or broken), so it is rebuilt.
 PYTHON ?= python3
 VENV ?= .venv
+WHEEL_VENV ?= .venv-wheel
 PY := $(VENV)/bin/python
-TORCH := $(VENV)/.stamp-torch
-DEMO := $(VENV)/.stamp-demo
-TEST := $(VENV)/.stamp-test
+WPY := $(WHEEL_VENV)/bin/python
+PIP := -m pip install -c constraints.txt
 
-.PHONY: demo test bench venv
+ENV_CHECK := $(shell $(PYTHON) tools/python_env.py $(VENV) $(WHEEL_VENV) 2>&1 || echo error)
+ifeq ($(word 1,$(ENV_CHECK)),note:)
+$(info $(ENV_CHECK))
+else ifneq ($(ENV_CHECK),ok)
+$(error $(ENV_CHECK))
+endif
 
-venv: $(TEST)
+.PHONY: demo test test-dev bench venv wheel
 
-$(TORCH): constraints.txt
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install torch==2.13.0
-	touch $(TORCH)
+venv: $(VENV)/.stamp-test
 
-$(DEMO): $(TORCH) pyproject.toml
-	$(PY) -m pip install -c constraints.txt -e ".[demo]"
-	touch $(DEMO)
+%/.stamp-torch: constraints.txt
+	$(PYTHON) -m venv $*
+	$*/bin/python -m pip install -q --upgrade pip
+	$*/bin/python -m pip install torch==2.13.0
+	touch $@
 
-$(TEST): $(TORCH) pyproject.toml
-	$(PY) -m pip install -c constraints.txt -e ".[test]"
-	touch $(DEMO) $(TEST)
+$(VENV)/.stamp-demo: $(VENV)/.stamp-torch pyproject.toml
+	$(PY) $(PIP) -e ".[demo]"
+	touch $@
 
-demo: $(DEMO)
-	$(VENV)/bin/retrieval-metrics demo --report demo-report
+$(VENV)/.stamp-test: $(VENV)/.stamp-torch pyproject.toml
+	$(PY) $(PIP) -e ".[test]"
+	touch $(VENV)/.stamp-demo $@
 
-test: $(TEST)
+demo: $(VENV)/.stamp-demo
+	$(VENV)/bin/retrieval-metrics demo --output demo-report
+
+test-dev: $(VENV)/.stamp-test
 	$(PY) -m pytest
 
-bench: $(TEST)
+bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_scores.py
+
+# -- the wheel, as users get it --------------------------------------------------------------
+$(WHEEL_VENV)/.stamp-tools: $(WHEEL_VENV)/.stamp-torch
+	$(WPY) $(PIP) -q build twine
+	touch $@
+
+wheel: $(WHEEL_VENV)/.stamp-tools
+	rm -rf dist build/lib
+	$(WPY) -m build --outdir dist .
+	$(WPY) -m twine check --strict dist/*
+
+$(WHEEL_VENV)/.stamp-deps: $(WHEEL_VENV)/.stamp-tools pyproject.toml | wheel
+	$(WPY) $(PIP) "$$(ls dist/*.whl)[test]"
+	touch $@
+
+test: wheel $(WHEEL_VENV)/.stamp-deps
+	$(WPY) -m pip install -q --force-reinstall --no-deps dist/*.whl
+	$(WPY) tools/wheel_tests.py

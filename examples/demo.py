@@ -7,6 +7,8 @@ the flat ``(indexes, preds, target)`` form give the same numbers.
 Run: ``.venv/bin/python examples/demo.py`` after ``make demo`` (``make demo`` itself runs
 the command-line demo, ``retrieval-metrics demo``, on scikit-learn's digits).
 """
+import argparse
+
 import torch
 
 import retrieval_core as rc
@@ -17,9 +19,13 @@ METRICS = [
 ]
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser.add_argument("--users", type=int, default=2000, help="number of users (queries)")
+    parser.add_argument("--items", type=int, default=500, help="candidate items per user")
+    args = parser.parse_args(argv)
     g = torch.Generator().manual_seed(0)
-    n_users, n_items = 2000, 500
+    n_users, n_items = args.users, args.items
     relevant = torch.rand(n_users, n_items, generator=g) < 0.03
     target = relevant * torch.randint(1, 4, (n_users, n_items), generator=g)
     truth = target.float()

@@ -26,7 +26,7 @@ Why they agree:
   float64 weights (``precision="64-true"``) so that the different summation order
   does not move a ranking.
 
-Writes the validation values of every epoch to ``--out`` (JSON) from rank 0.
+Writes the validation values of every epoch to ``--output`` (JSON) from rank 0.
 """
 from __future__ import annotations
 
@@ -131,13 +131,14 @@ def pick_accelerator(name: str, devices: int) -> str:
 
 
 def main(argv=None) -> list:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--accelerator", "--device", default="auto",
                     help="auto (GPU when at least --devices of them are present), cpu or gpu")
     ap.add_argument("--devices", type=int, default=1)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", help="write the validation values of every epoch here (JSON)")
+    ap.add_argument("--output", "--out", dest="out",
+                    help="write the validation values of every epoch here (JSON; --out: the same)")
     args = ap.parse_args(argv)
     if GLOBAL_BATCH % args.devices:
         raise SystemExit(f"--devices must divide the global batch of {GLOBAL_BATCH}")

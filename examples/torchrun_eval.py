@@ -52,7 +52,7 @@ def load_rows(spec: str, rank: int, world: int) -> torch.Tensor:
         return part.clone()
     import numpy as np
 
-    return torch.from_numpy(np.ascontiguousarray(part))
+    return torch.tensor(np.asarray(part))  # a copy: torch warns about a read-only (memory-mapped) array
 
 
 def main(argv: Optional[list] = None) -> int:

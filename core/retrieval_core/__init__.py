@@ -13,6 +13,8 @@ if __name__ != "retrieval_core":  # one module identity: never a second copy und
         f"this package is imported as 'retrieval_core', not {__name__!r}; install the project "
         "(pip install -e .) and `import retrieval_core`"
     )
+from importlib import metadata as _metadata
+
 from .aggregate import MetricResults, aggregate, reduce_values
 from .build import group_flat, rank_dense, rank_flat
 from .comparison import Comparison, compare, compare_many
@@ -46,4 +48,8 @@ __all__ = [
     "reduce_values",
     "score_values",
 ]
-__version__ = "0.1.0"
+
+try:  # the installed distribution's version: one source, pyproject.toml
+    __version__ = _metadata.version("retrieval-metrics")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"

@@ -1,16 +1,20 @@
 """Command line: ``retrieval-metrics demo | eval | report | compare``.
 
 ``eval`` reads embeddings and labels saved as .pt, .npy or .npz (``file.npz:name``
-picks one array of an .npz) and prints a table, or JSON with ``--json``;
-``--output FILE`` keeps everything (``MetricResults.to_dict()`` with the per-query
-values). ``report`` evaluates the same way and writes a folder with report.md,
-results.json, PNG plots and report.html. ``compare A.json B.json`` tests the
-difference of two ``eval --output`` files, query by query. ``demo`` evaluates two
-embeddings of scikit-learn's digits (``--report DIR`` also writes their report).
+picks one array of an .npz; labels may also be class names, one per line in a text
+file) and prints a table, or JSON with ``--json``; ``--output FILE`` keeps
+everything (``MetricResults.to_dict()`` with the per-query values, and what
+identifies the queries). ``report`` evaluates the same way, or reads ``eval
+--output`` files (several side by side, with paired tests), and writes a folder with
+report.md, results.json, PNG plots and report.html. ``compare A.json B.json`` tests
+the difference of two ``eval --output`` files, query by query. ``demo`` evaluates
+two embeddings of scikit-learn's digits (``--output DIR`` also writes their report).
 
 Options may come before or after the files; ``--metrics`` takes keys separated
-by spaces or commas. Errors print one line (``retrieval-metrics: error: ...``) and
-exit with status 2 (bad command line) or 1 (bad data).
+by spaces or commas; ``--output`` names what a command writes (``--out`` and
+``--report`` are kept as its aliases). Errors print one line
+(``retrieval-metrics <command>: error: ...``) and exit with status 2 (bad command
+line) or 1 (bad data, or anything else that failed).
 """
 from __future__ import annotations
 
@@ -20,64 +24,31 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from . import optional, validate
 from .aggregate import MetricResults, _plain
+from .cli_io import (TENSOR_SUFFIXES, encode_names, fingerprint, is_tensor_file, load_labels, load_tensor,
+                     refuse_overwrite)
 from .embeddings import evaluate_embeddings
-from .registry import parse_metrics
+from .registry import CONFIDENCE_KINDS, parse_metrics
 
 DEMO_METRICS = [
     "cmc@1", "cmc@5", "precision_capped@5", "map_hits@5", "map@r", "r_precision", "mrr", "ndcg@10",
     "nmi", "ami", "pcf@0.5",
 ]
 EVAL_METRICS = ["cmc@1", "cmc@5", "precision_capped@5", "map_hits@5", "map@r", "r_precision"]
-DATA_SUFFIXES = (".pt", ".npy", ".npz")
+DATA_SUFFIXES = TENSOR_SUFFIXES
 PROG = "retrieval-metrics"
+REPORT_FILES = ("report.md", "report.html", "results.json")  # and PNGs: what `report` writes
+TEST_NAMES = {"permutation": "sign-flip permutation test", "paired_t": "paired t-test",
+              "bootstrap": "bootstrap of the mean difference"}
 
 
 class CommandError(Exception):
     """A bad command line found after parsing (exit status 2)."""
-
-
-def load_tensor(spec: str) -> torch.Tensor:
-    """A tensor from ``x.pt``, ``x.npy``, ``x.npz`` (one array) or ``x.npz:name``."""
-    path, _, name = spec.partition(":") if spec.count(":") == 1 and not spec.startswith(":") else (spec, "", "")
-    if not path.endswith(DATA_SUFFIXES):
-        raise ValueError(f"cannot read {spec!r}: expected a .pt, .npy or .npz file")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no such file: {path}")
-    if path.endswith(".pt"):
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(obj, torch.Tensor):
-            raise ValueError(f"{path} must hold one tensor; got {type(obj).__name__}")
-        return obj
-    try:
-        import numpy as np
-    except ImportError:
-        raise ImportError(f"reading {path} needs numpy: pip install numpy") from None
-    data = np.load(path)
-    if path.endswith(".npz"):
-        if not name:
-            if len(data.files) != 1:
-                raise ValueError(f"{path} holds {data.files}; pick one as {path}:NAME")
-            name = data.files[0]
-        if name not in data.files:
-            raise ValueError(f"{path} has no array {name!r}; it holds {data.files}")
-        data = data[name]
-    return torch.from_numpy(np.ascontiguousarray(data))
-
-
-def load_labels(spec: str) -> list:
-    """Per-query categories: a tensor file, or a text file with one label per line."""
-    if spec.split(":")[0].endswith(DATA_SUFFIXES):
-        return load_tensor(spec)
-    if not os.path.exists(spec):
-        raise FileNotFoundError(f"no such file: {spec}")
-    with open(spec, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f if line.strip()]
 
 
 def _table(results: Dict[str, MetricResults], keys: Sequence[str]) -> str:
@@ -106,7 +77,7 @@ def _digits():
     try:
         from sklearn.datasets import load_digits
     except ImportError:
-        raise ImportError("the demo uses scikit-learn's digits: pip install scikit-learn") from None
+        raise ImportError(f"the demo uses scikit-learn's digits: {optional.install_hint('scikit-learn')}") from None
     digits = load_digits()
     x = torch.tensor(digits.data, dtype=torch.float32)
     labels = torch.tensor(digits.target)
@@ -166,7 +137,7 @@ def _float_level(text: str) -> float:
 
 
 def _looks_like_file(token: str) -> bool:
-    return token.split(":")[0].endswith(DATA_SUFFIXES) or token.endswith(".json") or os.path.sep in token
+    return is_tensor_file(token) or token.endswith((".json", ".txt", ".csv", ".tsv")) or os.path.sep in token
 
 
 def _join_metrics(argv: List[str]) -> List[str]:
@@ -194,17 +165,24 @@ def _ties_choices() -> List[str]:
     return list(dict.fromkeys(choices))
 
 
-def _data_options(p: argparse.ArgumentParser, default_metrics: Sequence[str]) -> None:
+LABELS_HELP = ("(.pt/.npy/.npz numbers, multi-hot [N, C], or class names: a text file with one name per line "
+               "or a NumPy string array)")
+
+
+def _data_options(p: argparse.ArgumentParser, default_metrics: Sequence[str], positional: bool = True) -> None:
     """The evaluation options shared by ``eval`` and ``report``."""
-    p.add_argument("query", help="query embeddings [Q, D] (.pt, .npy, .npz or file.npz:NAME)")
-    p.add_argument("query_labels", help="query labels [Q] (or multi-hot [Q, C])")
+    if positional:
+        p.add_argument("query", help="query embeddings [Q, D] (.pt, .npy, .npz or file.npz:NAME)")
+        p.add_argument("query_labels", help="query labels [Q] " + LABELS_HELP)
     p.add_argument("--gallery", help="gallery embeddings [G, D]; without it the query set is the gallery, each "
                                      "query's own row excluded")
-    p.add_argument("--gallery-labels", help="gallery labels [G] (required with --gallery)")
+    p.add_argument("--gallery-labels", help="gallery labels [G] (required with --gallery), of the same kind as the "
+                                            "query labels")
     p.add_argument("--query-ids", help="query ids [Q]: a gallery item with the query's id is never retrieved")
     p.add_argument("--gallery-ids", help="gallery ids [G]")
-    p.add_argument("--metrics", type=_metric_list, default=list(default_metrics), metavar="KEYS",
-                   help="metric keys, separated by spaces or commas (e.g. cmc@1 map@r ndcg@10)")
+    p.add_argument("--metrics", type=_metric_list, default=None, metavar="KEYS",
+                   help="metric keys, separated by spaces or commas (default: " + " ".join(default_metrics) + ")")
+    p.set_defaults(default_metrics=list(default_metrics))
     p.add_argument("--distance", default="cosine",
                    choices=["cosine", "dot", "euclidean", "squared_euclidean", "hamming"],
                    help="distance between embeddings")
@@ -229,7 +207,7 @@ def _data_options(p: argparse.ArgumentParser, default_metrics: Sequence[str]) ->
                                                         "erc:/conf:/spearman:/kendall: keys")
     p.add_argument("--memory-budget", type=int, help="bytes of scratch per query chunk (default: the device's "
                                                      "share)")
-    p.add_argument("--device", default="cpu", help="torch device to evaluate on (cpu, cuda, cuda:1...)")
+    p.add_argument("--device", default="cpu", help="torch device to evaluate on (cpu, cuda, cuda:1, mps...)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: only in an interactive terminal, not in CI)")
 
@@ -237,12 +215,14 @@ def _data_options(p: argparse.ArgumentParser, default_metrics: Sequence[str]) ->
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command (``build_parser().format_help()`` is the ``--help`` text)."""
     parser = _Parser(prog=PROG, description=__doc__, formatter_class=_Formatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     p_demo = sub.add_parser("demo", help="evaluate two embeddings of scikit-learn's digits",
                             description=demo_results.__doc__, formatter_class=_Formatter)
     p_demo.add_argument("--metrics", type=_metric_list, default=list(DEMO_METRICS), metavar="KEYS",
                         help="metric keys, separated by spaces or commas")
-    p_demo.add_argument("--report", metavar="DIR", help="also write the report of the demo into DIR")
+    p_demo.add_argument("--output", "--report", metavar="DIR", help="also write the report of the demo into DIR "
+                                                                   "(--report: the same)")
     p_demo.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     p_eval = sub.add_parser("eval", help="evaluate embeddings and labels saved as .pt/.npy/.npz",
@@ -251,18 +231,28 @@ def build_parser() -> argparse.ArgumentParser:
     _data_options(p_eval, EVAL_METRICS)
     p_eval.add_argument("--json", action="store_true", help="print the values as JSON instead of a table")
     p_eval.add_argument("--output", metavar="FILE", help="write MetricResults.to_dict() as JSON, with the "
-                                                         "per-query values (for compare)")
+                                                         "per-query values and what identifies the queries (for "
+                                                         "compare and report)")
 
-    p_report = sub.add_parser("report", help="evaluate and write report.md, results.json, plots and report.html",
-                              description="Evaluate embeddings and write a report folder: report.md, results.json, "
-                                          "PNG plots (with matplotlib) and report.html.",
+    p_report = sub.add_parser("report", help="evaluate (or read eval --output files) and write report.md, "
+                                             "results.json, plots and report.html",
+                              description="Write a report folder: report.md, results.json, PNG plots (with "
+                                          "matplotlib) and report.html. Either evaluate embeddings (report EMB "
+                                          "LABELS ...), or read `eval --output` files (report A.json [B.json ...]): "
+                                          "several runs side by side, each compared with the first by a paired "
+                                          "test over queries (Holm-corrected p-values).",
                               formatter_class=_Formatter)
-    _data_options(p_report, EVAL_METRICS)
-    p_report.add_argument("--out", required=True, metavar="DIR", help="folder of the report (created if needed)")
+    p_report.add_argument("inputs", nargs="+", metavar="FILE",
+                          help="EMB LABELS (query embeddings and labels " + LABELS_HELP + "), or one or more "
+                               "`eval --output` JSON files")
+    _data_options(p_report, EVAL_METRICS, positional=False)
+    p_report.add_argument("--output", "--out", required=True, metavar="DIR", dest="output",
+                          help="folder of the report (created if needed; --out: the same)")
     p_report.add_argument("--title", default="Retrieval report", help="title of the report")
     p_report.add_argument("--curves", type=_metric_list, default=["cmc", "precision"], metavar="NAMES",
                           help="names drawn over k (name@1..name@K, evaluated in the same pass)")
     p_report.add_argument("--max-k", type=int, default=10, help="largest k of the curves")
+    _test_options(p_report, n_resamples=None)
 
     p_cmp = sub.add_parser("compare", help="paired test of two `eval --output` files (same queries)",
                            description="Compare two runs query by query: mean difference A - B, its interval "
@@ -272,15 +262,31 @@ def build_parser() -> argparse.ArgumentParser:
     p_cmp.add_argument("b", help="results of system B (eval --output B.json)")
     p_cmp.add_argument("--metrics", type=_metric_list, default=None, metavar="KEYS",
                        help="keys to compare (default: every key with per-query values in both)")
-    p_cmp.add_argument("--test", default="permutation", choices=["permutation", "paired_t", "bootstrap"],
-                       help="sign-flip permutation test, paired t-test, or bootstrap of the mean difference")
-    p_cmp.add_argument("--n-resamples", type=int, default=10000, help="resamples of the permutation/bootstrap test")
-    p_cmp.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    _test_options(p_cmp, n_resamples=10000)
     p_cmp.add_argument("--ci", type=_float_level, default=0.95, metavar="LEVEL", help="interval level")
     p_cmp.add_argument("--json", action="store_true", help="print JSON instead of a table")
     commands = {"demo": p_demo, "eval": p_eval, "report": p_report, "compare": p_cmp}
     parser.commands = commands  # type: ignore[attr-defined]
     return parser
+
+
+def _test_options(p: argparse.ArgumentParser, n_resamples: Optional[int]) -> None:
+    """The paired test's options (``compare``; ``report`` of several runs)."""
+    p.add_argument("--test", default="permutation", choices=list(TEST_NAMES),
+                   help="sign-flip permutation test, paired t-test, or bootstrap of the mean difference")
+    if n_resamples is not None:  # report has its own --n-resamples (the intervals'), used for both
+        p.add_argument("--n-resamples", type=int, default=n_resamples,
+                       help="resamples of the permutation/bootstrap test")
+        p.add_argument("--seed", type=int, default=0, help="seed of the resampling")
+    p.add_argument("--by-position", action="store_true",
+                   help="pair queries by position when the runs record no unique query ids and their query "
+                        "fingerprints differ or are missing (you assert both list the same queries in order)")
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -298,15 +304,54 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 # commands
 
 
+def _device(text: str) -> torch.device:
+    """``--device``: a torch device that works here, or a one-line error."""
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise CommandError(f"--device {text!r} is not a torch device (cpu, cuda, cuda:1, mps...)") from None
+    try:
+        torch.empty(1, device=device)
+    except (AssertionError, RuntimeError) as err:  # e.g. "Torch not compiled with CUDA enabled"
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise CommandError(f"--device {text}: not available with this torch ({reason})") from None
+    return device
+
+
+def _check_confidence_keys(args) -> None:
+    if args.confidence:
+        return
+    for key in args.metrics:
+        if key.split(":")[0] in CONFIDENCE_KINDS and ":" in key:
+            raise CommandError(f"{key} needs per-query confidences: pass --confidence FILE (one value per query, "
+                               "higher = more confident)")
+
+
+def _inputs(args) -> List[Optional[str]]:
+    """Every file the evaluation reads (an output must never be one of them)."""
+    return [args.query, args.query_labels, args.gallery, args.gallery_labels, args.query_ids, args.gallery_ids,
+            args.categories, args.confidence]
+
+
 def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = False,
               class_view: bool = False) -> MetricResults:
+    args.metrics = args.metrics or args.default_metrics
     parse_metrics(args.metrics)  # unknown keys: the registry's error (with "did you mean")
-    device = torch.device(args.device)
+    _check_confidence_keys(args)
+    device = _device(args.device)
+    if args.gallery and not args.gallery_labels:
+        raise CommandError("--gallery needs --gallery-labels")
     tensors = {name: load_tensor(getattr(args, name)).to(device)
-               for name in ("gallery", "gallery_labels", "query_ids", "gallery_ids") if getattr(args, name)}
+               for name in ("gallery", "query_ids", "gallery_ids") if getattr(args, name)}
     options = dict(distance=args.distance, empty=args.empty, reduce=args.reduce, ties=args.ties,
                    per_class=args.per_class, memory_budget=args.memory_budget, progress=args.progress)
-    query, labels = load_tensor(args.query).to(device), load_tensor(args.query_labels).to(device)
+    raw_labels = load_labels(args.query_labels)
+    gallery_labels = load_labels(args.gallery_labels) if args.gallery_labels else None
+    labels, gallery_labels = encode_names(raw_labels, gallery_labels)
+    if gallery_labels is not None:
+        tensors["gallery_labels"] = gallery_labels.to(device)
+    query, labels = load_tensor(args.query).to(device), labels.to(device)
+    args.fingerprint = fingerprint(raw_labels, tensors.get("query_ids"))  # identifies the queries, in order
     if args.categories:
         categories = load_labels(args.categories)
         options["categories"] = categories.to(device) if isinstance(categories, torch.Tensor) else categories
@@ -320,22 +365,26 @@ def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = Fa
         wanted["confidence"] = load_tensor(args.confidence).to(device)
     if keep_per_query:
         wanted["keep_per_query"] = True
-    for name in wanted:
-        if not _supports(name):
-            flag = {"keep_per_query": "--output"}.get(name, "--" + name.replace("_", "-"))
-            raise CommandError(f"{flag} needs evaluate_embeddings({name}=...), which this version of "
-                               "retrieval_core lacks")
     keys = list(args.metrics) + [k for k in extra_keys if k not in args.metrics]
-    results = evaluate_embeddings(query, labels, keys, **options, **tensors, **wanted)
-    return results
+    return evaluate_embeddings(query, labels, keys, **options, **tensors, **wanted)
+
+
+def _json_values(r: MetricResults) -> Dict[str, object]:
+    """``{key: value}``, and ``"ci": {key: [low, high]}`` when intervals were asked for."""
+    out: Dict[str, object] = {k: _plain(v) for k, v in r.items()}
+    if r.ci:
+        out["ci"] = {k: [_plain(low), _plain(high)] for k, (low, high) in r.ci.items()}
+    return out
 
 
 def print_results(runs: Dict[str, MetricResults], keys: Sequence[str], as_json: bool = False,
                   single: bool = True) -> None:
     """Print ``{run name: results}`` as the CLI does: a table of ``keys`` (with the
-    intervals and the number of queries), or JSON (one run's values when ``single``)."""
+    intervals and the number of queries), or JSON: ``{key: value}`` (one run's when
+    ``single``, else ``{run: {...}}``) with ``"ci": {key: [low, high]}`` where intervals
+    were asked for."""
     if as_json:
-        values = {n: {k: _plain(v) for k, v in r.items()} for n, r in runs.items()}
+        values = {n: _json_values(r) for n, r in runs.items()}
         print(json.dumps(next(iter(values.values())) if single else values, indent=2))
     else:
         print(_table(runs, keys))
@@ -346,10 +395,23 @@ def _all_keys(results: MetricResults, requested: Sequence[str]) -> List[str]:
     return list(requested) + [k for k in results if k not in requested]
 
 
+def run_record(r: MetricResults, args) -> Dict[str, object]:
+    """What ``eval --output`` writes: ``MetricResults.to_dict()`` and ``"queries"``, what
+    identifies them (their count, whether they have ids, and a fingerprint of their
+    labels and ids in order), so that ``compare`` never pairs different queries."""
+    record = r.to_dict()
+    count = int(r.n_queries) if r.n_queries is not None else None
+    record["queries"] = {"count": count, "fingerprint": args.fingerprint, "ids": bool(args.query_ids),
+                         "labels": args.query_labels}
+    return record
+
+
 def cmd_eval(args) -> int:
+    if args.output:
+        refuse_overwrite([args.output], _inputs(args))
     r = _evaluate(args, keep_per_query=bool(args.output))
     if args.output:
-        Path(args.output).write_text(json.dumps(r.to_dict(), allow_nan=False) + "\n", encoding="utf-8")
+        Path(args.output).write_text(json.dumps(run_record(r, args), allow_nan=False) + "\n", encoding="utf-8")
     print_results({args.query: r}, _all_keys(r, args.metrics), args.json, single=True)
     return 0
 
@@ -363,7 +425,7 @@ def _settings(args) -> Dict[str, object]:
 
 def _plots_available() -> bool:
     try:
-        optional.require("matplotlib", feature="the report's plots", package="matplotlib")
+        optional.require("matplotlib", feature="drawing the report's plots", package="matplotlib")
     except ImportError as err:
         print(f"{PROG}: note: tables only, no plots: {err}", file=sys.stderr)
         return False
@@ -378,18 +440,81 @@ def _few_classes(labels: torch.Tensor) -> bool:
             and torch.unique(labels).numel() <= MAX_CLASS_VIEW)
 
 
+def _report_outputs(out: str, inputs: Sequence[Optional[str]]) -> None:
+    """Refuse a report folder whose files would overwrite one of the inputs."""
+    folder = Path(out)
+    written = [folder / name for name in REPORT_FILES]
+    written += [Path(spec) for spec in inputs if spec and Path(spec).suffix == ".png"]
+    refuse_overwrite([p for p in written if p.parent.resolve() == folder.resolve()], inputs)
+
+
 def cmd_report(args) -> int:
+    if all(path.endswith(".json") for path in args.inputs):
+        return _report_runs(args)
+    if len(args.inputs) != 2:
+        raise CommandError("report takes EMB LABELS (two data files) or `eval --output` JSON files; got "
+                           + " ".join(args.inputs))
+    args.query, args.query_labels = args.inputs
     from .plot import at_k_keys
     from .report import write_report
 
     if args.max_k < 1:
         raise CommandError(f"--max-k must be a positive integer; got {args.max_k}")
+    _report_outputs(args.output, _inputs(args))
     curve_keys = at_k_keys(args.curves, args.max_k) if args.curves else []
     r = _evaluate(args, extra_keys=curve_keys, class_view=True)
     by_class = not args.categories and args.per_class is None and any("/" in k for k in r)
-    paths = write_report(r, args.out, metrics=args.metrics, title=args.title, settings=_settings(args),
+    paths = write_report(r, args.output, metrics=args.metrics, title=args.title, settings=_settings(args),
                          plots=_plots_available(), category_name="class" if by_class else "category")
     print(_table({args.query: r}, args.metrics))
+    print(f"report written to {paths['markdown'].parent}: " + ", ".join(sorted(p.name for p in paths.values())))
+    return 0
+
+
+def _run_names(paths: Sequence[str]) -> List[str]:
+    """Short, distinct names of runs read from files: the file names without .json,
+    the whole paths where two would be the same."""
+    stems = [Path(p).stem for p in paths]
+    return stems if len(set(stems)) == len(stems) else list(paths)
+
+
+def _report_runs(args) -> int:
+    """``report A.json B.json ...``: the saved runs side by side; with two or more, each
+    run against the first by a paired test per key (Holm-corrected over the runs)."""
+    from .comparison import compare_many
+    from .report import write_report
+
+    _report_outputs(args.output, args.inputs)
+    names = _run_names(args.inputs)
+    records = {name: _read_run(path) for name, path in zip(names, args.inputs)}
+    runs = {name: r for name, (r, _) in records.items()}
+    wanted = args.metrics or [k for k in runs[names[0]] if "/" not in k]
+    metrics = [k for k in wanted if all(k in r for r in runs.values())]
+    if not metrics:
+        raise ValueError(f"the runs have no metric key in common among {', '.join(wanted)}")
+    tables = []
+    if len(runs) > 1:
+        base = names[0]
+        paired = [k for k in metrics if all(k in r.per_query for r in runs.values())]
+        rows = []
+        for key in paired:
+            values = {name: _paired_values(records[base], records[name], key, args.inputs[0], path, args.by_position)
+                      for name, path in zip(names, args.inputs)}
+            result = compare_many(values, baseline=base, test=args.test, n_resamples=args.n_resamples,
+                                  seed=args.seed)
+            rows += [[key, name, f"{c.mean_difference:+.4f}", f"[{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]", f"{c.p_value:.4g}",
+                      str(c.n)] for name, c in result.items()]
+        if rows:
+            tables.append((f"Paired tests against {base} ({TEST_NAMES[args.test]} over queries, Holm-corrected "
+                           "p-values)", ["metric", "run", "run - base", "95% interval", "p-value", "n"], rows))
+    settings = {"runs": ", ".join(args.inputs), "pairing": "by query id, else by position with equal query "
+                "fingerprints" + (" (--by-position: by position)" if args.by_position else "")}
+    paths = write_report(runs, args.output, metrics=metrics, title=args.title, settings=settings,
+                         plots=_plots_available(), tables=tables)
+    print(_table(runs, metrics))
+    for heading, header, rows in tables:
+        print(f"\n{heading}")
+        print("\n".join("  ".join(row) for row in rows))
     print(f"report written to {paths['markdown'].parent}: " + ", ".join(sorted(p.name for p in paths.values())))
     return 0
 
@@ -413,7 +538,7 @@ def neighbour_agreement(x: torch.Tensor, labels: torch.Tensor, k: int = 10) -> t
 
 def cmd_demo(args) -> int:
     parse_metrics(args.metrics)
-    if not args.report:
+    if not args.output:
         runs = demo_results(args.metrics)
         print_results(runs, args.metrics, args.json, single=False)
         return 0
@@ -440,7 +565,7 @@ def cmd_demo(args) -> int:
                 "interval": "95% bootstrap over queries, per metric" if "ci" in options else None,
                 "confidence": "share of the 10 nearest neighbours with the label of the nearest one"
                 if confidence else None}
-    paths = write_report(runs, args.report, metrics=shown, title="Digits: raw pixels vs a random projection",
+    paths = write_report(runs, args.output, metrics=shown, title="Digits: raw pixels vs a random projection",
                          settings=settings, plots=_plots_available(), category_name="digit",
                          category_keys=["cmc@1", "map@r"])
     print_results(runs, shown, args.json, single=False)
@@ -450,7 +575,11 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def _read_run(path: str) -> MetricResults:
+Run = Tuple[MetricResults, Dict[str, object]]  # results, and what identifies their queries
+
+
+def _read_run(path: str) -> Run:
+    """An ``eval --output`` file: its results and its ``"queries"`` record ({} if none)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such file: {path}")
     try:
@@ -460,55 +589,79 @@ def _read_run(path: str) -> MetricResults:
         where = f"{err.msg} at line {err.lineno}" if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
         raise ValueError(f"{path} is not JSON ({where}); expected an `eval --output` file") from None
     try:
-        return MetricResults.from_dict(data)
-    except ValueError:
-        raise ValueError(f"{path} is not an `eval --output` file (no 'values' mapping)") from None
+        results = MetricResults.from_dict(data)
+    except (ValueError, TypeError, KeyError, IndexError) as err:
+        raise ValueError(f"{path} is not an `eval --output` file ({' '.join(str(err).split())})") from None
+    queries = data.get("queries") if isinstance(data.get("queries"), dict) else {}
+    return results, queries
 
 
-def _aligned(a: MetricResults, b: MetricResults, path_a: str, path_b: str):
-    """Positions of B's queries in A's order (None: same order), checking both hold the same queries."""
-    n_a = next(iter(a.per_query.values())).shape[0] if a.per_query else 0
-    n_b = next(iter(b.per_query.values())).shape[0] if b.per_query else 0
-    if a.query_ids is None or b.query_ids is None:
-        if n_a != n_b:
-            raise ValueError(f"{path_a} has {n_a} queries and {path_b} has {n_b}: a paired comparison needs the "
+def _unique_ids(r: MetricResults) -> Optional[List]:
+    if r.query_ids is None:
+        return None
+    ids = r.query_ids.tolist()
+    return ids if len(set(ids)) == len(ids) else None  # sequence ids shared by queries identify none of them
+
+
+def _pairing(a: Run, b: Run, path_a: str, path_b: str, by_position: bool = False) -> Optional[torch.Tensor]:
+    """Positions of B's queries in A's order (None: the same order). Pairs by unique query
+    ids when both runs have them; else by position, only when both runs hold the same
+    queries in the same order (equal fingerprints) or ``by_position`` says so; else refuses."""
+    (ra, qa), (rb, qb) = a, b
+    n_a = next(iter(ra.per_query.values())).shape[0] if ra.per_query else 0
+    n_b = next(iter(rb.per_query.values())).shape[0] if rb.per_query else 0
+    ids_a, ids_b = _unique_ids(ra), _unique_ids(rb)
+    if ids_a is not None and ids_b is not None:
+        if sorted(ids_a, key=repr) != sorted(ids_b, key=repr):
+            raise ValueError(f"{path_a} and {path_b} hold different query ids: a paired comparison needs the "
                              "same queries")
+        if ids_a == ids_b:
+            return None
+        where = {q: i for i, q in enumerate(ids_b)}
+        return torch.tensor([where[q] for q in ids_a])
+    if n_a != n_b:
+        raise ValueError(f"{path_a} has {n_a} queries and {path_b} has {n_b}: a paired comparison needs the "
+                         "same queries")
+    if by_position:
         return None
-    ids_a, ids_b = a.query_ids.tolist(), b.query_ids.tolist()
-    if sorted(ids_a) != sorted(ids_b):
-        raise ValueError(f"{path_a} and {path_b} hold different query ids: a paired comparison needs the same queries")
-    if ids_a == ids_b:
-        return None
-    where = {q: i for i, q in enumerate(ids_b)}
-    return torch.tensor([where[q] for q in ids_a])
+    fa, fb = qa.get("fingerprint"), qb.get("fingerprint")
+    if fa is None or fb is None:
+        missing = path_a if fa is None else path_b
+        raise ValueError(f"cannot pair the queries: {missing} records neither unique query ids nor a fingerprint "
+                         f"of its queries (written by an older version?); run `{PROG} eval ... --output` again, "
+                         "or pass --by-position if both list the same queries in the same order")
+    if fa != fb:
+        raise ValueError(f"cannot pair the queries of {path_a} and {path_b}: their labels (and ids) differ query "
+                         "by query, so they hold different queries or the same in another order; evaluate both "
+                         "with --query-ids FILE (one unique id per query) to pair them by id")
+    return None
+
+
+def _paired_values(a: Run, b: Run, key: str, path_a: str, path_b: str, by_position: bool) -> torch.Tensor:
+    """B's per-query values of ``key`` in A's query order."""
+    order = _pairing(a, b, path_a, path_b, by_position)
+    values = b[0].per_query[key]
+    return values if order is None else values[order]
 
 
 def cmd_compare(args) -> int:
-    import retrieval_core
+    from .comparison import compare
 
     a, b = _read_run(args.a), _read_run(args.b)
-    compare_fn = getattr(retrieval_core, "compare", None)
-    if compare_fn is not None and not callable(compare_fn):  # the module: its function
-        compare_fn = getattr(compare_fn, "compare", None)
-    if not callable(compare_fn):
-        raise CommandError("compare needs retrieval_core.compare, which this version of retrieval_core lacks")
-    for path, r in ((args.a, a), (args.b, b)):
+    for path, (r, _) in ((args.a, a), (args.b, b)):
         if not r.per_query:
             raise ValueError(f"{path} holds no per-query values: write it with `{PROG} eval ... --output {path}`")
-    keys = args.metrics or [k for k in a.per_query if k in b.per_query]
+    keys = args.metrics or [k for k in a[0].per_query if k in b[0].per_query]
     if not keys:
         raise ValueError(f"{args.a} and {args.b} have no metric key with per-query values in common")
     for key in keys:
-        for path, r in ((args.a, a), (args.b, b)):
+        for path, (r, _) in ((args.a, a), (args.b, b)):
             if key not in r.per_query:
                 raise ValueError(f"{path} has no per-query values of {key!r}; it has {', '.join(r.per_query)}")
-    order = _aligned(a, b, args.a, args.b)
     rows = {}
     for key in keys:
-        va, vb = a.per_query[key], b.per_query[key]
-        if order is not None:
-            vb = vb[order]
-        c = compare_fn(va, vb, test=args.test, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci)
+        va, vb = a[0].per_query[key], _paired_values(a, b, key, args.a, args.b, args.by_position)
+        c = compare(va, vb, test=args.test, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci)
         rows[key] = {"a": float(torch.nanmean(va.double())), "b": float(torch.nanmean(vb.double())),
                      "mean_difference": float(c.mean_difference), "ci": [float(c.ci[0]), float(c.ci[1])],
                      "p_value": float(c.p_value), "n": int(c.n), "test": c.test}
@@ -521,7 +674,7 @@ def cmd_compare(args) -> int:
                          f"[{v['ci'][0]:+.4f}, {v['ci'][1]:+.4f}]", f"{v['p_value']:.4g}", str(v["n"])]
                         for k, v in rows.items()]
     widths = [max(len(row[i]) for row in table) + 2 for i in range(len(header))]
-    print(f"A: {args.a}\nB: {args.b}\npaired {args.test} test over queries")
+    print(f"A: {args.a}\nB: {args.b}\n{TEST_NAMES[args.test]} over queries")
     for row in table:
         print(f"{row[0]:<{widths[0]}}" + "".join(f"{c:>{w}}" for c, w in zip(row[1:], widths[1:])))
     return 0
@@ -531,7 +684,9 @@ COMMANDS = {"demo": cmd_demo, "eval": cmd_eval, "report": cmd_report, "compare":
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Run a command; returns the exit status (errors print one line, no traceback).
+    """Run a command; returns the exit status. Every error prints one line
+    (``retrieval-metrics <command>: error: ...``) and no traceback: status 2 for a bad
+    command line, 1 for anything else.
 
     Set ``RETRIEVAL_METRICS_TRACEBACK=1`` to see the traceback of an error.
     """
@@ -545,12 +700,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         # what Python's docs advise: stdout onto devnull, so that the flush at exit is quiet
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (CommandError, ValueError, TypeError, ImportError, OSError, RuntimeError, KeyError) as err:
+    except Exception as err:  # noqa: BLE001 - a command line shows one line, whatever failed
         if os.environ.get("RETRIEVAL_METRICS_TRACEBACK"):
             raise
         message = " ".join(str(err).split()) or type(err).__name__
         if isinstance(err, KeyError):
             message = f"missing {message}"
+        elif not isinstance(err, (CommandError, ValueError, TypeError, ImportError, OSError)):
+            message = f"{type(err).__name__}: {message}"  # unexpected: say what kind
         print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
         return 2 if isinstance(err, CommandError) else 1
 

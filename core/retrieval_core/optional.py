@@ -2,7 +2,8 @@
 
 Each is imported only when a feature that needs it is used; when it is missing
 the error says which feature needs what and how to install it, always as
-``<feature> needs <module>: pip install <package>``.
+``<feature> needs <module>: pip install '<the extra of this project that brings it>'``
+(``pip install <package>`` for a package no extra brings).
 
 Example:
     >>> require("math", feature="an example", package="nothing").sqrt(4.0)
@@ -11,6 +12,10 @@ Example:
     Traceback (most recent call last):
     ...
     ImportError: backend='xyz' needs no_such_module_xyz: pip install xyz-cpu
+    >>> require("no_such_module_xyz", feature="plot()", package="matplotlib")
+    Traceback (most recent call last):
+    ...
+    ImportError: plot() needs no_such_module_xyz: pip install 'retrieval-metrics[plot]'
 """
 from __future__ import annotations
 
@@ -20,16 +25,30 @@ import sys
 from types import ModuleType
 from typing import Optional
 
-__all__ = ["require", "faiss", "tqdm", "progress_bar", "pyplot", "figure"]
+# the extra of pyproject.toml that installs each optional package (named in the errors)
+EXTRAS = {"matplotlib": "plot", "faiss-cpu": "faiss", "tqdm": "cli", "numpy": "cli", "scikit-learn": "demo"}
+
+__all__ = ["EXTRAS", "install_hint", "require", "faiss", "tqdm", "progress_bar", "pyplot", "figure"]
+
+
+def install_hint(package: str) -> str:
+    """How to install ``package``: through this project's extra that brings it, if any.
+
+    Example:
+        >>> install_hint("matplotlib"), install_hint("xyz")
+        ("pip install 'retrieval-metrics[plot]'", 'pip install xyz')
+    """
+    extra = EXTRAS.get(package)
+    return f"pip install 'retrieval-metrics[{extra}]'" if extra else f"pip install {package}"
 
 
 def require(module: str, *, feature: str, package: str) -> ModuleType:
-    """Import ``module`` for ``feature``, or raise ImportError naming the pip ``package``."""
+    """Import ``module`` for ``feature``, or raise ImportError saying how to install ``package``."""
     try:
         return importlib.import_module(module)
     except ImportError as err:  # missing, or installed but broken (the cause is chained)
         top = module.split(".")[0]
-        raise ImportError(f"{feature} needs {top}: pip install {package}") from err
+        raise ImportError(f"{feature} needs {top}: {install_hint(package)}") from err
 
 
 def faiss() -> ModuleType:

@@ -68,6 +68,16 @@ def _new_axes(ax, feature: str, figsize=(6.4, 4.4)):
     return fig, fig.add_subplot()
 
 
+def _plain_text(fig):
+    """``fig`` with every text drawn as written: names, categories and titles come from
+    the data, and a ``$`` in one must not start matplotlib's math mode (which fails on
+    ``a$$b`` or ``$\\foo{$``)."""
+    text_class = optional.require("matplotlib.text", feature="plots", package="matplotlib").Text
+    for text in fig.findobj(text_class):
+        text.set_parse_math(False)
+    return fig
+
+
 def _fit_values(ax) -> None:
     """Fit the value axis to everything drawn (lines and bands), within [0, 1] plus a margin."""
     ys = [float(y) for line in ax.get_lines() for y in line.get_ydata()]
@@ -169,7 +179,7 @@ def plot_at_k(results: Mapping[str, Tensor], names: Optional[Sequence[str]] = No
     ax.legend(loc="best")
     ax.set_title((title or (f"{_pretty(names[0])} curve" if len(names) == 1 else "metrics at cutoff k"))
                  + (" (shaded: interval)" if banded else ""))
-    return fig
+    return _plain_text(fig)
 
 
 def erc_baselines(errors: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
@@ -242,7 +252,7 @@ def plot_erc(results, key: str, *, ax=None, title: Optional[str] = None, label: 
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best")
     ax.set_title(title or f"error versus reject: {base}")
-    return fig
+    return _plain_text(fig)
 
 
 def plot_confidence(results, key: str, *, ax=None, title: Optional[str] = None, label: Optional[str] = None):
@@ -258,7 +268,7 @@ def plot_confidence(results, key: str, *, ax=None, title: Optional[str] = None, 
     if label is not None:
         ax.legend(loc="best")
     ax.set_title(title or f"{base} against confidence")
-    return fig
+    return _plain_text(fig)
 
 
 def category_values(results: Mapping[str, Tensor], key: str, kind: Optional[str] = None
@@ -328,14 +338,14 @@ def plot_categories(results: Mapping[str, Tensor], key: str, *, kind: Optional[s
         overall = float(results[key])
         ax.axhline(overall, color="tab:red", linestyle="--", label=f"all queries: {overall:.3f}")
     ax.set_xticks(positions)
-    ax.set_xticklabels(labels, rotation=0 if len(labels) <= 12 else 90)
+    ax.set_xticklabels(labels, rotation=0 if len(labels) <= 12 else 90, parse_math=False)
     ax.set_xlim(-0.5, len(labels) - 0.5)
     ax.set_xlabel(label_name)
     ax.set_ylabel(key)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="best", framealpha=0.9)
     ax.set_title(title or f"{key} per {label_name}")
-    return fig
+    return _plain_text(fig)
 
 
 def plot_curve(x, y, *, xlabel: str, ylabel: str, ax=None, title: Optional[str] = None, label: Optional[str] = None):
@@ -349,7 +359,7 @@ def plot_curve(x, y, *, xlabel: str, ylabel: str, ax=None, title: Optional[str] 
         ax.legend(loc="best")
     if title:
         ax.set_title(title)
-    return fig
+    return _plain_text(fig)
 
 
 def _as_series(val) -> Dict[str, Tensor]:
@@ -394,7 +404,8 @@ def plot_values(val, *, ax=None, name: Optional[str] = None, lower_bound: Option
         for x, y in zip(positions, ys):
             ax.annotate(f"{y:.4f}", (x, y), textcoords="offset points", xytext=(0, 8), ha="center")
         ax.set_xticks(positions)
-        ax.set_xticklabels([k or (name or "value") for k in keys], rotation=0 if len(keys) <= 8 else 90)
+        ax.set_xticklabels([k or (name or "value") for k in keys], rotation=0 if len(keys) <= 8 else 90,
+                           parse_math=False)
         ax.set_xlim(-0.5, len(keys) - 0.5)
     if lower_bound is not None or upper_bound is not None:
         lo, hi = ax.get_ylim()
@@ -407,4 +418,4 @@ def plot_values(val, *, ax=None, name: Optional[str] = None, lower_bound: Option
     ax.grid(True, alpha=0.3)
     if name:
         ax.set_title(name)
-    return fig, ax
+    return _plain_text(fig), ax

@@ -30,13 +30,14 @@ import base64
 import html
 import io
 import json
+import os
 import re
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .aggregate import MetricResults
 
-__all__ = ["write_report", "markdown_report", "html_report", "report_figures", "format_value"]
+__all__ = ["write_report", "markdown_report", "html_report", "report_figures", "format_value", "md_text"]
 
 Runs = Mapping[str, MetricResults]
 _AT_INT = re.compile(r"^[A-Za-z_]+@[0-9]+$")
@@ -145,8 +146,29 @@ def _tables(runs: Dict[str, MetricResults], metrics: Optional[Sequence[str]], ca
     return tables
 
 
+# read as markup by Markdown (or its math extensions) wherever they stand; "_" only at a
+# word's edge (CommonMark ignores it inside words such as map_hits); "<", ">" and "&" are
+# escaped as HTML, which viewers render
+_MD_SPECIAL = re.compile(r"[\\`*\[\]|~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_MD_NUMBERS = re.compile(r"[-+0-9.,\s\[\]–eE]*")
+
+
+def md_text(text) -> str:
+    """``text`` as literal Markdown: it shows as written, never as markup or HTML; line
+    breaks become spaces.
+
+    Example:
+        >>> md_text("<b>_a_ map_hits</b> [x](y) $x$")
+        '&lt;b&gt;\\\\_a\\\\_ map_hits&lt;/b&gt; \\\\[x\\\\](y) \\\\$x\\\\$'
+    """
+    text = html.escape(" ".join(str(text).split()), quote=False)
+    if _MD_NUMBERS.fullmatch(text):  # a value or an interval, "0.8123 [0.7900, 0.8300]": no markup possible
+        return text
+    return _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), text)
+
+
 def _md_table(header: List[str], rows: List[List[str]]) -> str:
-    esc = [[c.replace("|", "\\|") for c in row] for row in [header] + rows]
+    esc = [[md_text(c) for c in row] for row in [header] + rows]
     lines = ["| " + " | ".join(esc[0]) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in esc[1:]]
     return "\n".join(lines)
@@ -156,26 +178,34 @@ def _settings_lines(settings: Optional[Mapping]) -> List[str]:
     return [f"- {k}: {v}" for k, v in (settings or {}).items() if v is not None]
 
 
+Table = Tuple[str, List[str], List[List[str]]]  # (heading, header, rows)
+
+
 def markdown_report(results: Union[MetricResults, Runs], *, metrics: Optional[Sequence[str]] = None,
                     title: str = "Retrieval report", settings: Optional[Mapping] = None,
-                    images: Sequence[Tuple[str, str]] = (), category_name: str = "category") -> str:
-    """The report as markdown: settings, tables, then ``images`` ``[(file name, caption)]``."""
+                    images: Sequence[Tuple[str, str]] = (), category_name: str = "category",
+                    tables: Sequence[Table] = ()) -> str:
+    """The report as markdown: settings, tables (then the extra ``tables``), then
+    ``images`` ``[(file name, caption)]``. Every text from the data (title, names,
+    categories, settings) is escaped: it shows as written and never as markup."""
     runs = _runs(results)
-    parts = [f"# {title}", ""]
-    parts += _settings_lines(settings) + ([""] if settings else [])
-    for heading, header, rows in _tables(runs, metrics, category_name):
-        parts += [f"## {heading}", "", _md_table(header, rows), ""]
+    parts = [f"# {md_text(title)}", ""]
+    parts += [f"- {md_text(line[2:])}" for line in _settings_lines(settings)] + ([""] if settings else [])
+    for heading, header, rows in list(_tables(runs, metrics, category_name)) + list(tables):
+        parts += [f"## {md_text(heading)}", "", _md_table(header, rows), ""]
     if images:
         parts += ["## Plots", ""]
         for file, caption in images:
-            parts += [f"![{caption}]({file})", ""]
+            parts += [f"![{md_text(caption)}]({file})", ""]  # file: a slug of [A-Za-z0-9_]
     return "\n".join(parts)
 
 
 def html_report(results: Union[MetricResults, Runs], *, metrics: Optional[Sequence[str]] = None,
                 title: str = "Retrieval report", settings: Optional[Mapping] = None,
-                images: Sequence[Tuple[str, bytes]] = (), category_name: str = "category") -> str:
-    """The report as one HTML page, ``images`` ``[(caption, png bytes)]`` inline as base64."""
+                images: Sequence[Tuple[str, bytes]] = (), category_name: str = "category",
+                tables: Sequence[Table] = ()) -> str:
+    """The report as one HTML page (the extra ``tables`` after the others), ``images``
+    ``[(caption, png bytes)]`` inline as base64."""
     runs = _runs(results)
     e = html.escape
     out = ["<!DOCTYPE html>", "<html><head><meta charset=\"utf-8\">", f"<title>{e(title)}</title>",
@@ -186,7 +216,7 @@ def html_report(results: Union[MetricResults, Runs], *, metrics: Optional[Sequen
     lines = _settings_lines(settings)
     if lines:
         out.append("<ul>" + "".join(f"<li>{e(x[2:])}</li>" for x in lines) + "</ul>")
-    for heading, header, rows in _tables(runs, metrics, category_name):
+    for heading, header, rows in list(_tables(runs, metrics, category_name)) + list(tables):
         out.append(f"<h2>{e(heading)}</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
         out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows]
         out.append("</table>")
@@ -248,16 +278,33 @@ def report_figures(results: Union[MetricResults, Runs], *, metrics: Optional[Seq
     return figures
 
 
+def _write(path: Path, data: Union[str, bytes]) -> Path:
+    """Write a file of the report, never through a link: a link in the folder could point
+    anywhere, and a report must not write outside its folder."""
+    if path.is_symlink():
+        raise ValueError(f"refusing to write {path}: it is a symbolic link (to {os.readlink(path)}); "
+                         "remove it or choose another folder")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"refusing to write {path}: it exists and is not a file")
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data, encoding="utf-8")
+    return path
+
+
 def write_report(results: Union[MetricResults, Runs], out: Union[str, Path], *,
                  metrics: Optional[Sequence[str]] = None, title: str = "Retrieval report",
                  settings: Optional[Mapping] = None, plots: bool = True, category_name: str = "category",
-                 category_keys: Optional[Sequence[str]] = None) -> Dict[str, Path]:
+                 category_keys: Optional[Sequence[str]] = None, tables: Sequence[Table] = ()) -> Dict[str, Path]:
     """Write ``report.md``, ``results.json``, the PNG plots and ``report.html`` into ``out``
     (created if needed). ``metrics``: the keys of the main table (default: every key
     without a ``/``); ``settings``: lines listed under the title (data, distance...);
     ``plots``: draw the PNGs (needs matplotlib; False: tables only); ``category_name``:
     what the per-category labels are (e.g. "digit"); ``category_keys``: the keys drawn
-    per category/class (default: the first two of ``metrics``).
+    per category/class (default: the first two of ``metrics``); ``tables``: extra
+    ``(heading, header, rows)`` tables after the others (e.g. paired tests). No file is
+    written through a symbolic link.
 
     Returns ``{"markdown", "json", "html", <png names>...: path}``.
     """
@@ -272,16 +319,13 @@ def write_report(results: Union[MetricResults, Runs], out: Union[str, Path], *,
             buffer = io.BytesIO()
             fig.savefig(buffer, format="png", dpi=100)
             png = buffer.getvalue()
-            (out / file).write_bytes(png)
-            paths[file] = out / file
+            paths[file] = _write(out / file, png)
             pngs.append((file, caption, png))
-    common = dict(metrics=metrics, title=title, settings=settings, category_name=category_name)
-    (out / "report.md").write_text(markdown_report(runs, images=[(f, c) for f, c, _ in pngs], **common) + "\n",
-                                   encoding="utf-8")
+    common = dict(metrics=metrics, title=title, settings=settings, category_name=category_name, tables=tables)
+    _write(out / "report.md", markdown_report(runs, images=[(f, c) for f, c, _ in pngs], **common) + "\n")
     payload = {"title": title, "settings": dict(settings or {}), "runs": {n: r.to_dict() for n, r in runs.items()}}
     text = json.dumps(payload, indent=1, allow_nan=False, default=str)
-    (out / "results.json").write_text(text + "\n", encoding="utf-8")
-    (out / "report.html").write_text(html_report(runs, images=[(c, p) for _, c, p in pngs], **common) + "\n",
-                                     encoding="utf-8")
+    _write(out / "results.json", text + "\n")
+    _write(out / "report.html", html_report(runs, images=[(c, p) for _, c, p in pngs], **common) + "\n")
     paths.update(markdown=out / "report.md", json=out / "results.json", html=out / "report.html")
     return paths

@@ -22,21 +22,21 @@ def hide(monkeypatch, *modules):
 
 def test_faiss_backend_without_faiss(monkeypatch):
     hide(monkeypatch, "faiss")
-    with pytest.raises(ImportError, match=r"^backend='faiss' needs faiss: pip install faiss-cpu$"):
+    with pytest.raises(ImportError, match=r"^backend='faiss' needs faiss: pip install 'retrieval-metrics\[faiss\]'$"):
         search.FaissSearch(torch.randn(5, 3), "cosine")
 
 
 def test_progress_without_tqdm(monkeypatch):
     hide(monkeypatch, "tqdm", "tqdm.auto")
     x, labels = torch.randn(12, 3), torch.arange(12) % 3
-    with pytest.raises(ImportError, match=r"^progress=True needs tqdm: pip install tqdm$"):
+    with pytest.raises(ImportError, match=r"^progress=True needs tqdm: pip install 'retrieval-metrics\[cli\]'$"):
         rc.evaluate_embeddings(x, labels, ["cmc@1"], progress=True)
     assert rc.evaluate_embeddings(x, labels, ["cmc@1"])["cmc@1"].ndim == 0  # no progress, no tqdm needed
 
 
 def test_pyplot_without_matplotlib(monkeypatch):
     hide(monkeypatch, "matplotlib", "matplotlib.pyplot")
-    with pytest.raises(ImportError, match=r"^plot\(\) needs matplotlib: pip install matplotlib$"):
+    with pytest.raises(ImportError, match=r"^plot\(\) needs matplotlib: pip install 'retrieval-metrics\[plot\]'$"):
         optional.pyplot("plot()")
 
 

@@ -218,5 +218,5 @@ def test_no_pyplot_state_and_png(tmp_path):
 def test_missing_matplotlib_message(monkeypatch):
     for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
         monkeypatch.setitem(sys.modules, name, None)
-    with pytest.raises(ImportError, match=r"^plot_at_k\(\) needs matplotlib: pip install matplotlib$"):
+    with pytest.raises(ImportError, match=r"^plot_at_k\(\) needs matplotlib: pip install 'retrieval-metrics\[plot\]'$"):
         plot.plot_at_k({"cmc@1": torch.tensor(0.5), "cmc@2": torch.tensor(0.7)})

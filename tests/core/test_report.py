@@ -138,7 +138,7 @@ def test_markdown_and_html_hold_the_same_tables():
     a, b = runs["A"], runs["B <b>"]
     assert rows[0] == f"| cmc@1 | {a['cmc@1'].item():.4f} [0.1000, 0.3000] | {b['cmc@1'].item():.4f} |"
     assert "| queries | 50 | 50 |" in md and "| empty queries: map@r | 0 | 0 |" in md
-    assert "## Per class: A" in md and "## Per class: B <b>" in md
+    assert "## Per class: A" in md and "## Per class: B &lt;b&gt;" in md and "<b>" not in md  # escaped: shown as text
     class_row = next(line for line in md.splitlines() if line.startswith("| 3 |"))
     assert class_row == f"| 3 | {a['cmc@1/class=3'].item():.4f} | {a['map@r/class=3'].item():.4f} |"
     page = _Page()

@@ -71,5 +71,5 @@ def test_plot_names_matplotlib_when_missing(monkeypatch):
 
     for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
         monkeypatch.setitem(sys.modules, name, None)
-    with pytest.raises(ImportError, match=r"^plot\(\) needs matplotlib: pip install matplotlib$"):
+    with pytest.raises(ImportError, match=r"^plot\(\) needs matplotlib: pip install 'retrieval-metrics\[plot\]'$"):
         _ranking_metric().plot()

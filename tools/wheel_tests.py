@@ -1,0 +1,48 @@
+"""Runs the test suite against the installed wheel (``make test``), never the source tree.
+
+    .venv-wheel/bin/python tools/wheel_tests.py [PYTEST ARGS...]
+
+Copies what the tests read (tests/, docs/, examples/, benchmarks/, README.md,
+pyproject.toml for pytest's settings) into ``build/wheel-tests`` -- the package
+folders stay behind, so ``import retrieval_core`` (and the adapters) can only find
+the copy installed in this interpreter's site-packages -- and runs pytest there.
+``tests/test_packaging.py`` reads the variables set here to prove which copy ran.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COPIED = ("tests", "docs", "examples", "benchmarks", "README.md", "pyproject.toml")
+PACKAGE_DIRS = ("core", "ignite_retrieval", "lightning_retrieval")
+
+
+def main(pytest_args: list) -> int:
+    wheels = glob.glob(str(ROOT / "dist" / "*.whl"))
+    if len(wheels) != 1:
+        print(f"wheel_tests: expected one wheel in {ROOT / 'dist'}, found {len(wheels)}: run `make test`",
+              file=sys.stderr)
+        return 2
+    work = ROOT / "build" / "wheel-tests"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(src, work / name)
+    assert not any((work / d).exists() for d in PACKAGE_DIRS)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing may point back at the sources
+    env.update(RETRIEVAL_METRICS_TEST_WHEEL=wheels[0], RETRIEVAL_METRICS_SOURCE=str(ROOT),
+               RETRIEVAL_METRICS_DIST=str(ROOT / "dist"))
+    return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], cwd=work, env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
