@@ -2,7 +2,7 @@
 
     .venv-wheel/bin/python tools/wheel_tests.py [PYTEST ARGS...]
 
-Copies what the tests read (tests/, docs/, examples/, benchmarks/, README.md,
+Copies what the tests read (tests/, docs/, examples/, benchmarks/, tools/, README.md, the Makefile,
 pyproject.toml for pytest's settings) into ``build/wheel-tests`` -- the package
 folders stay behind, so ``import retrieval_core`` (and the adapters) can only find
 the copy installed in this interpreter's site-packages -- and runs pytest there.
@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COPIED = ("tests", "docs", "examples", "benchmarks", "README.md", "pyproject.toml")
+COPIED = ("tests", "docs", "examples", "benchmarks", "tools", "README.md", "pyproject.toml", "Makefile",
+          "constraints.txt")
 PACKAGE_DIRS = ("core", "ignite_retrieval", "lightning_retrieval")
 
 
