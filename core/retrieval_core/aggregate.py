@@ -11,7 +11,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from .validate import EMPTY, REDUCE, check_choice, check_ci_options, check_confidence, check_keep_per_query
+from .validate import (
+    EMPTY,
+    REDUCE,
+    check_choice,
+    check_ci_options,
+    check_confidence,
+    check_keep_per_query,
+    check_representable,
+)
 
 __all__ = ["MetricResults", "aggregate", "encode_labels", "reduce_values"]
 
@@ -280,6 +288,7 @@ def aggregate(
         confidence = check_confidence(confidence, values.shape[0]).to(values.device)
     level = check_ci_options(ci, ci_method, n_resamples, seed, reduce)
     check_keep_per_query(keep_per_query)
+    check_representable(values, keys)
     n_empty = dict(zip(keys, torch.isnan(values).sum(0).unbind(0)))
     values = _fill_empty(values, keys, empty)
     out = MetricResults(

@@ -416,9 +416,15 @@ def check_binary_target(target: Tensor) -> None:
 
 # -- score mode: values (read from the data) -------------------------------------------
 
+# The largest gain: sums of gains over up to 2^63 candidates (cumulative gains, DCG, tied
+# groups' totals) then fit float64, so that no sum overflows into inf (or inf - inf, NaN,
+# which would read as an empty query).
+GAIN_LIMIT = 2.0**960
+
 
 def value_flags(preds: Tensor, target: Tensor) -> Tensor:
-    """``[3]`` int64 flags of one batch: NaN/inf scores, NaN/inf gains, negative gains.
+    """``[3]`` int64 flags of one batch: NaN/inf scores, NaN/inf gains (or above
+    :data:`GAIN_LIMIT`), negative gains.
 
     No host sync where one costs (``sizing.sync_free``): an adapter sums them as a
     state and calls :func:`raise_value_flags` once, at compute. Elsewhere (CPU) the
@@ -436,7 +442,7 @@ def value_flags(preds: Tensor, target: Tensor) -> Tensor:
     if target.dtype != torch.bool and target.numel():
         if target.is_floating_point():  # one pass for both (a NaN propagates to both)
             low, high = torch.aminmax(target)
-            bad_target = ~(torch.isfinite(low) & torch.isfinite(high))
+            bad_target = ~(torch.isfinite(low) & torch.isfinite(high) & (high <= GAIN_LIMIT))
         else:
             low = target.amin()
         negative = low < 0
@@ -473,7 +479,8 @@ def raise_value_flags(flags: Tensor, names: Tuple[str, str] = ("preds", "target"
     if bad_preds:
         raise ValueError(f"{_contains(p)} NaN or inf; scores must be finite")
     if bad_target:
-        raise ValueError(f"{_contains(t)} NaN or inf; gains must be finite and >= 0")
+        raise ValueError(f"{_contains(t)} NaN or inf (or gains above 2^960); gains must be finite and >= 0, "
+                         "and at most 2^960 (about 1e289) so that sums of them fit float64")
     if negative:
         raise ValueError(f"{_contains(t)} negative gains; gains must be >= 0")
 
@@ -488,6 +495,31 @@ def check_values(preds: Tensor, target: Tensor, names: Tuple[str, str] = ("preds
         ValueError: preds contain NaN or inf; scores must be finite
     """
     raise_value_flags(value_flags(preds, target), names)
+
+
+def check_representable(values: Tensor, keys: Sequence[str], n_queries: Optional[int] = None) -> None:
+    """Per-query ``values[Q, M]`` (or their sums, ``n_queries=1``) that float64 can sum:
+    no infinity, and no value so large that a sum over the ``n_queries`` queries (the mean,
+    resampled means) could overflow. One host read.
+
+    Example:
+        >>> check_representable(torch.tensor([[1.0, float("inf")]]), ["dcg", "dcg_exp"])
+        Traceback (most recent call last):
+        ...
+        ValueError: dcg_exp: values up to inf over 1 query, beyond what float64 can sum (dcg_exp's 2^g - 1 overflows from gains of about 1024 on, dcg's sums from gains near 1e308); use ndcg_exp/ndcg, or smaller gains
+    """
+    n = max(values.shape[0] if n_queries is None else n_queries, 1)
+    if values.numel() == 0:
+        return
+    limit = torch.finfo(torch.float64).max / n
+    largest = torch.where(torch.isnan(values), 0.0, values.abs()).amax(0)
+    bad = [(k, v) for k, v in zip(keys, largest.tolist()) if v > limit]
+    if bad:
+        raise ValueError(
+            f"{', '.join(k for k, _ in bad)}: values up to {max(v for _, v in bad):g} over {n} quer{'y' if n == 1 else 'ies'}, "
+            "beyond what float64 can sum (dcg_exp's 2^g - 1 overflows from gains of about 1024 on, dcg's sums from "
+            "gains near 1e308); use ndcg_exp/ndcg, or smaller gains"
+        )
 
 
 # -- options ---------------------------------------------------------------------------
