@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from . import sizing
+from .ranking import GAIN_LIMIT
 from .search import DISTANCES
 
 TIES = ("stable", "expected", "optimistic", "pessimistic")
@@ -68,6 +69,24 @@ def check_tensor(name: str, value) -> Tensor:
     if not isinstance(value, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
     return value
+
+
+_WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+
+
+def check_not_wide_unsigned(name: str, value: Tensor) -> None:
+    """No uint16/uint32/uint64 tensor where the kernels need operations torch lacks for them
+    (indexes and gains; uint64 values past int64's range would also change on conversion).
+
+    Example:
+        >>> check_not_wide_unsigned("indexes", torch.zeros(2, dtype=torch.uint64))
+        Traceback (most recent call last):
+        ...
+        TypeError: indexes has dtype torch.uint64; unsigned integers other than uint8 are not supported: convert to a signed integer dtype (e.g. int64)
+    """
+    if value.dtype in _WIDE_UNSIGNED:
+        raise TypeError(f"{name} has dtype {value.dtype}; unsigned integers other than uint8 are not supported: "
+                        "convert to a signed integer dtype (e.g. int64)")
 
 
 def check_choice(name: str, value, choices: Sequence) -> None:
@@ -147,6 +166,7 @@ def _check_score_tensors(preds, target, names: Tuple[str, str]) -> None:
         raise TypeError(f"{p} must be a floating-point or integer tensor; got {preds.dtype}")
     if target.is_complex():
         raise TypeError(f"{t} must be a bool, integer or floating-point tensor; got {target.dtype}")
+    check_not_wide_unsigned(t, target)
 
 
 def _check_dense(preds, target, mask, names: Tuple[str, str], dims: str, hint: str) -> None:
@@ -199,6 +219,7 @@ def check_scores(preds, target, *, indexes=None, mask=None) -> None:
     check_tensor("indexes", indexes)
     if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
         raise TypeError(f"indexes must be an integer tensor; got {indexes.dtype}")
+    check_not_wide_unsigned("indexes", indexes)
     if preds.ndim != 1 or indexes.ndim != 1:
         raise ValueError(f"with indexes, preds, target and indexes must be 1-D; got {_shape(preds)} and {_shape(indexes)}")
     if indexes.shape != preds.shape:
@@ -379,6 +400,8 @@ def check_indexed_triplet(indexes, preds, target) -> None:
         raise ValueError("`indexes`, `preds` and `target` must be of the same shape")
     if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
         raise ValueError("`indexes` must be a tensor of long integers")
+    check_not_wide_unsigned("`indexes`", indexes)
+    check_not_wide_unsigned("`target`", target)
     if target.is_complex():
         raise ValueError("`target` must be a tensor of booleans, integers or floats")
     if not preds.is_floating_point():
@@ -415,11 +438,6 @@ def check_binary_target(target: Tensor) -> None:
         raise ValueError("`target` must contain `binary` values")
 
 # -- score mode: values (read from the data) -------------------------------------------
-
-# The largest gain: sums of gains over up to 2^63 candidates (cumulative gains, DCG, tied
-# groups' totals) then fit float64, so that no sum overflows into inf (or inf - inf, NaN,
-# which would read as an empty query).
-GAIN_LIMIT = 2.0**960
 
 
 def value_flags(preds: Tensor, target: Tensor) -> Tensor:
@@ -855,12 +873,28 @@ def check_level(ci, or_none: str = "") -> float:
     return float(ci)
 
 
-def check_resampling(n_resamples, seed) -> None:
-    """A positive int of resamples and an int seed."""
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive int; got {n_resamples!r}")
+def check_seed(seed) -> int:
+    """The seed of a CPU ``torch.Generator`` (bootstrap, compare, k-means): an int that
+    ``manual_seed`` takes, from -2**63 to 2**64 - 1.
+
+    Example:
+        >>> check_seed(2**64)
+        Traceback (most recent call last):
+        ...
+        ValueError: seed must be an int from -2**63 to 2**64 - 1 (a torch.Generator seed); got 18446744073709551616
+    """
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int; got {seed!r}")
+    if not -(2**63) <= int(seed) <= 2**64 - 1:
+        raise ValueError(f"seed must be an int from -2**63 to 2**64 - 1 (a torch.Generator seed); got {seed!r}")
+    return int(seed)
+
+
+def check_resampling(n_resamples, seed) -> None:
+    """A positive int of resamples and a seed (:func:`check_seed`)."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive int; got {n_resamples!r}")
+    check_seed(seed)
 
 
 def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
@@ -908,6 +942,7 @@ def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamp
         0.9
     """
     check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class, compact)
+    check_seed(seed)  # also without an interval: a bad seed is an error whatever else is asked
     check_ci_keys(keys, ci, ci_method)
     return dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                 keep_per_query=check_keep_per_query(keep_per_query) and not compact)
