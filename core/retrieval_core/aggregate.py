@@ -11,7 +11,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from .validate import EMPTY, REDUCE, check_choice, check_ci_options, check_confidence, check_keep_per_query
+from .validate import (
+    EMPTY,
+    REDUCE,
+    check_choice,
+    check_ci_options,
+    check_confidence,
+    check_keep_per_query,
+    check_representable,
+)
 
 __all__ = ["MetricResults", "aggregate", "encode_labels", "reduce_values"]
 
@@ -112,18 +120,27 @@ class MetricResults(dict):
         if not isinstance(data, dict) or not isinstance(data.get("values"), dict):
             raise ValueError("MetricResults.from_dict expects the dict of MetricResults.to_dict(), "
                              "with a 'values' mapping")
+        def part(name: str, read, default=None):
+            """``read(data[name])``, or ``default`` when absent; any failure names the part."""
+            if data.get(name) is None:
+                return default
+            try:
+                return read(data[name])
+            except (KeyError, IndexError, TypeError, ValueError, RuntimeError, AttributeError) as e:
+                raise ValueError(f"MetricResults.from_dict: malformed {name!r} ({type(e).__name__}: {e}); "
+                                 f"expected {_FORMS[name]}") from None
+
         out = cls(
-            {k: _tensor(v) for k, v in data["values"].items()},
-            n_queries=None if data.get("n_queries") is None else torch.tensor(int(data["n_queries"])),
-            n_empty={k: torch.tensor(int(v)) for k, v in (data.get("n_empty") or {}).items()},
+            part("values", lambda d: {k: _tensor(v) for k, v in d.items()}),
+            n_queries=part("n_queries", lambda d: torch.tensor(_int(d))),
+            n_empty=part("n_empty", lambda d: {k: torch.tensor(_int(v)) for k, v in d.items()}, {}),
         )
-        out.ci = {k: (_tensor(low), _tensor(high)) for k, (low, high) in (data.get("ci") or {}).items()}
-        out.per_query = {k: _tensor(v) for k, v in (data.get("per_query") or {}).items()}
-        if data.get("query_ids") is not None:
-            out.query_ids = torch.tensor(data["query_ids"])
-        out.curves = {k: (_tensor(c["x"]), _tensor(c["y"])) for k, c in (data.get("curves") or {}).items()}
-        if data.get("neighbours") is not None:
-            out.neighbours = (torch.tensor(data["neighbours"]["ids"]), _tensor(data["neighbours"]["scores"]))
+        out.ci = part("ci", lambda d: {k: _pair(v) for k, v in d.items()}, {})
+        out.per_query = part("per_query", lambda d: {k: _tensor(v) for k, v in d.items()}, {})
+        out.query_ids = part("query_ids", lambda d: torch.tensor([_int(i) for i in _list(d)], dtype=torch.int64))
+        out.curves = part("curves", lambda d: {k: (_tensor(c["x"]), _tensor(c["y"])) for k, c in d.items()}, {})
+        out.neighbours = part("neighbours", lambda d: (torch.tensor(_ints(d["ids"]), dtype=torch.int64),
+                                                       _tensor(d["scores"])))
         return out
 
 
@@ -166,10 +183,46 @@ def _plain(value):
     return value
 
 
+_FORMS = {
+    "values": "{key: number or list}", "n_queries": "an int", "n_empty": "{key: int}",
+    "ci": "{key: [low, high]}", "per_query": "{key: [numbers]}", "query_ids": "a list of ints",
+    "curves": '{key: {"x": [...], "y": [...]}}', "neighbours": '{"ids": [[...]], "scores": [[...]]}',
+}
+
+
+def _int(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"not an int: {value!r:.40}")
+    return value
+
+
+def _list(value) -> list:
+    if not isinstance(value, list):
+        raise TypeError(f"not a list: {value!r:.40}")
+    return value
+
+
+def _ints(value):
+    """A nested list of ints, checked (a float id would be truncated by torch.tensor)."""
+    return [_ints(v) for v in value] if isinstance(value, list) else _int(value)
+
+
+def _pair(value) -> Tuple[Tensor, Tensor]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ValueError(f"not a [low, high] pair: {value!r:.40}")
+    return _tensor(value[0]), _tensor(value[1])
+
+
 def _tensor(value) -> Tensor:
     """The float64 tensor of a :func:`_plain` value (None back to NaN)."""
     def nan(v):
-        return [nan(x) for x in v] if isinstance(v, list) else (float("nan") if v is None else v)
+        if isinstance(v, list):
+            return [nan(x) for x in v]
+        if v is None:
+            return float("nan")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"not a number: {v!r:.40}")
+        return v
     return torch.tensor(nan(value), dtype=torch.float64)
 
 
@@ -225,9 +278,26 @@ def encode_labels(labels: Union[Tensor, Sequence], device=None) -> Tuple[List[st
     if isinstance(labels, Tensor):
         distinct, codes = torch.unique(labels, return_inverse=True)
         return [str(x) for x in distinct.tolist()], codes.to(device or labels.device)
-    names = sorted({str(c) for c in labels})
-    where = {n: i for i, n in enumerate(names)}
-    return names, torch.tensor([where[str(c)] for c in labels], dtype=torch.int64, device=device)
+    # the names key the results ("{key}/{name}"): labels are grouped by value, and two labels
+    # may not share a name (1 and "1", 1 and 1.0 are refused rather than merged or split)
+    kinds = {type(c) for c in labels}
+    if len(kinds) > 1:
+        raise TypeError(f"categories must all be of one type (their names key the results, '{{key}}/{{label}}'); "
+                        f"got a mix of {', '.join(sorted(k.__name__ for k in kinds))}")
+    try:
+        distinct = set(labels)
+    except TypeError:
+        raise TypeError(f"categories must be hashable labels (str, int...); got {next(iter(kinds)).__name__}") from None
+    by_name = {}
+    for c in distinct:
+        by_name.setdefault(str(c), []).append(c)
+    clash = [n for n, same in by_name.items() if len(same) > 1]
+    if clash:
+        raise ValueError(f"categories hold different labels with the same name {clash[0]!r}; the results "
+                         "('{key}/{label}') need one name per label")
+    names = sorted(by_name)
+    where = {by_name[n][0]: i for i, n in enumerate(names)}
+    return names, torch.tensor([where[c] for c in labels], dtype=torch.int64, device=device)
 
 
 def _category_groups(categories: Union[Tensor, Sequence], device) -> List:
@@ -280,6 +350,7 @@ def aggregate(
         confidence = check_confidence(confidence, values.shape[0]).to(values.device)
     level = check_ci_options(ci, ci_method, n_resamples, seed, reduce)
     check_keep_per_query(keep_per_query)
+    check_representable(values, keys)
     n_empty = dict(zip(keys, torch.isnan(values).sum(0).unbind(0)))
     values = _fill_empty(values, keys, empty)
     out = MetricResults(

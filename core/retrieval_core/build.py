@@ -21,7 +21,6 @@ first ``d`` columns of rows already in rank order.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional, Tuple
 
@@ -29,7 +28,8 @@ import torch
 from torch import Tensor
 
 from . import sizing
-from .ranking import Ranking
+from . import kernels as K
+from .ranking import EXP_HEADROOM, Ranking
 
 __all__ = [
     "rank_dense", "rank_binary", "rank_flat", "group_flat", "iter_groups", "iter_flat_blocks", "sorted_flat_parts",
@@ -392,9 +392,10 @@ def rank_dense(
             ideal = _binary_ideal(n_relevant, d)
         else:
             ideal = _top_values(target, d).to(torch.float64)
-    tie_count = tie_gain = tie_hits = tie_exp_gain = None
+    tie_count = tie_gain = tie_hits = tie_exp_gain = tie_exp_shift = None
     if with_ties:
-        tie_count, tie_gain, tie_hits, tie_exp_gain = _past_cut(scores, vals, mask, valid, target, relevance, crossing)
+        tie_count, tie_gain, tie_hits, tie_exp_gain, tie_exp_shift = _past_cut(scores, vals, mask, valid, target,
+                                                                              relevance, crossing)
     return Ranking(
         relevance=relevance,
         valid=valid,
@@ -408,14 +409,16 @@ def rank_dense(
         inexact=inexact,
         tie_hits=tie_hits,
         tie_exp_gain=tie_exp_gain,
+        tie_exp_shift=tie_exp_shift,
         ties=ties,
         index=idx if perm is None else perm.gather(1, idx),
     )
 
 
 def _past_cut(scores, vals, mask, valid, target, relevance, crossing=None):
-    """``(count, gain, hits, exp_gain)`` ``[B]`` of the candidates past the cut whose score
-    equals the score at the last rank (sums in float64: a float16 sum would round).
+    """``(count, gain, hits, exp_gain, exp_shift)`` ``[B]`` of the candidates past the cut whose
+    score equals the score at the last rank (sums in float64: a float16 sum would round;
+    ``exp_gain`` scaled by ``2^-exp_shift``, None: 0, as ``Ranking.tie_exp_shift``).
     ``crossing[B]``: the rows that have such candidates, when the caller knows them.
     Where host reads are free, the sums run on those rows only."""
     b, n = scores.shape
@@ -423,7 +426,7 @@ def _past_cut(scores, vals, mask, valid, target, relevance, crossing=None):
     gain, hits = torch.zeros_like(count, dtype=torch.float64), torch.zeros_like(count)
     exp_gain = torch.zeros_like(gain)
     if vals.shape[1] >= n:  # nothing past the cut
-        return count, gain, hits, exp_gain
+        return count, gain, hits, exp_gain, None
     last = vals[:, -1:]
     inside = (vals == last) & valid
     sync_free = sizing.sync_free(scores)
@@ -434,7 +437,7 @@ def _past_cut(scores, vals, mask, valid, target, relevance, crossing=None):
             crossing = (tied if mask is None else tied & mask).sum(1) > inside.sum(1)
         rows = crossing.nonzero().squeeze(1)
         if rows.numel() == 0:
-            return count, gain, hits, exp_gain
+            return count, gain, hits, exp_gain, None
         if rows.numel() == b:
             rows = None
 
@@ -450,17 +453,21 @@ def _past_cut(scores, vals, mask, valid, target, relevance, crossing=None):
     c = tied.sum(1) - inside.sum(1)
     g = past.sum(1, dtype=torch.float64) - (rel * inside).sum(1)
     h = positive.sum(1) - ((rel > 0) & inside).sum(1)
-    e_in = (torch.expm1(rel * math.log(2.0)) * inside).sum(1)
+    # the exponential gains scaled by 2^-shift, shift from the tied group's largest gain
+    # (Ranking.exp_shift): 2^g - 1 alone overflows float64 from g = 1024 on
+    s = (torch.ceil(past.amax(1).to(torch.float64)) - EXP_HEADROOM).clamp(min=0.0)
+    e_in = (K._exp_gain(rel, s) * inside).sum(1)
     if sync_free:
-        e = torch.expm1(past.to(torch.float64) * math.log(2.0)).sum(1) - e_in
+        e = K._exp_gain(past.to(torch.float64), s).sum(1) - e_in
     else:  # 2^g - 1 of the tied relevant candidates only
         r, col = positive.nonzero(as_tuple=True)
-        e = torch.zeros_like(e_in).index_add_(0, r, torch.expm1(past[r, col].to(torch.float64) * math.log(2.0)))
+        e = torch.zeros_like(e_in).index_add_(0, r, K._exp_gain(past[r, col].to(torch.float64), s[r]))
         e = e - e_in
     if rows is None:
-        return c, g, h, e
-    count[rows], gain[rows], hits[rows], exp_gain[rows] = c, g, h, e
-    return count, gain, hits, exp_gain
+        return c, g, h, e, s
+    shift = torch.zeros_like(gain)
+    count[rows], gain[rows], hits[rows], exp_gain[rows], shift[rows] = c, g, h, e, s
+    return count, gain, hits, exp_gain, shift
 
 
 def _gain_ties(scores, target, mask, vals, idx, crossing, ties):

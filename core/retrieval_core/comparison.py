@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from .special import t_ppf, t_sf
-from .validate import check_level, check_resampling
+from .validate import check_level, check_resampling, check_seed
 
 __all__ = ["Comparison", "compare", "compare_many", "adjust_p_values", "TESTS", "CORRECTIONS"]
 
@@ -116,15 +116,24 @@ def _tolerance(d: Tensor) -> float:
     return 1e-12 * max(float(d.abs().max()), 1e-300)
 
 
+def _signs(start: int, stop: int, n: int) -> Tensor:
+    """``[stop - start, n]`` float64 +-1: sign patterns ``start .. stop - 1`` (bit j of the
+    pattern's number negates difference j)."""
+    patterns = torch.arange(start, stop, dtype=torch.int64).unsqueeze(1)
+    return 1.0 - 2.0 * ((patterns >> torch.arange(n)) & 1).to(torch.float64)
+
+
 def _sign_flip_p(d: Tensor, n_resamples: int, generator: torch.Generator) -> float:
     n = d.numel()
     observed = abs(float(d.mean()))
     tol = _tolerance(d)
     if n <= 62 and 2 ** n <= n_resamples:  # every sign pattern: the exact p-value
-        patterns = torch.arange(2 ** n, dtype=torch.int64).unsqueeze(1)
-        signs = 1.0 - 2.0 * ((patterns >> torch.arange(n)) & 1).to(torch.float64)
-        stats = (signs @ d).abs() / n
-        return float((stats >= observed - tol).sum()) / 2 ** n
+        step = max(1, _CHUNK_ELEMENTS // n)  # patterns per chunk: memory bounded whatever n is
+        hits = 0
+        for start in range(0, 2 ** n, step):
+            stats = (_signs(start, min(start + step, 2 ** n), n) @ d).abs() / n
+            hits += int((stats >= observed - tol).sum())
+        return hits / 2 ** n
     # random signs 8 at a time: a byte picks which of a group of 8 differences are
     # negated, and a table holds the sum of each group's differences for each byte
     groups = -(-n // 8)
@@ -194,7 +203,7 @@ def compare(
         p = min(1.0, 2.0 * t_sf(abs(t), n - 1))
         half = t_ppf((1 + level) / 2, n - 1) * se
         return Comparison(mean, (mean - half, mean + half), p, n, test)
-    generator = torch.Generator().manual_seed(int(seed))
+    generator = torch.Generator().manual_seed(check_seed(seed))
     if test == "permutation":
         p = _sign_flip_p(d, n_resamples, generator)
         means = _bootstrap_means(d, n_resamples, generator)

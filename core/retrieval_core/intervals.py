@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from .special import beta_hdi
+from .validate import check_seed
 
 __all__ = ["intervals", "macro_intervals", "bootstrap_statistics", "check_binary"]
 
@@ -43,7 +44,7 @@ def _chunk_elements(device) -> int:
 def _resample_counts(n_rows: int, n_resamples: int, seed: int, device) -> Iterator[Tensor]:
     """The resamples as ``[chunk, n_rows]`` float64 counts, drawn on the CPU (the same on
     every device). One buffer is reused: each chunk is valid until the next is drawn."""
-    generator = torch.Generator().manual_seed(int(seed))
+    generator = torch.Generator().manual_seed(check_seed(seed))
     step = max(1, _chunk_elements(device) // max(n_rows, 1))
     buffer = torch.zeros(min(step, n_resamples), n_rows, dtype=torch.float64, device=device)
     ones = torch.ones((), dtype=torch.float64, device=device).expand(buffer.shape)

@@ -118,9 +118,25 @@ def _ideal(r: Ranking) -> Tensor:
     return r.ideal
 
 
-def _exp_gain(g: Tensor) -> Tensor:
+def _exp_gain(g: Tensor, shift: Optional[Tensor] = None) -> Tensor:
+    """2^g - 1, times 2^-shift (``shift``: ``[Q]`` per row of ``g[Q, d]``, or per entry of a
+    1-D ``g``; see ``Ranking.exp_shift``). Rows with shift 0 take expm1 (accurate for small g);
+    the others 2^(g - shift) - 2^-shift, exact scaling in binary floating point."""
     # ln 2 as a Python float: a tensor made from it on the GPU would be a synchronising copy
-    return torch.expm1(g * math.log(2.0))
+    plain = torch.expm1(g * math.log(2.0))
+    if shift is None:
+        return plain
+    s = shift.unsqueeze(1) if g.ndim == 2 else shift
+    return torch.where(s > 0, torch.exp2(g - s) - torch.exp2(-s), plain)
+
+
+def unscale(x: Tensor, shift: Tensor) -> Tensor:
+    """``x * 2^shift`` (x >= 0), inf where float64 cannot hold it and never NaN: a power of
+    two 2^shift alone may overflow where the product does not (x < 1), so the exponent is
+    added to x's own (frexp) instead."""
+    mantissa, exponent = torch.frexp(x)  # x = mantissa * 2^exponent, mantissa in [0.5, 1)
+    big = 2.0 * mantissa * torch.exp2(exponent.to(x.dtype) - 1.0 + shift)  # 2^(e-1+s) <= 2^1023 when it fits
+    return torch.where((x > 0) & (shift > 0), big, x)
 
 
 def dcg(r: Ranking, k: Cutoff) -> Tensor:
@@ -129,8 +145,9 @@ def dcg(r: Ranking, k: Cutoff) -> Tensor:
 
 
 def dcg_exp(r: Ranking, k: Cutoff) -> Tensor:
-    """sum_{i<=k} (2^g_i - 1) / log2(i + 1)."""
-    return _dcg(_exp_gain(r.relevance), r, k)
+    """sum_{i<=k} (2^g_i - 1) / log2(i + 1); inf where float64 cannot hold it (the
+    aggregation refuses that)."""
+    return unscale(_dcg(_exp_gain(r.relevance, r.exp_shift), r, k), r.exp_shift)
 
 
 def ndcg(r: Ranking, k: Cutoff) -> Tensor:
@@ -139,8 +156,9 @@ def ndcg(r: Ranking, k: Cutoff) -> Tensor:
 
 
 def ndcg_exp(r: Ranking, k: Cutoff) -> Tensor:
-    """nDCG@k with gain 2^rel - 1."""
-    return dcg_exp(r, k) / _dcg(_exp_gain(_ideal(r)), r, k)
+    """nDCG@k with gain 2^rel - 1 (both DCGs scaled by 2^-exp_shift: the ratio stays exact)."""
+    shift = r.exp_shift
+    return _dcg(_exp_gain(r.relevance, shift), r, k) / _dcg(_exp_gain(_ideal(r), shift), r, k)
 
 
 def fall_out(r: Ranking, k: Cutoff) -> Tensor:

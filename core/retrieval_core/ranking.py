@@ -12,12 +12,29 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-__all__ = ["Ranking"]
+__all__ = ["Ranking", "EXP_HEADROOM", "GAIN_LIMIT"]
+
+# Exponential gains 2^g - 1 of a query are scaled down by a power of two once its largest
+# gain g exceeds this: scaled gains stay below 2^960, so that sums over up to 2^63 ranks fit
+# float64 (whose largest value is just under 2^1024).
+EXP_HEADROOM = 960.0
+# The largest gain taken (validate.value_flags, relevance callables): sums of gains over up to
+# 2^63 candidates (cumulative gains, DCG, tied groups' totals) then fit float64, so that no sum
+# overflows into inf (or inf - inf, NaN, which would read as an empty query).
+GAIN_LIMIT = 2.0**960
 
 
 def _lowest(t: Tensor):
     """Padding for scores: -inf, or the integer dtype's minimum (integer scores stay integers)."""
     return float("-inf") if t.is_floating_point() else torch.iinfo(t.dtype).min
+
+
+def _cat_shifts(parts) -> Optional[Tensor]:
+    """The parts' ``tie_exp_shift`` joined (a part without one: zeros); None if none has one."""
+    if all(p.tie_exp_shift is None for p in parts):
+        return None
+    return torch.cat([p.tie_exp_shift if p.tie_exp_shift is not None
+                      else p.n_relevant.new_zeros(p.n_queries, dtype=torch.float64) for p in parts])
 
 
 def _one_mode(parts) -> str:
@@ -46,7 +63,10 @@ class Ranking:
             the score at rank ``d`` (ready for tie-aware modes).
         tie_gain: optional ``[Q]``: the summed gain of those candidates.
         tie_hits: optional ``[Q]``: how many of them are relevant (gain > 0).
-        tie_exp_gain: optional ``[Q]``: their summed exponential gain 2^g - 1.
+        tie_exp_gain: optional ``[Q]``: their summed exponential gain 2^g - 1, times
+            ``2^-tie_exp_shift`` (see :attr:`exp_shift`).
+        tie_exp_shift: optional ``[Q]`` float64 integers >= 0 (None: 0), the power of two
+            that ``tie_exp_gain`` is scaled down by.
         ties: the tie mode the Ranking was built for: ``"stable"``, ``"optimistic"`` and
             ``"pessimistic"`` are orders (the builder ordered tied candidates), with
             ``"expected"`` the kernels average over the orders of tied candidates
@@ -79,6 +99,7 @@ class Ranking:
     tie_exp_gain: Optional[Tensor] = None
     ties: str = "stable"
     index: Optional[Tensor] = None
+    tie_exp_shift: Optional[Tensor] = None
 
     @classmethod
     def from_relevance(cls, relevance: Tensor, valid: Optional[Tensor] = None) -> "Ranking":
@@ -121,6 +142,7 @@ class Ranking:
             tie_hits=cat_opt([p.tie_hits for p in parts]),
             tie_exp_gain=cat_opt([p.tie_exp_gain for p in parts]),
             ties=_one_mode(parts),
+            tie_exp_shift=_cat_shifts(parts),
         )
 
     def select(self, rows: Tensor) -> "Ranking":
@@ -143,6 +165,7 @@ class Ranking:
             tie_hits=take(self.tie_hits),
             tie_exp_gain=take(self.tie_exp_gain),
             ties=self.ties,
+            tie_exp_shift=take(self.tie_exp_shift),
         )
 
     @property
@@ -194,6 +217,18 @@ class Ranking:
     def cum_precision_hits(self) -> Tensor:
         """``[Q, d]`` float64 sum over j <= i of P@j * rel_j (average precision numerator)."""
         return (self.hit * self.cum_hits / self.positions).cumsum(1)
+
+    @cached_property
+    def exp_shift(self) -> Tensor:
+        """``[Q]`` float64 integers >= 0: exponential gains (dcg_exp, ndcg_exp) are computed as
+        ``(2^g - 1) * 2^-exp_shift``, exact in binary floating point, so that neither a gain
+        (2^g overflows float64 from g = 1024 on) nor a sum of gains overflows. 0 unless a
+        gain of the query (ranked, ideal, or tied past the cut) exceeds ``EXP_HEADROOM``."""
+        top = self.relevance.amax(1) if self.depth else self.relevance.new_zeros(self.n_queries)
+        if self.ideal is not None and self.ideal.shape[1]:
+            top = torch.maximum(top, self.ideal[:, 0])
+        shift = (torch.ceil(top) - EXP_HEADROOM).clamp(min=0.0)
+        return shift if self.tie_exp_shift is None else torch.maximum(shift, self.tie_exp_shift)
 
     @cached_property
     def tie_groups(self):

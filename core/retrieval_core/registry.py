@@ -155,8 +155,10 @@ def known_metrics() -> str:
 
 
 CONFIDENCE_KINDS = ("erc", "conf", "spearman", "kendall")  # confidence keys "<kind>:<key>" (confidence.py)
-# keys "<kind>:<key>" whose values can be read as 1 - error (erc): bounded in [0, 1]
+# keys "<kind>:<key>" whose values can be read as 1 - error (erc): bounded in [0, 1], and
+# higher is better (1 - fall-out is no error rate: fall-out itself is one)
 _UNBOUNDED = frozenset({"dcg", "dcg_exp", "acg", "wap"})
+_LOWER_IS_BETTER = frozenset({"fall_out"})
 
 
 def _parse_confidence(key: str, kind: str, inner_key: str) -> MetricKey:
@@ -171,6 +173,10 @@ def _parse_confidence(key: str, kind: str, inner_key: str) -> MetricKey:
     if kind == "erc" and inner.spec.name in _UNBOUNDED:
         raise ValueError(f"{key!r}: erc: reads 1 - value as the error of a query and needs a metric within "
                          f"[0, 1]; {inner.spec.name!r} is unbounded (use spearman:/kendall:/conf: instead)")
+    if kind == "erc" and inner.spec.name in _LOWER_IS_BETTER:
+        raise ValueError(f"{key!r}: erc: reads 1 - value as the error of a query, for metrics where higher is "
+                         f"better; {inner.spec.name!r} is lower-is-better, so 1 - value is no error "
+                         "(use spearman:/kendall:/conf: instead)")
     return MetricKey(key, inner.spec, inner.cutoff, kind)
 
 

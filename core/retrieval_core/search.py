@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from . import optional
+from .ranking import GAIN_LIMIT
 
 DISTANCES = ("cosine", "dot", "euclidean", "squared_euclidean", "hamming")
 Distance = Union[str, Callable[[Tensor, Tensor], Tensor]]
@@ -399,7 +400,7 @@ class Checks:
 
     def __init__(self):
         self.distances: list = []  # 0-d bool: all distances of a chunk finite
-        self.gains: list = []  # 0-d float64 pairs: (chunk minimum, chunk has NaN/inf/negative)
+        self.gains: list = []  # [3] float64: (chunk minimum, chunk maximum, 1: NaN/inf/negative, 2: too large)
         self.integer = False  # integer gains (their minimum printed as an int)
 
     def raise_any(self) -> None:
@@ -411,17 +412,28 @@ class Checks:
         if self.distances:
             parts[0] = torch.stack(self.distances).all().logical_not().to(torch.float64).reshape(1)
         if self.gains:
-            g = torch.stack(self.gains)  # [chunks, 2]
-            first = g[:, 1].argmax()  # the first failing chunk (or chunk 0 when none fails)
-            parts.append(g.index_select(0, first.reshape(1)).reshape(2))
+            g = torch.stack(self.gains)  # [chunks, 3]
+            first = (g[:, 2] > 0).to(torch.uint8).argmax()  # the first failing chunk (or chunk 0 when none fails)
+            parts.append(g.index_select(0, first.reshape(1)).reshape(3))
         flags = torch.cat(parts).tolist()
         if flags[0]:
             raise ValueError(DISTANCE_ERROR)
-        if len(flags) > 1 and flags[2]:  # [distances bad, gains' minimum, gains bad]
-            low = flags[1]
-            if self.integer and low == low:  # as the gains' own minimum prints
-                low = int(low)
-            raise ValueError(f"relevance gains must be finite and >= 0; got a minimum of {low}")
+        if len(flags) > 1:  # [distances bad, gains' minimum, maximum, gains bad]
+            _raise_gains(flags[1], flags[2], flags[3], self.integer)
+
+
+def _raise_gains(low: float, high: float, bad: float, integer: bool) -> None:
+    """The error of a relevance callable's gains (``bad``: 1 NaN/inf/negative, 2 too large)."""
+    if bad == 1:
+        if integer and low == low:  # as the gains' own minimum prints
+            low = int(low)
+        raise ValueError(f"relevance gains must be finite and >= 0; got a minimum of {low}")
+    if bad == 2:
+        raise ValueError(f"relevance gains must be at most 2^960 (about 1e289) so that sums of them fit float64; "
+                         f"got a maximum of {high:g}")
+
+
+_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
 
 
 def gains(
@@ -441,16 +453,21 @@ def gains(
         if not isinstance(out, Tensor) or out.shape != shape:
             got = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
             raise ValueError(f"a relevance callable must return gains [queries, gallery] = {shape}; got {got}")
+        if out.is_complex() or out.dtype in _UNSIGNED:
+            raise TypeError(f"a relevance callable must return real gains (bool, int8-64, uint8 or floating "
+                            f"point); got {out.dtype}")
         if out.dtype != torch.bool and out.numel():
-            low = out.min()
-            bad = torch.isnan(low) | (low < 0)
+            low, high = torch.aminmax(out)
+            bad = (torch.isnan(low) | (low < 0)).to(torch.float64)
             if out.is_floating_point():
-                bad = bad | ~torch.isfinite(out).all()
+                bad = torch.maximum(bad, (~torch.isfinite(out).all()).to(torch.float64))
+                bad = torch.where(bad > 0, bad, 2.0 * (high > GAIN_LIMIT))
             if checks is not None:
-                checks.gains.append(torch.stack([low.to(torch.float64), bad.to(torch.float64)]))
+                checks.gains.append(torch.stack([low.to(torch.float64), high.to(torch.float64), bad]))
                 checks.integer = not out.is_floating_point()
-            elif bool(bad):
-                raise ValueError(f"relevance gains must be finite and >= 0; got a minimum of {low.item()}")
+            else:
+                _raise_gains(*torch.stack([low.to(torch.float64), high.to(torch.float64), bad]).tolist(),
+                             not out.is_floating_point())
         return out
     if query_labels.ndim == 1:
         return query_labels.unsqueeze(1) == gallery_labels.unsqueeze(0)

@@ -19,6 +19,7 @@ from torch import Tensor
 from .aggregate import MetricResults, aggregate
 from .distributed import all_reduce_sum, drop_duplicates, evaluate_split, gather_cat, world_size
 from .embeddings import evaluate_embeddings
+from .validate import check_representable
 
 __all__ = ["compact_sums", "finalize_compact", "finalize_scores", "finalize_embeddings"]
 
@@ -40,6 +41,7 @@ def finalize_compact(
 ) -> MetricResults:
     """Means from summed ``compact_sums`` states (summed over ranks here unless ``gather=False``)."""
     total, defined, undefined = (all_reduce_sum(sums, group) if gather else sums).to(torch.float64).unbind(0)
+    check_representable(total.unsqueeze(0), keys, n_queries=1)  # a sum that overflowed is inf
     n_queries = (defined + undefined)[0].to(torch.int64)
     if empty == "error" and bool((undefined > 0).any()):
         bad = [f"{k}: {int(c)}" for k, c in zip(keys, undefined.tolist()) if c]

@@ -103,7 +103,11 @@ class TieGroups:
     def exp_gain(self) -> Tensor:
         if self._past is not None and self.r.tie_exp_gain is None:
             raise ValueError("ties='expected' needs the exponential gain at the cut for dcg_exp/ndcg_exp")
-        return self._sums(K._exp_gain(self.r.relevance), self.r.tie_exp_gain)[0]
+        r = self.r
+        past = r.tie_exp_gain
+        if past is not None:  # scaled by 2^-tie_exp_shift; exp_shift is at least that
+            past = past * torch.exp2((0.0 if r.tie_exp_shift is None else r.tie_exp_shift) - r.exp_shift)
+        return self._sums(K._exp_gain(r.relevance, r.exp_shift), past)[0]
 
     @cached_property
     def p_hit(self) -> Tensor:
@@ -206,7 +210,7 @@ def dcg(r, k):
 
 
 def dcg_exp(r, k):
-    return _dcg(r, k, True)
+    return K.unscale(_dcg(r, k, True), r.exp_shift)  # exp_gain is scaled by 2^-exp_shift
 
 
 def ndcg(r, k):
@@ -214,7 +218,7 @@ def ndcg(r, k):
 
 
 def ndcg_exp(r, k):
-    return dcg_exp(r, k) / K._dcg(K._exp_gain(K._ideal(r)), r, k)
+    return _dcg(r, k, True) / K._dcg(K._exp_gain(K._ideal(r), r.exp_shift), r, k)  # both scaled alike
 
 
 def acg(r, k):

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from . import sizing
+from .ranking import GAIN_LIMIT
 from .search import DISTANCES
 
 TIES = ("stable", "expected", "optimistic", "pessimistic")
@@ -68,6 +69,24 @@ def check_tensor(name: str, value) -> Tensor:
     if not isinstance(value, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
     return value
+
+
+_WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+
+
+def check_not_wide_unsigned(name: str, value: Tensor) -> None:
+    """No uint16/uint32/uint64 tensor where the kernels need operations torch lacks for them
+    (indexes and gains; uint64 values past int64's range would also change on conversion).
+
+    Example:
+        >>> check_not_wide_unsigned("indexes", torch.zeros(2, dtype=torch.uint64))
+        Traceback (most recent call last):
+        ...
+        TypeError: indexes has dtype torch.uint64; unsigned integers other than uint8 are not supported: convert to a signed integer dtype (e.g. int64)
+    """
+    if value.dtype in _WIDE_UNSIGNED:
+        raise TypeError(f"{name} has dtype {value.dtype}; unsigned integers other than uint8 are not supported: "
+                        "convert to a signed integer dtype (e.g. int64)")
 
 
 def check_choice(name: str, value, choices: Sequence) -> None:
@@ -147,6 +166,7 @@ def _check_score_tensors(preds, target, names: Tuple[str, str]) -> None:
         raise TypeError(f"{p} must be a floating-point or integer tensor; got {preds.dtype}")
     if target.is_complex():
         raise TypeError(f"{t} must be a bool, integer or floating-point tensor; got {target.dtype}")
+    check_not_wide_unsigned(t, target)
 
 
 def _check_dense(preds, target, mask, names: Tuple[str, str], dims: str, hint: str) -> None:
@@ -199,6 +219,7 @@ def check_scores(preds, target, *, indexes=None, mask=None) -> None:
     check_tensor("indexes", indexes)
     if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
         raise TypeError(f"indexes must be an integer tensor; got {indexes.dtype}")
+    check_not_wide_unsigned("indexes", indexes)
     if preds.ndim != 1 or indexes.ndim != 1:
         raise ValueError(f"with indexes, preds, target and indexes must be 1-D; got {_shape(preds)} and {_shape(indexes)}")
     if indexes.shape != preds.shape:
@@ -379,6 +400,8 @@ def check_indexed_triplet(indexes, preds, target) -> None:
         raise ValueError("`indexes`, `preds` and `target` must be of the same shape")
     if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
         raise ValueError("`indexes` must be a tensor of long integers")
+    check_not_wide_unsigned("`indexes`", indexes)
+    check_not_wide_unsigned("`target`", target)
     if target.is_complex():
         raise ValueError("`target` must be a tensor of booleans, integers or floats")
     if not preds.is_floating_point():
@@ -418,7 +441,8 @@ def check_binary_target(target: Tensor) -> None:
 
 
 def value_flags(preds: Tensor, target: Tensor) -> Tensor:
-    """``[3]`` int64 flags of one batch: NaN/inf scores, NaN/inf gains, negative gains.
+    """``[3]`` int64 flags of one batch: NaN/inf scores, NaN/inf gains (or above
+    :data:`GAIN_LIMIT`), negative gains.
 
     No host sync where one costs (``sizing.sync_free``): an adapter sums them as a
     state and calls :func:`raise_value_flags` once, at compute. Elsewhere (CPU) the
@@ -436,7 +460,7 @@ def value_flags(preds: Tensor, target: Tensor) -> Tensor:
     if target.dtype != torch.bool and target.numel():
         if target.is_floating_point():  # one pass for both (a NaN propagates to both)
             low, high = torch.aminmax(target)
-            bad_target = ~(torch.isfinite(low) & torch.isfinite(high))
+            bad_target = ~(torch.isfinite(low) & torch.isfinite(high) & (high <= GAIN_LIMIT))
         else:
             low = target.amin()
         negative = low < 0
@@ -473,7 +497,8 @@ def raise_value_flags(flags: Tensor, names: Tuple[str, str] = ("preds", "target"
     if bad_preds:
         raise ValueError(f"{_contains(p)} NaN or inf; scores must be finite")
     if bad_target:
-        raise ValueError(f"{_contains(t)} NaN or inf; gains must be finite and >= 0")
+        raise ValueError(f"{_contains(t)} NaN or inf (or gains above 2^960); gains must be finite and >= 0, "
+                         "and at most 2^960 (about 1e289) so that sums of them fit float64")
     if negative:
         raise ValueError(f"{_contains(t)} negative gains; gains must be >= 0")
 
@@ -488,6 +513,31 @@ def check_values(preds: Tensor, target: Tensor, names: Tuple[str, str] = ("preds
         ValueError: preds contain NaN or inf; scores must be finite
     """
     raise_value_flags(value_flags(preds, target), names)
+
+
+def check_representable(values: Tensor, keys: Sequence[str], n_queries: Optional[int] = None) -> None:
+    """Per-query ``values[Q, M]`` (or their sums, ``n_queries=1``) that float64 can sum:
+    no infinity, and no value so large that a sum over the ``n_queries`` queries (the mean,
+    resampled means) could overflow. One host read.
+
+    Example:
+        >>> check_representable(torch.tensor([[1.0, float("inf")]]), ["dcg", "dcg_exp"])
+        Traceback (most recent call last):
+        ...
+        ValueError: dcg_exp: values up to inf over 1 query, beyond what float64 can sum (dcg_exp's 2^g - 1 overflows from gains of about 1024 on, dcg's sums from gains near 1e308); use ndcg_exp/ndcg, or smaller gains
+    """
+    n = max(values.shape[0] if n_queries is None else n_queries, 1)
+    if values.numel() == 0:
+        return
+    limit = torch.finfo(torch.float64).max / n
+    largest = torch.where(torch.isnan(values), 0.0, values.abs()).amax(0)
+    bad = [(k, v) for k, v in zip(keys, largest.tolist()) if v > limit]
+    if bad:
+        raise ValueError(
+            f"{', '.join(k for k, _ in bad)}: values up to {max(v for _, v in bad):g} over {n} quer{'y' if n == 1 else 'ies'}, "
+            "beyond what float64 can sum (dcg_exp's 2^g - 1 overflows from gains of about 1024 on, dcg's sums from "
+            "gains near 1e308); use ndcg_exp/ndcg, or smaller gains"
+        )
 
 
 # -- options ---------------------------------------------------------------------------
@@ -823,12 +873,28 @@ def check_level(ci, or_none: str = "") -> float:
     return float(ci)
 
 
-def check_resampling(n_resamples, seed) -> None:
-    """A positive int of resamples and an int seed."""
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
-        raise ValueError(f"n_resamples must be a positive int; got {n_resamples!r}")
+def check_seed(seed) -> int:
+    """The seed of a CPU ``torch.Generator`` (bootstrap, compare, k-means): an int that
+    ``manual_seed`` takes, from -2**63 to 2**64 - 1.
+
+    Example:
+        >>> check_seed(2**64)
+        Traceback (most recent call last):
+        ...
+        ValueError: seed must be an int from -2**63 to 2**64 - 1 (a torch.Generator seed); got 18446744073709551616
+    """
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int; got {seed!r}")
+    if not -(2**63) <= int(seed) <= 2**64 - 1:
+        raise ValueError(f"seed must be an int from -2**63 to 2**64 - 1 (a torch.Generator seed); got {seed!r}")
+    return int(seed)
+
+
+def check_resampling(n_resamples, seed) -> None:
+    """A positive int of resamples and a seed (:func:`check_seed`)."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive int; got {n_resamples!r}")
+    check_seed(seed)
 
 
 def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
@@ -876,6 +942,7 @@ def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamp
         0.9
     """
     check_ci_options(ci, ci_method, n_resamples, seed, reduce, per_class, compact)
+    check_seed(seed)  # also without an interval: a bad seed is an error whatever else is asked
     check_ci_keys(keys, ci, ci_method)
     return dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                 keep_per_query=check_keep_per_query(keep_per_query) and not compact)

@@ -188,7 +188,11 @@ FACE_CASES = [
     ("NaN scores", ALL, lambda f: scores(f, preds=SP.masked_fill(ST.bool(), float("nan"))), ValueError,
      "{p_has} NaN or inf; scores must be finite"),
     ("inf gains", ALL, lambda f: scores(f, target=ST.double().masked_fill(ST.bool(), float("inf"))), ValueError,
-     "{t_has} NaN or inf; gains must be finite and >= 0"),
+     "{t_has} NaN or inf (or gains above 2^960); gains must be finite and >= 0, and at most 2^960 (about 1e289) "
+     "so that sums of them fit float64"),
+    ("huge gains", ALL, lambda f: scores(f, target=ST.double().masked_fill(ST.bool(), 2.0**961)), ValueError,
+     "{t_has} NaN or inf (or gains above 2^960); gains must be finite and >= 0, and at most 2^960 (about 1e289) "
+     "so that sums of them fit float64"),
     ("negative gains", ALL, lambda f: scores(f, target=ST - 1), ValueError, "{t_has} negative gains; gains must be >= 0"),
     # per-row inputs of the adapters
     ("ids length", ADAPTERS, lambda f: scores(f, ids=torch.arange(2)), ValueError,

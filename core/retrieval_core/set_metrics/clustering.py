@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from ..validate import check_seed
 from ._common import _check_finite, _check_int, _check_real_dtype, _check_tensor, _chunk_rows
 from .mutual_info import _check_labels, mutual_info_scores
 
@@ -102,7 +103,7 @@ def _check_kmeans_input(x, n_clusters, seed, max_iter, tol) -> Tuple[int, int, i
     k = _check_int("n_clusters", n_clusters)
     if not 1 <= k <= n:
         raise ValueError(f"n_clusters must be between 1 and the number of points ({n}); got {k}")
-    seed = _check_int("seed", seed)
+    seed = check_seed(_check_int("seed", seed))
     max_iter = _check_int("max_iter", max_iter, minimum=1)
     if isinstance(tol, bool) or not isinstance(tol, Real) or not (float(tol) >= 0.0) or math.isinf(tol):
         raise ValueError(f"tol must be a finite number >= 0; got {tol!r}")
