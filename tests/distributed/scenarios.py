@@ -15,7 +15,7 @@ Shares:
 * ``nobody``: no rank sees data (NotComputableError everywhere).
 
 Repeated ids: DistributedSampler's padding repeats a sample, which is dropped (also
-when the repeat was recomputed with a small numeric difference); ids counted from 0
+when the repeat was recomputed with a rounding-level difference); ids counted from 0
 in every batch repeat with different rows, an error on every rank. Labels and
 embeddings of every dtype that one process accepts sync exactly.
 """
@@ -133,15 +133,15 @@ def _mixed_ids_case(rank: int, world: int) -> Any:
 
 
 def _padding_recomputed_case(rank: int, world: int) -> Any:
-    """DistributedSampler padding whose repeated rows were recomputed with a tiny
-    numeric difference (as a GPU may give in another batch): still dropped."""
+    """DistributedSampler padding whose repeated rows were recomputed two units in
+    the last place away (as a GPU may give in another batch): still dropped."""
     x, labels = _embedding_data()
     n = x.shape[0]
     idx = torch.tensor(list(DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=3)))
     is_pad = rank + world * torch.arange(idx.numel()) >= n  # global positions past the dataset: the repeats
-    g = torch.Generator().manual_seed(100 + rank)
-    noise = 1e-4 * x[idx].abs().amax(1, keepdim=True) * torch.randn(idx.numel(), x.shape[1], generator=g)
-    emb = x[idx] + is_pad[:, None] * noise
+    emb = x[idx]
+    up = torch.nextafter(emb, torch.full_like(emb, torch.inf))  # one unit in the last place, every entry
+    emb = torch.where(is_pad[:, None], torch.nextafter(up, torch.full_like(up, torch.inf)), emb)
     batches = [{"embeddings": e, "labels": labels[i], "ids": i} for e, i in zip(emb.split(4), idx.split(4))]
     return _run(ir.EmbeddingMetrics(EMB_KEYS), batches)
 

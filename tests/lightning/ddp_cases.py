@@ -125,14 +125,14 @@ def scenarios() -> Dict[str, Scenario]:
         lambda **kw: lr.EmbeddingMetrics(EMB_KEYS + ["nmi"], **kw),
         {0: [("update", (x[:4], y[:4]), {})], 1: [("update", (x[4:10], y[4:10]), {}), ("update", (x[10:], y[10:]), {})]})
 
-    # DistributedSampler padding whose repeat was recomputed with a tiny numeric
+    # DistributedSampler padding whose repeat was recomputed with a rounding-level
     # difference (as another batch on a GPU may give): still dropped
     padded = []
     for r in range(WORLD):
         rows_r = _sampler_rows(23, r, 5)
         is_pad = r + WORLD * torch.arange(sum(len(t) for t in rows_r)) >= 23
-        noise = 1e-4 * torch.randn(len(is_pad), x.shape[1], generator=torch.Generator().manual_seed(r))
-        xr = x[torch.cat(rows_r)] + is_pad[:, None] * noise
+        xr = x[torch.cat(rows_r)]
+        xr = torch.where(is_pad[:, None], torch.nextafter(xr, torch.full_like(xr, torch.inf)), xr)  # one unit
         padded.append([("update", (e, y[i]), {"ids": i}) for e, i in zip(xr.split(5), rows_r)])
     s["embedding_padding_recomputed"] = Scenario(lambda **kw: lr.EmbeddingMetrics(EMB_KEYS, **kw),
                                                  {0: padded[0], 1: padded[1]},

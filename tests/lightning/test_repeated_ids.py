@@ -53,3 +53,17 @@ def test_ranking_ids_counted_from_zero_in_every_batch():
     expected = retrieval_core.evaluate_scores(preds, target, ["ndcg@5", "mrr"])
     assert {k: v.item() for k, v in m.compute().items()} == pytest.approx(
         {k: v.item() for k, v in expected.items()}, abs=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_embedding_ids_from_zero_with_a_dominant_feature(dtype):
+    # issue 18: with one feature dominating every row, the two items of each id
+    # were once taken for a padding copy and 20 of 40 items vanished
+    x, y = clustered_embeddings(11, 40)
+    x[:, 0] = 100.0
+    y[20:] = y[:20]  # only the embeddings tell the two items of an id apart
+    m = EmbeddingMetrics(KEYS)
+    for i in (0, 20):
+        m.update(x[i:i + 20].to(dtype), y[i:i + 20], ids=torch.arange(20))
+    with pytest.raises(ValueError, match=r"^ids 0, 1, 2, 3, 4 and 15 more repeat with different rows \(embeddings: 20 rows\)"):
+        m.compute()
