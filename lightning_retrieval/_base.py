@@ -14,13 +14,22 @@ fine, every dtype exact), and an empty rank's placeholder comes back as zero row
 of the other ranks' dtype and shape. Only torchmetrics' documented API is used
 for this: the ``dist_sync_fn`` argument and ``add_state``'s reductions.
 
+Compute groups. torchmetrics' ``MetricCollection`` lets metrics share states
+when their states are equal after the first update, a test that derived states
+(per-query values of one key) can pass for metrics computing different keys. Each
+metric therefore also holds ``config_digest``: a fingerprint (16 bytes of SHA-256) of its
+class and options, a state that never changes ("max" over ranks: the same on
+every rank), so only metrics of one class with the same options share states.
+
 Compute. After the sync the states already hold every rank's rows, and a compute
 that is not synced (``sync_on_compute=False``, the batch value of ``forward``) must
 stay local; so the metrics call the core's ``finalize_*`` steps with ``gather=False``.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import hashlib
+from abc import ABCMeta
+from typing import Any, Dict, Optional
 
 import torch
 from torch import Tensor
@@ -32,10 +41,30 @@ from retrieval_core.distributed import gather_per_rank
 __all__ = ["CoreStateMetric"]
 
 
-class CoreStateMetric(Metric):
+def config_fingerprint(metric: Metric) -> Tensor:
+    """``[16]`` int64 (byte values): a digest of ``metric``'s class and ``_config()``.
+    Bytes, so torchmetrics' ``allclose`` between two fingerprints is equality."""
+    cls = type(metric)
+    text = repr((cls.__module__, cls.__qualname__, sorted(metric._config().items())))
+    return torch.tensor(list(hashlib.sha256(text.encode("utf-8")).digest()[:16]), dtype=torch.int64)
+
+
+class _Configured(ABCMeta):
+    """Adds the ``config_digest`` state once the whole ``__init__`` chain has run (the
+    subclasses set their options after ``CoreStateMetric.__init__``)."""
+
+    def __call__(cls, *args, **kwargs):
+        metric = super().__call__(*args, **kwargs)
+        metric.add_state("config_digest", default=config_fingerprint(metric).to(metric.device), dist_reduce_fx="max")
+        return metric
+
+
+class CoreStateMetric(Metric, metaclass=_Configured):
     """A ``torchmetrics.Metric`` whose "cat" and "sum" states sync through the core's
     gather routine by default (uneven sizes, ranks without data, 2-D states, any
-    dtype: no hang). A ``dist_sync_fn`` given by the user replaces it."""
+    dtype: no hang). A ``dist_sync_fn`` given by the user replaces it. The
+    ``config_digest`` state (see the module docstring) keeps a ``MetricCollection`` from
+    merging it with a metric of other options or another class."""
 
     is_differentiable = False
     full_state_update = False
@@ -44,6 +73,10 @@ class CoreStateMetric(Metric):
         if kwargs.get("dist_sync_fn") is None:
             kwargs["dist_sync_fn"] = gather_per_rank
         super().__init__(**kwargs)
+
+    def _config(self) -> Dict[str, Any]:
+        """What decides this metric's states and values besides its class: its options."""
+        raise NotImplementedError
 
     def sync(self, dist_sync_fn=None, process_group=None, should_sync: bool = True,
              distributed_available=None) -> None:

@@ -128,6 +128,10 @@ class RankingMetrics(CoreStateMetric):
         # summed value_flags of the batches: NaN/inf scores, NaN/inf gains, negative gains
         self.add_state("invalid", default=torch.zeros(3, dtype=torch.int64), dist_reduce_fx="sum")
 
+    def _config(self):
+        return dict(keys=self.keys, ties=self.ties, empty=self.empty, reduce=self.reduce, compact=self.compact,
+                    **self.stats)
+
     def update(
         self,
         preds: Tensor,
@@ -248,6 +252,9 @@ class EmbeddingMetrics(CoreStateMetric):
                             per_class=per_class, memory_budget=memory_budget, progress=progress, **stats)
         for name in ("embeddings", "labels", "ids", "is_query", "is_gallery", "categories", "confidence"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
+
+    def _config(self):
+        return dict(keys=self.keys, **self.options)
 
     def update(
         self,

@@ -139,6 +139,12 @@ class _FlatRetrievalMetric(CoreStateMetric):
         self.add_state("preds", default=[], dist_reduce_fx="cat")
         self.add_state("target", default=[], dist_reduce_fx="cat")
 
+    _OPTIONS = ("empty_target_action", "ignore_index", "aggregation", "top_k", "adaptive_k", "max_fpr", "max_k",
+                "min_precision")
+
+    def _config(self):
+        return {name: getattr(self, name) for name in self._OPTIONS if hasattr(self, name)}
+
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
         """Check shapes and dtypes (torchmetrics' checks and messages), flatten, drop
         ``ignore_index`` entries and store.
