@@ -28,6 +28,7 @@ stay local; so the metrics call the core's ``finalize_*`` steps with ``gather=Fa
 from __future__ import annotations
 
 import hashlib
+import warnings
 from abc import ABCMeta
 from typing import Any, Dict, Optional
 
@@ -36,7 +37,7 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from retrieval_core.aggregate import MetricResults
-from retrieval_core.distributed import gather_per_rank
+from retrieval_core.distributed import gather_per_rank, rank_of, world_size
 
 __all__ = ["CoreStateMetric"]
 
@@ -88,6 +89,20 @@ class CoreStateMetric(Metric, metaclass=_Configured):
         super().sync(dist_sync_fn=dist_sync_fn if dist_sync_fn is not None else self.dist_sync_fn,
                      process_group=process_group, should_sync=should_sync,
                      distributed_available=distributed_available)
+
+    def _warn_without_ids(self, how: str) -> None:
+        """Once per metric, on rank 0 of a synced compute over several processes
+        without ids: DistributedSampler's padding repeats samples, which then count
+        twice, and nothing else can tell a repeat from a new sample."""
+        group = getattr(self, "synced_group", None)
+        if not self._is_synced or getattr(self, "_warned_without_ids", False) or world_size(group) < 2:
+            return
+        self._warned_without_ids = True
+        if rank_of(group) == 0:
+            warnings.warn(
+                f"{type(self).__name__} computed over {world_size(group)} processes without ids: samples that "
+                "DistributedSampler repeats to pad the last batches count again, so the value may differ from one "
+                f"process's. To drop the repeats, {how}", UserWarning, stacklevel=3)
 
     def _wrap_compute(self, compute):
         """torchmetrics rebuilds the returned dict (squeeze, clone), which drops the

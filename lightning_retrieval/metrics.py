@@ -169,12 +169,15 @@ class RankingMetrics(CoreStateMetric):
         """``{key: value}`` over every query seen (on every rank, when synced)."""
         raise_value_flags(self.invalid)
         if self.compact:
+            self._warn_without_ids("use compact=False and pass each query's dataset index as ids= to update.")
             return self._counted(finalize_compact(self.sums, self.keys, empty=self.empty, gather=False))
         values = self._state("values")
         if values is None:
             values = torch.empty(0, len(self.keys), dtype=torch.float64, device=self.device)
         ids, categories, confidence = self._state("ids"), self._state("categories"), self._state("confidence")
         _same_rows(values.shape[0], ids=ids, categories=categories, confidence=confidence)
+        if ids is None:
+            self._warn_without_ids("pass each query's dataset index as ids= to update.")
         return self._counted(finalize_scores(values, self.keys, ids=ids, categories=categories, gather=False,
                                              confidence=confidence, empty=self.empty, reduce=self.reduce,
                                              ties=self.ties, **self.stats))
@@ -305,6 +308,8 @@ class EmbeddingMetrics(CoreStateMetric):
         optional = {name: self._state(name) for name in ("ids", "is_query", "is_gallery", "categories", "confidence")}
         labels = self._state("labels")
         _same_rows(embeddings.shape[0], labels=labels, **optional)
+        if optional["ids"] is None:
+            self._warn_without_ids("pass each item's dataset index as ids= to update.")
         # synced: every rank holds every rank's state, and the ranks divide the evaluation
         synced = self._is_synced
         return self._counted(finalize_embeddings(embeddings, labels, self.keys, gather=False, split=synced,

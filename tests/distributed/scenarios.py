@@ -182,6 +182,28 @@ def _dtypes_case(rank: int, world: int) -> Dict[str, Any]:
     return out
 
 
+def _id_warnings_case(rank: int, world: int) -> Dict[str, Any]:
+    """The warnings about computing without ids (a list per metric): RankingMetrics
+    and EmbeddingMetrics without ids, compact, a rec_sys drop-in, and with ids."""
+    import warnings
+
+    out = {}
+    for name, make, case in (("ranking", lambda: ir.RankingMetrics(["mrr"]), _ranking_case),
+                             ("compact", lambda: ir.RankingMetrics(["mrr"], compact=True), _ranking_case),
+                             ("hit_rate", lambda: ir.HitRate(top_k=3), _ranking_case),
+                             ("embeddings", lambda: ir.EmbeddingMetrics(["cmc@1"]), _embedding_case)):
+        for ids in (False, True):
+            if name == "compact" and ids:
+                continue
+            metric = make()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                case(lambda: metric, "sampler", ids=ids)(rank, world)
+                metric.compute()  # a second compute: no second warning
+            out[f"{name} ids={ids}"] = [str(w.message) for w in caught if "without ids" in str(w.message)]
+    return out
+
+
 RANK_KEYS = ["ndcg@5", "map@r", "mrr", "hit_rate@3", "precision@2", "recall@10"]
 EMB_KEYS = ["cmc@1", "map@r", "precision_capped@5", "ndcg@3"]
 
@@ -211,6 +233,7 @@ CASES: Dict[str, Callable[[int, int], Any]] = {
     "embeddings_ids_from_zero": _ids_from_zero_case("embedding"),
     "ranking_ids_from_zero": _ids_from_zero_case("ranking"),
     "embeddings_every_dtype": _dtypes_case,
+    "id_warnings": _id_warnings_case,
 }
 SCENARIOS = CASES  # the harness's name
 WORLDS = (2, 3)
