@@ -8,6 +8,7 @@ retrieval_core.validate, update-side and compute-side steps from retrieval_core.
 """
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ except ImportError as error:  # pragma: no cover - exercised only without ignite
         "ignite_retrieval needs PyTorch-Ignite: pip install 'retrieval-metrics[ignite]'"
     ) from error
 
-from retrieval_core.distributed import all_reduce_sum
+from retrieval_core.distributed import all_reduce_sum, rank_of, world_size
 
 __all__ = ["RetrievalMetric", "NotComputableError", "to_python"]
 
@@ -227,6 +228,19 @@ class RetrievalMetric(Metric):
                     "give it on all of them or on none"
                 )
         return {k: c > 0 for k, c in zip(self._optional, given)}, (summed if checks is not None else None)
+
+    def _warn_without_ids(self, how: str) -> None:
+        """Once per metric, on rank 0, when several processes compute without ids:
+        samples that DistributedSampler repeats to pad the last batches count again,
+        and nothing else can tell a repeat from a new sample."""
+        if world_size() < 2 or self.__dict__.get("_warned_without_ids", False):  # ignite answers any attribute
+            return
+        self._warned_without_ids = True
+        if rank_of() == 0:
+            warnings.warn(
+                f"{self._name()} computed over {world_size()} processes without ids: samples that "
+                "DistributedSampler repeats to pad the last batches count again, so the value may differ from one "
+                f"process's. To drop the repeats, {how}", UserWarning, stacklevel=3)
 
     @staticmethod
     def _cat(parts: List[Tensor], fallback_dtype: torch.dtype, device) -> Tensor:

@@ -150,6 +150,8 @@ class EmbeddingMetrics(RetrievalMetric):
 
     def _results(self) -> MetricResults:
         present, _ = self._agree(self._n_rows)
+        if not present["ids"]:
+            self._warn_without_ids("add each item's dataset index to the output mapping as \"ids\".")
         dtypes = {"embeddings": torch.float32, "labels": torch.int64, "ids": torch.int64,
                   "is_query": torch.bool, "is_gallery": torch.bool, "categories": torch.int64,
                   "confidence": torch.float64}

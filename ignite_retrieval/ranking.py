@@ -174,7 +174,11 @@ class RankingMetrics(RetrievalMetric):
         with self._named_errors():
             raise_value_flags(checks, _NAMES)
         if self._compact:
+            self._warn_without_ids("use compact=False and add each query's dataset index to the output mapping "
+                                   "as \"ids\".")
             return finalize_compact(self._sums, self.metric_keys, empty=self._empty)
+        if not present["ids"]:
+            self._warn_without_ids("add each query's dataset index to the output mapping as \"ids\".")
         values = self._cat(self._values, torch.float64, self._device)
         ids = self._cat(self._ids, torch.int64, self._device) if present["ids"] else None
         categories = self._cat(self._categories, torch.int64, self._device) if present.get("categories") else None

@@ -14,28 +14,58 @@ fine, every dtype exact), and an empty rank's placeholder comes back as zero row
 of the other ranks' dtype and shape. Only torchmetrics' documented API is used
 for this: the ``dist_sync_fn`` argument and ``add_state``'s reductions.
 
+Compute groups. torchmetrics' ``MetricCollection`` lets metrics share states
+when their states are equal after the first update, a test that derived states
+(per-query values of one key) can pass for metrics computing different keys. Each
+metric therefore also holds ``config_digest``: a fingerprint (16 bytes of SHA-256) of its
+class and options, a state that never changes ("max" over ranks: the same on
+every rank), so only metrics of one class with the same options share states.
+
 Compute. After the sync the states already hold every rank's rows, and a compute
 that is not synced (``sync_on_compute=False``, the batch value of ``forward``) must
 stay local; so the metrics call the core's ``finalize_*`` steps with ``gather=False``.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import hashlib
+import warnings
+from abc import ABCMeta
+from typing import Any, Dict, Optional
 
 import torch
 from torch import Tensor
 from torchmetrics import Metric
 
 from retrieval_core.aggregate import MetricResults
-from retrieval_core.distributed import gather_per_rank
+from retrieval_core.distributed import gather_per_rank, rank_of, world_size
 
 __all__ = ["CoreStateMetric"]
 
 
-class CoreStateMetric(Metric):
+def config_fingerprint(metric: Metric) -> Tensor:
+    """``[16]`` int64 (byte values): a digest of ``metric``'s class and ``_config()``.
+    Bytes, so torchmetrics' ``allclose`` between two fingerprints is equality."""
+    cls = type(metric)
+    text = repr((cls.__module__, cls.__qualname__, sorted(metric._config().items())))
+    return torch.tensor(list(hashlib.sha256(text.encode("utf-8")).digest()[:16]), dtype=torch.int64)
+
+
+class _Configured(ABCMeta):
+    """Adds the ``config_digest`` state once the whole ``__init__`` chain has run (the
+    subclasses set their options after ``CoreStateMetric.__init__``)."""
+
+    def __call__(cls, *args, **kwargs):
+        metric = super().__call__(*args, **kwargs)
+        metric.add_state("config_digest", default=config_fingerprint(metric).to(metric.device), dist_reduce_fx="max")
+        return metric
+
+
+class CoreStateMetric(Metric, metaclass=_Configured):
     """A ``torchmetrics.Metric`` whose "cat" and "sum" states sync through the core's
     gather routine by default (uneven sizes, ranks without data, 2-D states, any
-    dtype: no hang). A ``dist_sync_fn`` given by the user replaces it."""
+    dtype: no hang). A ``dist_sync_fn`` given by the user replaces it. The
+    ``config_digest`` state (see the module docstring) keeps a ``MetricCollection`` from
+    merging it with a metric of other options or another class."""
 
     is_differentiable = False
     full_state_update = False
@@ -44,6 +74,10 @@ class CoreStateMetric(Metric):
         if kwargs.get("dist_sync_fn") is None:
             kwargs["dist_sync_fn"] = gather_per_rank
         super().__init__(**kwargs)
+
+    def _config(self) -> Dict[str, Any]:
+        """What decides this metric's states and values besides its class: its options."""
+        raise NotImplementedError
 
     def sync(self, dist_sync_fn=None, process_group=None, should_sync: bool = True,
              distributed_available=None) -> None:
@@ -55,6 +89,20 @@ class CoreStateMetric(Metric):
         super().sync(dist_sync_fn=dist_sync_fn if dist_sync_fn is not None else self.dist_sync_fn,
                      process_group=process_group, should_sync=should_sync,
                      distributed_available=distributed_available)
+
+    def _warn_without_ids(self, how: str) -> None:
+        """Once per metric, on rank 0 of a synced compute over several processes
+        without ids: DistributedSampler's padding repeats samples, which then count
+        twice, and nothing else can tell a repeat from a new sample."""
+        group = getattr(self, "synced_group", None)
+        if not self._is_synced or getattr(self, "_warned_without_ids", False) or world_size(group) < 2:
+            return
+        self._warned_without_ids = True
+        if rank_of(group) == 0:
+            warnings.warn(
+                f"{type(self).__name__} computed over {world_size(group)} processes without ids: samples that "
+                "DistributedSampler repeats to pad the last batches count again, so the value may differ from one "
+                f"process's. To drop the repeats, {how}", UserWarning, stacklevel=3)
 
     def _wrap_compute(self, compute):
         """torchmetrics rebuilds the returned dict (squeeze, clone), which drops the

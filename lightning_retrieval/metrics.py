@@ -128,6 +128,10 @@ class RankingMetrics(CoreStateMetric):
         # summed value_flags of the batches: NaN/inf scores, NaN/inf gains, negative gains
         self.add_state("invalid", default=torch.zeros(3, dtype=torch.int64), dist_reduce_fx="sum")
 
+    def _config(self):
+        return dict(keys=self.keys, ties=self.ties, empty=self.empty, reduce=self.reduce, compact=self.compact,
+                    **self.stats)
+
     def update(
         self,
         preds: Tensor,
@@ -165,12 +169,15 @@ class RankingMetrics(CoreStateMetric):
         """``{key: value}`` over every query seen (on every rank, when synced)."""
         raise_value_flags(self.invalid)
         if self.compact:
+            self._warn_without_ids("use compact=False and pass each query's dataset index as ids= to update.")
             return self._counted(finalize_compact(self.sums, self.keys, empty=self.empty, gather=False))
         values = self._state("values")
         if values is None:
             values = torch.empty(0, len(self.keys), dtype=torch.float64, device=self.device)
         ids, categories, confidence = self._state("ids"), self._state("categories"), self._state("confidence")
         _same_rows(values.shape[0], ids=ids, categories=categories, confidence=confidence)
+        if ids is None:
+            self._warn_without_ids("pass each query's dataset index as ids= to update.")
         return self._counted(finalize_scores(values, self.keys, ids=ids, categories=categories, gather=False,
                                              confidence=confidence, empty=self.empty, reduce=self.reduce,
                                              ties=self.ties, **self.stats))
@@ -249,6 +256,9 @@ class EmbeddingMetrics(CoreStateMetric):
         for name in ("embeddings", "labels", "ids", "is_query", "is_gallery", "categories", "confidence"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
 
+    def _config(self):
+        return dict(keys=self.keys, **self.options)
+
     def update(
         self,
         embeddings: Tensor,
@@ -298,6 +308,8 @@ class EmbeddingMetrics(CoreStateMetric):
         optional = {name: self._state(name) for name in ("ids", "is_query", "is_gallery", "categories", "confidence")}
         labels = self._state("labels")
         _same_rows(embeddings.shape[0], labels=labels, **optional)
+        if optional["ids"] is None:
+            self._warn_without_ids("pass each item's dataset index as ids= to update.")
         # synced: every rank holds every rank's state, and the ranks divide the evaluation
         synced = self._is_synced
         return self._counted(finalize_embeddings(embeddings, labels, self.keys, gather=False, split=synced,

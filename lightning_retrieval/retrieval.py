@@ -37,12 +37,14 @@ from torch import Tensor
 
 from retrieval_core.aggregate import aggregate
 from retrieval_core.build import rank_flat
+from retrieval_core.distributed import drop_duplicates
 from retrieval_core.evaluate import score_values
 from retrieval_core.kernels import partial_auroc, recall_at_fixed_precision
 from retrieval_core.validate import (
     check_binary_target,
     check_indexed_not_empty,
     check_indexed_triplet,
+    check_rows,
     check_scores,
     check_values,
 )
@@ -138,10 +140,22 @@ class _FlatRetrievalMetric(CoreStateMetric):
         self.add_state("indexes", default=[], dist_reduce_fx="cat")
         self.add_state("preds", default=[], dist_reduce_fx="cat")
         self.add_state("target", default=[], dist_reduce_fx="cat")
+        self.add_state("ids", default=[], dist_reduce_fx="cat")
 
-    def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
+    _OPTIONS = ("empty_target_action", "ignore_index", "aggregation", "top_k", "adaptive_k", "max_fpr", "max_k",
+                "min_precision")
+
+    def _config(self):
+        return {name: getattr(self, name) for name in self._OPTIONS if hasattr(self, name)}
+
+    def update(self, preds: Tensor, target: Tensor, indexes: Tensor, ids: Optional[Tensor] = None) -> None:
         """Check shapes and dtypes (torchmetrics' checks and messages), flatten, drop
         ``ignore_index`` entries and store.
+
+        ``ids`` (optional, ours; integers of the shape of ``indexes``): the dataset
+        index of each entry. An entry whose id repeats with the same query, score
+        and target (DistributedSampler padding) counts once; an id repeated with
+        another entry is a ``ValueError`` at ``compute``.
 
         Values (binary targets, NaN/inf scores, negative gains) are checked once in
         ``compute``: no host sync per batch.
@@ -149,13 +163,19 @@ class _FlatRetrievalMetric(CoreStateMetric):
         if indexes is None:
             raise ValueError("Argument `indexes` cannot be None")
         check_indexed_triplet(indexes, preds, target)
+        if ids is not None and (not isinstance(ids, Tensor) or ids.shape != indexes.shape):
+            got = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
+            raise ValueError(f"`ids` must be a tensor of the shape of `indexes` {tuple(indexes.shape)}; got {got}")
         if self.ignore_index is not None:
             keep = target != self.ignore_index
             indexes, preds, target = indexes[keep], preds[keep], target[keep]
+            ids = None if ids is None else ids[keep]
         check_indexed_not_empty(indexes)
         indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
         check_scores(preds, target, indexes=indexes)
         indexes, preds, target = _flat_dtypes(indexes, preds.detach(), target.detach())
+        if ids is not None:
+            self.ids.append(check_rows("ids", ids.reshape(-1), indexes.numel(), unit="entry").to(indexes.device))
         self.indexes.append(indexes)
         self.preds.append(preds)
         self.target.append(target)
@@ -163,10 +183,21 @@ class _FlatRetrievalMetric(CoreStateMetric):
     # ------------------------------------------------------------------ compute
 
     def _flat(self) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
+        """The entries (every rank's, when synced), repeated ids dropped."""
         preds = self._state("preds")
         if preds is None or preds.numel() == 0:
             return None
-        return self._state("indexes"), preds, self._state("target")
+        indexes, target, ids = self._state("indexes"), self._state("target"), self._state("ids")
+        if ids is None:
+            self._warn_without_ids("pass each entry's dataset index as ids= to update (a padding copy repeats "
+                                   "its entries with their ids).")
+            return indexes, preds, target
+        if ids.shape[0] != preds.shape[0]:
+            raise ValueError(f"ids were given for {ids.shape[0]} of {preds.shape[0]} entries: pass ids with every "
+                             "update (on every rank) or with none")
+        _, indexes, preds, target = drop_duplicates(ids, indexes, preds, target,
+                                                    names=["indexes", "preds", "target"])
+        return indexes, preds, target
 
     def _keys(self, n_entries: int) -> List[str]:
         """The core keys this class evaluates (``n_entries`` bounds every query's size,

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["world_size", "gather_per_rank", "gather_cat", "all_reduce_sum", "drop_duplicates", "ROW_RTOL",
+__all__ = ["world_size", "gather_per_rank", "gather_cat", "all_reduce_sum", "drop_duplicates", "row_rtol",
            "agree", "evaluate_embeddings", "evaluate_split"]
 
 _MAX_DIMS = 8
@@ -123,12 +123,27 @@ def all_reduce_sum(tensor: Tensor, group=None) -> Tensor:
     return out
 
 
-# Floating rows of one id count as the same row when they differ by at most this
-# fraction of their largest magnitude: a padding sample recomputed in another batch
-# may differ in the last bits (GPU kernels depend on the batch shape; bf16 rounds),
-# while two different items differ by far more.
-ROW_RTOL = 0.05
+# Floating rows of one id are the same row when every pair of entries is within a
+# few units of the dtype's precision of each other, entry by entry: a padding
+# sample recomputed in another batch (GPU kernels chosen by the batch shape) differs
+# at rounding level only, and a tolerance relative to each entry (not to the row's
+# largest entry) never lets a dominant feature, an offset or a scale hide the
+# difference between two items. 16-bit floats: one unit (their rounding flip).
+ROW_ULPS = 4
+ROW_ULPS_16 = 1
 _SHOWN_IDS = 5
+
+
+def row_rtol(dtype: torch.dtype) -> float:
+    """The relative tolerance of :func:`drop_duplicates` per entry of ``dtype``:
+    ``ROW_ULPS`` (``ROW_ULPS_16`` for 16-bit floats) times the dtype's epsilon.
+
+    Example:
+        >>> row_rtol(torch.float32) == 4 * torch.finfo(torch.float32).eps
+        True
+    """
+    eps = torch.finfo(dtype).eps
+    return (ROW_ULPS_16 if torch.finfo(dtype).bits == 16 else ROW_ULPS) * eps
 
 
 _CHUNK_ELEMENTS = 1 << 24  # rows compared per step: bounded temporaries (64 MiB of float32)
@@ -136,8 +151,8 @@ _CHUNK_ELEMENTS = 1 << 24  # rows compared per step: bounded temporaries (64 MiB
 
 def _rows_differ(a: Tensor, other: Tensor) -> Tensor:
     """``[n]`` bool: row ``i`` of ``a`` differs from row ``other[i]``. Integers and
-    bools: any entry. Floats: NaN equals NaN, infinities must match, and the largest
-    gap may be ``ROW_RTOL`` of the two rows' largest finite magnitude."""
+    bools: any entry. Floats: NaN equals NaN, infinities must match, and every other
+    pair ``x, y`` must satisfy ``|x - y| <= row_rtol(dtype) * max(|x|, |y|)``."""
     n = a.shape[0]
     flat = a.reshape(n, -1)
     if flat.shape[1] == 0:
@@ -149,12 +164,14 @@ def _rows_differ(a: Tensor, other: Tensor) -> Tensor:
 def _chunk_differs(x: Tensor, y: Tensor) -> Tensor:
     if not (x.is_floating_point() or x.is_complex()):
         return (x != y).any(1)
+    rtol = row_rtol(x.dtype)
     if x.is_floating_point() and x.element_size() < 4:
-        x, y = x.float(), y.float()
+        x, y = x.float(), y.float()  # exact: every 16-bit value is a float32
     equal = (x == y) | (torch.isnan(x) & torch.isnan(y))
     gap = torch.nan_to_num((x - y).abs(), nan=float("inf")).masked_fill_(equal, 0.0)  # NaN or inf against a number: inf
-    scale = torch.nan_to_num(torch.maximum(x.abs(), y.abs()), nan=0.0, posinf=0.0).amax(1, keepdim=True)
-    return (gap > ROW_RTOL * scale).any(1)
+    # per entry, relative to the larger magnitude (finite: an infinity against a number differs)
+    scale = torch.nan_to_num(torch.maximum(x.abs(), y.abs()), nan=0.0, posinf=0.0)
+    return (gap > rtol * scale).any(1)
 
 
 def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]] = None) -> Tuple[Tensor, ...]:
@@ -163,8 +180,8 @@ def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]]
 
     Returns ``ids`` and ``arrays`` restricted to the first row of each id, in
     increasing id order. Rows of one id must be the same in every array (integers
-    and bools exactly; floats with NaN equal to NaN, up to ``ROW_RTOL`` of the
-    row's scale); otherwise the ids do not identify items (e.g. counted from 0 in
+    and bools exactly; floats entry by entry, NaN equal to NaN, within
+    :func:`row_rtol` of the larger magnitude); otherwise the ids do not identify items (e.g. counted from 0 in
     every batch) and a ``ValueError`` names some of them (``names``: what each
     array is, for that message). Vectorised; one host sync (plus none when ``ids``
     is empty).

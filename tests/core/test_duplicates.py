@@ -11,7 +11,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import retrieval_core
-from retrieval_core.distributed import ROW_RTOL, drop_duplicates
+from retrieval_core.distributed import drop_duplicates
 from retrieval_core.steps import finalize_embeddings, finalize_scores
 
 NAN = float("nan")
@@ -82,19 +82,67 @@ def test_nan_equals_nan_and_infinities_must_match():
         drop_duplicates(ids, changed)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
-def test_recomputed_float_rows_within_tolerance_are_the_same(dtype):
-    # a padding sample recomputed in another batch may differ in the last bits
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+def _ulps(x: torch.Tensor, n: int) -> torch.Tensor:
+    """``x`` moved ``n`` representable values away from zero, entry by entry."""
+    for _ in range(n):
+        x = torch.nextafter(x, torch.where(x < 0, -torch.inf, torch.inf).to(x.dtype))
+    return x
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_recomputed_float_rows_at_rounding_level_are_the_same(dtype):
+    # a padding sample recomputed in another batch may differ in the last bits of
+    # every entry: one unit for 16-bit floats, two for the others, pass
     x, _ = _clusters(6)
-    scale = x.abs().amax(1, keepdim=True)
-    small = torch.cat([x, x[:2] + 0.2 * ROW_RTOL * scale[:2] * torch.tensor([1.0, -1, 1, -1, 1, -1])]).to(dtype)
+    x = x.to(dtype)
+    near = _ulps(x[:2], 1 if torch.finfo(dtype).bits == 16 else 2)
+    assert (near != x[:2]).all()
     ids = torch.cat([torch.arange(6), torch.arange(2)])
-    kept_ids, kept = drop_duplicates(ids, small)
-    assert kept_ids.tolist() == list(range(6)) and torch.equal(kept, x.to(dtype))  # first row kept
-    large = small.clone()
-    large[7] = (x[1] + 3 * ROW_RTOL * scale[1]).to(dtype)
-    with pytest.raises(ValueError, match="^id 1 repeats"):
-        drop_duplicates(ids, large)
+    kept_ids, kept = drop_duplicates(ids, torch.cat([x, near]))
+    assert kept_ids.tolist() == list(range(6)) and torch.equal(kept, x)  # first row kept
+    # a few units more in one entry of one row: another row
+    far = torch.cat([x, near])
+    far[7, 3] = _ulps(x[1, 3], 3 if torch.finfo(dtype).bits == 16 else 9)
+    with pytest.raises(ValueError, match=r"^id 1 repeats with different rows"):
+        drop_duplicates(ids, far)
+
+
+def _twice_from_zero(x: torch.Tensor):
+    """Two batches of 20 items with ids counted from 0 in each (and one label): the
+    rows of each id are two different items."""
+    assert (x[:20] != x[20:]).any(1).all()  # the two items of each id differ in this dtype
+    return torch.arange(20).repeat(2), torch.zeros(40, dtype=torch.int64)
+
+
+def _adversarial_rows(dtype):
+    g = torch.Generator().manual_seed(8)
+    base = torch.randn(40, 8, generator=g, dtype=torch.float64)
+    dominated = base.clone()
+    dominated[:, 0] = 100.0  # one feature dominates the row's magnitude
+    heavily = base.clone()
+    heavily[:, 0] = 1e4 if dtype == torch.float16 else 1e30
+    one_entry = base[:20].repeat(2, 1)
+    one_entry[20:, 5] *= 1.05  # the rows of each id differ in one entry, by 5%
+    cases = {
+        "dominated": dominated, "heavily dominated": heavily, "one entry": one_entry,
+        "offset": base + (100.0 if torch.finfo(dtype).bits == 16 else 1e5),
+        "small scale": base * (1e-3 if dtype == torch.float16 else 1e-30),
+        "large scale": base * (1e3 if dtype == torch.float16 else 1e30),
+    }
+    return {name: rows.to(dtype) for name, rows in cases.items()}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_different_items_are_never_taken_for_padding(dtype):
+    # every id holds two different items: all 20 ids are named, none is dropped
+    for name, x in _adversarial_rows(dtype).items():
+        ids, labels = _twice_from_zero(x)
+        with pytest.raises(ValueError, match=r"^ids 0, 1, 2, 3, 4 and 15 more repeat with different rows "
+                                             r"\(embeddings: 20 rows\)"):
+            drop_duplicates(ids, x, labels, names=["embeddings", "labels"])
 
 
 class _SyncRecorder(TorchFunctionMode):

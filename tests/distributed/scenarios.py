@@ -15,7 +15,7 @@ Shares:
 * ``nobody``: no rank sees data (NotComputableError everywhere).
 
 Repeated ids: DistributedSampler's padding repeats a sample, which is dropped (also
-when the repeat was recomputed with a small numeric difference); ids counted from 0
+when the repeat was recomputed with a rounding-level difference); ids counted from 0
 in every batch repeat with different rows, an error on every rank. Labels and
 embeddings of every dtype that one process accepts sync exactly.
 """
@@ -133,15 +133,15 @@ def _mixed_ids_case(rank: int, world: int) -> Any:
 
 
 def _padding_recomputed_case(rank: int, world: int) -> Any:
-    """DistributedSampler padding whose repeated rows were recomputed with a tiny
-    numeric difference (as a GPU may give in another batch): still dropped."""
+    """DistributedSampler padding whose repeated rows were recomputed two units in
+    the last place away (as a GPU may give in another batch): still dropped."""
     x, labels = _embedding_data()
     n = x.shape[0]
     idx = torch.tensor(list(DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=3)))
     is_pad = rank + world * torch.arange(idx.numel()) >= n  # global positions past the dataset: the repeats
-    g = torch.Generator().manual_seed(100 + rank)
-    noise = 1e-4 * x[idx].abs().amax(1, keepdim=True) * torch.randn(idx.numel(), x.shape[1], generator=g)
-    emb = x[idx] + is_pad[:, None] * noise
+    emb = x[idx]
+    up = torch.nextafter(emb, torch.full_like(emb, torch.inf))  # one unit in the last place, every entry
+    emb = torch.where(is_pad[:, None], torch.nextafter(up, torch.full_like(up, torch.inf)), emb)
     batches = [{"embeddings": e, "labels": labels[i], "ids": i} for e, i in zip(emb.split(4), idx.split(4))]
     return _run(ir.EmbeddingMetrics(EMB_KEYS), batches)
 
@@ -182,6 +182,28 @@ def _dtypes_case(rank: int, world: int) -> Dict[str, Any]:
     return out
 
 
+def _id_warnings_case(rank: int, world: int) -> Dict[str, Any]:
+    """The warnings about computing without ids (a list per metric): RankingMetrics
+    and EmbeddingMetrics without ids, compact, a rec_sys drop-in, and with ids."""
+    import warnings
+
+    out = {}
+    for name, make, case in (("ranking", lambda: ir.RankingMetrics(["mrr"]), _ranking_case),
+                             ("compact", lambda: ir.RankingMetrics(["mrr"], compact=True), _ranking_case),
+                             ("hit_rate", lambda: ir.HitRate(top_k=3), _ranking_case),
+                             ("embeddings", lambda: ir.EmbeddingMetrics(["cmc@1"]), _embedding_case)):
+        for ids in (False, True):
+            if name == "compact" and ids:
+                continue
+            metric = make()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                case(lambda: metric, "sampler", ids=ids)(rank, world)
+                metric.compute()  # a second compute: no second warning
+            out[f"{name} ids={ids}"] = [str(w.message) for w in caught if "without ids" in str(w.message)]
+    return out
+
+
 RANK_KEYS = ["ndcg@5", "map@r", "mrr", "hit_rate@3", "precision@2", "recall@10"]
 EMB_KEYS = ["cmc@1", "map@r", "precision_capped@5", "ndcg@3"]
 
@@ -211,6 +233,7 @@ CASES: Dict[str, Callable[[int, int], Any]] = {
     "embeddings_ids_from_zero": _ids_from_zero_case("embedding"),
     "ranking_ids_from_zero": _ids_from_zero_case("ranking"),
     "embeddings_every_dtype": _dtypes_case,
+    "id_warnings": _id_warnings_case,
 }
 SCENARIOS = CASES  # the harness's name
 WORLDS = (2, 3)

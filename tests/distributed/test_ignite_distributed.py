@@ -67,7 +67,23 @@ def test_every_rank_matches_one_process(world, reference):
                 assert (got[0], got[1].split(" (")[0]) == (expected[0], expected[1].split(" (")[0]), (where, got)
                 continue
             got, expected = harness.value(results[name], where), harness.value(reference[name], name)
+            if name == "id_warnings":  # see test_computing_without_ids_warns_once_on_rank_0
+                continue
             if name in PADDED:
                 assert not same(got, expected), (where, got)
                 continue
             assert same(got, expected), f"{where}:\n got {got}\n one process {expected}"
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_computing_without_ids_warns_once_on_rank_0(world, reference):
+    # issue 18: DistributedSampler's padding cannot be seen without ids; rank 0 says so,
+    # once per metric (a second compute is silent); with ids, or in one process, nothing
+    assert all(w == [] for w in harness.value(reference["id_warnings"]).values())
+    for rank, suites in enumerate(harness.shared_results(world)):
+        got = harness.value(suites[SUITE]["id_warnings"], f"rank {rank}/{world}")
+        for case, warned in got.items():
+            expected = 1 if rank == 0 and "ids=False" in case else 0
+            assert len(warned) == expected, (rank, case, warned)
+            assert all(f"over {world} processes without ids" in w and '"ids"' in w for w in warned)
+        assert "use compact=False" in "".join(got["compact ids=False"]) or rank > 0

@@ -60,3 +60,16 @@ def test_ranking_ids_counted_from_zero_in_every_batch():
     got = _run(RankingMetrics(["ndcg@5", "mrr"]), batches)
     expected = retrieval_core.evaluate_scores(preds[:6], target[:6], ["ndcg@5", "mrr"])
     assert got == pytest.approx({k: v.item() for k, v in expected.items()}, abs=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_embedding_ids_from_zero_with_a_dominant_feature(dtype):
+    # issue 18: with one feature dominating every row, the two items of each id
+    # were once taken for a padding copy and 20 of 40 items vanished
+    x, labels = _data(seed=11)
+    x[:, 0] = 100.0
+    labels[20:] = labels[:20]  # only the embeddings tell the two items of an id apart
+    batches = [{"embeddings": x[i:i + 20].to(dtype), "labels": labels[i:i + 20], "ids": torch.arange(20)}
+               for i in (0, 20)]
+    with pytest.raises(ValueError, match=r"^ids 0, 1, 2, 3, 4 and 15 more repeat with different rows \(embeddings: 20 rows\)"):
+        _run(EmbeddingMetrics(KEYS), batches)

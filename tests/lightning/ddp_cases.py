@@ -9,6 +9,7 @@ Scenarios in ``ERRORS`` must raise on every rank (and in one process).
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -125,14 +126,14 @@ def scenarios() -> Dict[str, Scenario]:
         lambda **kw: lr.EmbeddingMetrics(EMB_KEYS + ["nmi"], **kw),
         {0: [("update", (x[:4], y[:4]), {})], 1: [("update", (x[4:10], y[4:10]), {}), ("update", (x[10:], y[10:]), {})]})
 
-    # DistributedSampler padding whose repeat was recomputed with a tiny numeric
+    # DistributedSampler padding whose repeat was recomputed with a rounding-level
     # difference (as another batch on a GPU may give): still dropped
     padded = []
     for r in range(WORLD):
         rows_r = _sampler_rows(23, r, 5)
         is_pad = r + WORLD * torch.arange(sum(len(t) for t in rows_r)) >= 23
-        noise = 1e-4 * torch.randn(len(is_pad), x.shape[1], generator=torch.Generator().manual_seed(r))
-        xr = x[torch.cat(rows_r)] + is_pad[:, None] * noise
+        xr = x[torch.cat(rows_r)]
+        xr = torch.where(is_pad[:, None], torch.nextafter(xr, torch.full_like(xr, torch.inf)), xr)  # one unit
         padded.append([("update", (e, y[i]), {"ids": i}) for e, i in zip(xr.split(5), rows_r)])
     s["embedding_padding_recomputed"] = Scenario(lambda **kw: lr.EmbeddingMetrics(EMB_KEYS, **kw),
                                                  {0: padded[0], 1: padded[1]},
@@ -184,6 +185,38 @@ def scenarios() -> Dict[str, Scenario]:
         typed = _flat_calls(idx, p, tgt, 5)
         s[f"dropins_{str(d).replace('torch.', '')}"] = Scenario(
             lambda **kw: lr.RetrievalMAP(top_k=5, **kw), {0: typed[:2], 1: typed[2:]})
+
+    # drop-ins with DistributedSampler padding (23 queries of 8 entries, one sample
+    # = one query): the per-entry ids drop the repeated query; without them it counts twice
+    g = torch.Generator().manual_seed(40)
+    q_preds, q_target = torch.rand(23, 8, generator=g), (torch.rand(23, 8, generator=g) < 0.3).long()
+    q_target[1, 2] = 1
+
+    def query_calls(rows_list, ids=True):
+        calls = []
+        for rows in rows_list:
+            kw = {"ids": (rows[:, None] * 8 + torch.arange(8)).reshape(-1)} if ids else {}
+            calls.append(("update", (q_preds[rows].reshape(-1), q_target[rows].reshape(-1),
+                                     rows.repeat_interleave(8)), kw))
+        return calls
+
+    def sampler_dropins(**kw):
+        return MetricCollection({"map": lr.RetrievalMAP(top_k=10, **kw), "mrr": lr.RetrievalMRR(**kw),
+                                 "ndcg": lr.RetrievalNormalizedDCG(top_k=3, **kw),
+                                 "curve": lr.RetrievalPrecisionRecallCurve(max_k=4, **kw)})
+
+    whole = query_calls([torch.arange(23)])
+    s["dropins_sampler_ids"] = Scenario(
+        sampler_dropins, {r: query_calls(_sampler_rows(23, r, 5)) for r in range(WORLD)}, reference_rows=whole)
+    s["dropins_sampler_without_ids"] = Scenario(
+        sampler_dropins, {r: query_calls(_sampler_rows(23, r, 5), ids=False) for r in range(WORLD)},
+        reference_rows=query_calls([torch.arange(23)], ids=False))
+    # RankingMetrics with the sampler's padding and query ids
+    s["ranking_sampler_ids"] = Scenario(
+        lambda **kw: lr.RankingMetrics(["map@10", "ndcg@3"], **kw),
+        {r: [("update", (q_preds[rows], q_target[rows]), {"ids": rows}) for rows in _sampler_rows(23, r, 5)]
+         for r in range(WORLD)},
+        reference_rows=[("update", (q_preds, q_target), {"ids": torch.arange(23)})])
     return s
 
 
@@ -228,8 +261,12 @@ def run(name: str, rank: int, world: int) -> Dict[str, Any]:
         kwargs["process_group"] = dist.new_group(list(range(world)))
     CUSTOM_SYNC_CALLS.clear()
     metric = sc.make(**kwargs)
-    outs = apply(metric, sc.feeds[rank])
-    result = {"compute": plain(metric.compute()), "custom_sync_calls": len(CUSTOM_SYNC_CALLS)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outs = apply(metric, sc.feeds[rank])
+        result = {"compute": plain(metric.compute()), "custom_sync_calls": len(CUSTOM_SYNC_CALLS)}
+    # what the metrics said about computing without ids (see test_ddp)
+    result["id_warnings"] = [str(w.message) for w in caught if "without ids" in str(w.message)]
     if sc.record_forward:
         result["forward"] = plain(outs)
     return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torchmetrics import MetricCollection
 
 from tests.distributed import harness
 from tests.lightning.ddp_cases import CASES, ERRORS, WORLD, apply, plain
@@ -45,7 +46,10 @@ def assert_same(got, expected, path=""):
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-12, equal_nan=True, msg=lambda m: f"{path}: {m}")
 
 
-GLOBAL = [n for n, sc in SCENARIOS.items() if not sc.local and n not in ERRORS]
+# negative control: without ids the sampler's repeated query counts twice (so the
+# "_ids" twin does test the de-duplication)
+PADDED = {"dropins_sampler_without_ids"}
+GLOBAL = [n for n, sc in SCENARIOS.items() if not sc.local and n not in ERRORS and n not in PADDED]
 
 
 @pytest.mark.filterwarnings("ignore:The ``compute`` method")  # scenarios where a process saw no data
@@ -99,3 +103,34 @@ def test_scenarios_cover_the_issue():
             "dropins_int16", "dropins_float16"} <= set(SCENARIOS)
     nan = reference("all_ranks_empty")
     assert torch.isnan(nan["mrr"]) and torch.isnan(nan["cmc@1"])
+
+
+@pytest.mark.parametrize("name", sorted(PADDED))
+def test_padding_without_ids_changes_the_value(ddp_results, name):
+    for rank in range(WORLD):
+        got = harness.value(ddp_results[rank][name], f"rank {rank}, {name}")["compute"]
+        with pytest.raises(AssertionError):
+            assert_same(got, reference(name))
+
+
+def _metrics_of(name):
+    made = SCENARIOS[name].make()
+    return len(made) if isinstance(made, MetricCollection) else 1
+
+
+@pytest.mark.parametrize("name", ["dropins_sampler_without_ids", "ranking_uneven", "ranking_compact_empty_rank",
+                                  "embedding_no_ids_uneven"])
+def test_computing_without_ids_warns_once_on_rank_0(ddp_results, name):
+    # issue 18: padding cannot be seen without ids; rank 0 says so, once per metric
+    warned = [harness.value(ddp_results[rank][name])["id_warnings"] for rank in range(WORLD)]
+    assert len(warned[0]) == _metrics_of(name) and warned[1] == [], warned
+    assert all(f"over {WORLD} processes without ids" in w and "ids=" in w for w in warned[0]), warned[0]
+    if name == "ranking_compact_empty_rank":
+        assert "use compact=False" in warned[0][0]
+
+
+@pytest.mark.parametrize("name", ["dropins_sampler_ids", "ranking_sampler_ids", "embedding_sampler_padding",
+                                  "ranking_local"])
+def test_no_warning_with_ids_or_without_sync(ddp_results, name):
+    for rank in range(WORLD):
+        assert harness.value(ddp_results[rank][name])["id_warnings"] == [], (rank, name)

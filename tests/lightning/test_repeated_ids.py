@@ -53,3 +53,54 @@ def test_ranking_ids_counted_from_zero_in_every_batch():
     expected = retrieval_core.evaluate_scores(preds, target, ["ndcg@5", "mrr"])
     assert {k: v.item() for k, v in m.compute().items()} == pytest.approx(
         {k: v.item() for k, v in expected.items()}, abs=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_embedding_ids_from_zero_with_a_dominant_feature(dtype):
+    # issue 18: with one feature dominating every row, the two items of each id
+    # were once taken for a padding copy and 20 of 40 items vanished
+    x, y = clustered_embeddings(11, 40)
+    x[:, 0] = 100.0
+    y[20:] = y[:20]  # only the embeddings tell the two items of an id apart
+    m = EmbeddingMetrics(KEYS)
+    for i in (0, 20):
+        m.update(x[i:i + 20].to(dtype), y[i:i + 20], ids=torch.arange(20))
+    with pytest.raises(ValueError, match=r"^ids 0, 1, 2, 3, 4 and 15 more repeat with different rows \(embeddings: 20 rows\)"):
+        m.compute()
+
+
+def _queries(n=9, size=6, seed=12):
+    g = torch.Generator().manual_seed(seed)
+    preds, target = torch.rand(n, size, generator=g), (torch.rand(n, size, generator=g) < 0.4).long()
+    ids = torch.arange(n * size).reshape(n, size)  # the dataset index of each entry
+    return preds, target, torch.arange(n)[:, None].expand(n, size), ids
+
+
+def test_dropin_entry_ids_drop_a_repeated_query():
+    from lightning_retrieval import RetrievalMAP
+
+    preds, target, indexes, ids = _queries()
+    once, padded, without = RetrievalMAP(top_k=4), RetrievalMAP(top_k=4), RetrievalMAP(top_k=4)
+    once.update(preds, target, indexes, ids=ids)
+    for m, kw in ((padded, {"ids": ids[:2]}), (without, {})):
+        m.update(preds, target, indexes, **({"ids": ids} if kw else {}))
+        m.update(preds[:2], target[:2], indexes[:2], **kw)  # the sampler's padding repeats two queries
+    assert padded.compute().item() == once.compute().item() != without.compute().item()
+
+
+def test_dropin_entry_ids_errors():
+    from lightning_retrieval import RetrievalMRR
+
+    preds, target, indexes, ids = _queries()
+    with pytest.raises(ValueError, match=r"^`ids` must be a tensor of the shape of `indexes` \(9, 6\); got \(9,\)"):
+        RetrievalMRR().update(preds, target, indexes, ids=ids[:, 0])
+    m = RetrievalMRR()
+    m.update(preds[:4], target[:4], indexes[:4], ids=ids[:4])
+    m.update(preds[4:], target[4:], indexes[4:])
+    with pytest.raises(ValueError, match=r"^ids were given for 24 of 54 entries"):
+        m.compute()
+    m = RetrievalMRR()
+    m.update(preds[:4], target[:4], indexes[:4], ids=ids[:4])
+    m.update(preds[4:8], target[4:8], indexes[4:8], ids=ids[:4])  # counted from 0 again
+    with pytest.raises(ValueError, match=r"repeat with different rows \(indexes: 24 rows, preds: 24 rows"):
+        m.compute()
