@@ -111,3 +111,18 @@ def test_the_suite_runs_against_the_installed_wheel():
     assert not direct.get("dir_info", {}).get("editable", False), direct
     import retrieval_core
     assert retrieval_core.__version__ == dist.version != "0+unknown"
+
+
+@pytest.mark.skipif(not WHEEL, reason="run from a checkout: `make test` runs the installed console script")
+def test_the_installed_command_runs_outside_the_repository(tmp_path):
+    """What a user types after ``pip install``: the console script of the wheel, from a
+    folder that is not the checkout."""
+    script = Path(sys.executable).parent / "retrieval-metrics"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    version = subprocess.run([str(script), "--version"], cwd=tmp_path, capture_output=True, text=True, env=env,
+                             timeout=120)
+    assert version.returncode == 0 and version.stdout.strip() == f"retrieval-metrics {metadata.version('retrieval-metrics')}"
+    demo = subprocess.run([str(script), "demo", "--metrics", "cmc@1", "map@r"], cwd=tmp_path, capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert demo.returncode == 0, demo.stderr[-2000:]
+    assert "raw pixels (64-d)" in demo.stdout and "cmc@1" in demo.stdout
