@@ -76,7 +76,8 @@ def embedding_values(
     device a constant number of times per call, for every distance and relevance: the
     largest R once (``@r``); after the loop the rows to re-rank exactly (a tie across
     the cut; for euclidean, rows whose float32 order may be wrong, re-ranked by the
-    exact distance); the tests of callables' distances and gains, once.
+    exact distance); the tests of callables' distances and gains, once. (Euclidean
+    distances under a tie mode other than "stable" read each chunk's error window.)
     """
     depth, at_r, whole = depth_needed(keys)
     n_query, n_gallery = query.shape[0], gallery.shape[0]

@@ -33,25 +33,29 @@ def prepare(x: Tensor, distance: Distance) -> Tensor:
     if callable(distance):
         return x
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    if distance == "cosine":
-        x = (x.to(torch.float64) * pow2_factor(x.abs().amax(1, keepdim=True))).to(dtype)
-        return torch.nn.functional.normalize(x, dim=1)
     x = x.to(dtype)
+    if distance == "cosine":
+        x = x * pow2_factor(torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True), dtype)
+        return x.div_(torch.linalg.vector_norm(x, dim=1, keepdim=True).clamp_min(1e-12))  # F.normalize, in place
     if distance == "hamming":
         return torch.where(x > 0, 1.0, -1.0).to(x.dtype)
     return x
 
 
-def pow2_factor(m: Tensor) -> Tensor:
-    """float64 ``2**-e`` where ``m = f * 2**e``, ``0.5 <= f < 1`` (1 where ``m`` is 0):
-    multiplying by it is exact and brings ``m`` into [0.5, 1).
+def pow2_factor(m: Tensor, dtype: torch.dtype = torch.float64) -> Tensor:
+    """``2**-e`` in ``dtype`` where ``m = f * 2**e``, ``0.5 <= f < 1`` (1 where ``m`` is 0):
+    multiplying by it is exact and brings ``m`` into [0.5, 1) (float32: ``e`` clamped to
+    [-126, 127], ``m`` below float32's normal range lands below 0.5).
 
     Example:
         >>> m = torch.tensor([3.0e38, 0.0, 1e-30], dtype=torch.float64)
         >>> (pow2_factor(m) * m).tolist()
         [0.8816207631167157, 0.0, 0.6338253001141148]
     """
-    return torch.ldexp(torch.ones_like(m, dtype=torch.float64), -_exponent(m))
+    e = _exponent(m)
+    if dtype == torch.float32:
+        e = e.clamp(-126, 127)
+    return torch.ldexp(torch.ones_like(m, dtype=torch.float64), -e).to(dtype)
 
 
 def _exponent(m: Tensor) -> Tensor:
