@@ -16,7 +16,7 @@ from torch import Tensor
 
 from . import optional, search, sizing
 from .aggregate import MetricResults, aggregate, encode_labels, reduce_values
-from .build import _count_relevant, rank_binary, rank_dense
+from .build import _count_relevant, _depth, rank_binary, rank_dense
 from .evaluate import ranking_values
 from .registry import MetricKey, depth_needed, parse_metrics, split_scopes
 from .validate import (
@@ -76,7 +76,8 @@ def embedding_values(
     device a constant number of times per call, for every distance and relevance: the
     largest R once (``@r``); after the loop the rows to re-rank exactly (a tie across
     the cut; for euclidean, rows whose float32 order may be wrong, re-ranked by the
-    exact distance); the tests of callables' distances and gains, once.
+    exact distance); the tests of callables' distances and gains, once. (Euclidean
+    distances under a tie mode other than "stable" read each chunk's error window.)
     """
     depth, at_r, whole = depth_needed(keys)
     n_query, n_gallery = query.shape[0], gallery.shape[0]
@@ -85,14 +86,21 @@ def embedding_values(
     q_all = search.prepare(query, distance)
     g = q_all if gallery is query else search.prepare(gallery, distance)
     euclidean = distance in ("euclidean", "squared_euclidean")
-    if euclidean and ties != "stable":
-        # tie modes need groups of equal scores: float64 scores 2q.g - |g|^2 (equal for
-        # equal float64 distances, e.g. duplicate embeddings; no float32 near-ties to repair)
-        q_all = q_all.to(torch.float64)
-        g = q_all if gallery is query else g.to(torch.float64)
+    exact = dot_q = dot_g = None
+    tie_exact = euclidean and ties != "stable"
+    if euclidean:
+        # products of centred, rescaled embeddings; the order is repaired by exact distances
+        # of the embeddings themselves (search.EuclideanOrder). Tie modes: float64 products,
+        # exact values wherever near-equal scores meet (their equal values: exact ties)
+        frame = search.Frame.of(query, gallery)
+        dtype = torch.float64 if tie_exact else None
+        q_all = frame.apply(query, dtype)
+        g = q_all if gallery is query else frame.apply(gallery, dtype)
+        exact = search.EuclideanOrder(g, gallery, frame)
+    elif distance == "dot":  # scaled by powers of two: no product overflows or underflows
+        q_all, dot_q = search.dot_scale(q_all)
+        g, dot_g = search.dot_scale(g, g.abs().amax())
     g_sq = (g * g).sum(1) if euclidean else None
-    # float32 scores 2q.g - |g|^2 may misorder near-equal distances: re-ranked exactly
-    exact = search.EuclideanOrder(g) if g_sq is not None and ties == "stable" else None
     sync_free = sizing.sync_free(device) and backend != "faiss"
     # 1-D labels: R and candidate counts from label counts, relevance read at the
     # ranked positions only, exclusion written into the scores: no [c, G] gains.
@@ -150,11 +158,16 @@ def embedding_values(
         if not n_neighbours:
             return
         idx, valid = ranking.index[:, :n_neighbours], ranking.valid[:, :n_neighbours]
-        found = scores.gather(1, idx).to(torch.float64)
-        if g_sq is not None:  # 2 q.g - |g|^2 = |q|^2 - |q - g|^2: the negated distance
-            q = q_all[part].to(torch.float64)
-            sq = ((q * q).sum(1, keepdim=True) - found).clamp(min=0)
-            found = -(sq.sqrt() if distance == "euclidean" else sq)
+        if euclidean:  # the exact distance, in the embeddings' units (the frame's scaled back)
+            c, k = idx.shape
+            rows = torch.arange(c, device=device).repeat_interleave(k, output_size=c * k)
+            sq = exact.exact(query[part], rows, idx.reshape(-1)).view(c, k)
+            e = exact.frame.exponent
+            found = -(torch.ldexp(sq.sqrt(), e) if distance == "euclidean" else torch.ldexp(sq, 2 * e))
+        else:
+            found = scores.gather(1, idx).to(torch.float64)
+        if dot_q is not None:  # the scaled product back in the embeddings' units
+            found = found / (dot_q[part] * dot_g)
         elif distance == "hamming":  # D - 2 hamming
             found = (found - q_all.shape[1]) / 2
         nb_index[part] = torch.where(valid, idx, -1)
@@ -168,10 +181,27 @@ def embedding_values(
 
     def chunk_ranking(part, select):
         """The Ranking of the queries ``part`` (a slice, or positions when re-ranking)."""
-        scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer, checks=checks)
-        ranking = _rank_chunk(part, select, scores)
+        if tie_exact:
+            scores, ranking = None, _rank_ties(part, select)
+        else:
+            scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer, checks=checks)
+            ranking = _rank_chunk(part, select, scores)
         keep_neighbours(part, ranking, scores)
         return ranking
+
+    # with neighbours, every near-equal run of the top is put in exact order (gains: the positions)
+    def gain_or_position(gain_at):
+        return (lambda rows, idx: idx) if n_neighbours else gain_at
+
+    def _rank_ties(part, select):
+        """Euclidean under a tie mode: scores whose order and equal values at the cut are
+        the exact distances' (search.EuclideanOrder.tie_scores)."""
+        gain, mask = gains_of(part)
+        n_relevant = _count_relevant(gain if mask is None else gain.masked_fill(~mask, 0))
+        d = _depth(depth_or_all, at_r, n_relevant, max_relevant, n_gallery)
+        scores = exact.tie_scores(q_all[part], query[part], d, mask)
+        return rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, select=select,
+                          max_relevant=max_relevant, ties=ties)
 
     def _rank_chunk(part, select, scores):
         if binary:
@@ -180,16 +210,18 @@ def embedding_values(
             elif query_ids is not None:
                 scores.masked_fill_(query_ids[part].unsqueeze(1) == gallery_ids, float("-inf"))
             labels = query_labels[part].unsqueeze(1)
-            top = None if exact is None else exact.top(q_all[part], lambda rows, i: gallery_labels[i] == labels[rows],
-                                                       select=select)
+            top = None if exact is None else exact.top(
+                q_all[part], gain_or_position(lambda rows, i: gallery_labels[i] == labels[rows]), select=select,
+                qx=query[part])
             return rank_binary(
                 scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
                 n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top, select=select,
                 max_relevant=max_relevant,
             )
         gain, mask = gains_of(part)
-        top = None if exact is None else exact.top(q_all[part], lambda rows, idx: gain[rows.unsqueeze(1), idx],
-                                                   select=select)
+        top = None if exact is None else exact.top(
+            q_all[part], gain_or_position(lambda rows, idx: gain[rows.unsqueeze(1), idx]), select=select,
+            qx=query[part])
         return rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, top=top,
                           select=select, max_relevant=max_relevant, ties=ties)
 

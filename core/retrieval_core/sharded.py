@@ -65,18 +65,31 @@ def _broadcast(t: Optional[Tensor], shape, dtype: torch.dtype, src: int, group, 
 class _Shard:
     """This rank's gallery rows, prepared once for the chunks' products."""
 
-    def __init__(self, gallery: Tensor, labels: Tensor, ids: Optional[Tensor], offset: int, distance):
+    def __init__(self, gallery: Tensor, labels: Tensor, ids: Optional[Tensor], offset: int, distance,
+                 frame: Optional[search.Frame] = None, dot_largest: Optional[Tensor] = None):
         self.n = gallery.shape[0]
         self.labels, self.ids, self.offset, self.distance = labels, ids, offset, distance
+        self.frame, self.dot_largest = frame, dot_largest  # (as every rank's: the whole gallery's)
         self.g = search.prepare(gallery, distance)
+        if frame is not None:
+            self.g = frame.apply(gallery)
+        elif dot_largest is not None:
+            self.g, _ = search.dot_scale(self.g, dot_largest)
         self.euclidean = distance in ("euclidean", "squared_euclidean")
-        self.exact = search.EuclideanOrder(self.g) if self.euclidean and self.n else None
+        self.exact = search.EuclideanOrder(self.g, gallery, frame) if self.euclidean and self.n else None
         # products of at least MIN_ROWS gallery rows give every entry the value it has
         # in the whole gallery's product; the padding columns are cut off
         pad = 0 if callable(distance) else max(0, search.MIN_ROWS - self.n)
         self.g_pad = torch.cat([self.g, self.g.new_zeros(pad, self.g.shape[1])]) if pad else self.g
         self.g_sq = (self.g_pad * self.g_pad).sum(1) if self.euclidean else None
         self.exclusion = None if ids is None else search.Exclusion(ids[:0], ids)
+
+    def prepare(self, q: Tensor) -> Tensor:
+        """A query chunk as the products take it (as one process prepares it)."""
+        if self.frame is not None:
+            return self.frame.apply(q)
+        q = search.prepare(q, self.distance)
+        return search.dot_scale(q)[0] if self.dot_largest is not None else q
 
     def scores(self, q: Tensor) -> Tensor:
         return search.similarity(q, self.g_pad, self.distance, self.g_sq)[:, : self.n]
@@ -110,25 +123,25 @@ def _local_counts(shard: _Shard, q, labels, ids, binary: bool, relevance):
     return scores, gains, torch.count_nonzero(gains, dim=1), n_candidates
 
 
-def _exact_top(shard: _Shard, q: Tensor, scores: Tensor, d: int):
+def _exact_top(shard: _Shard, q: Tensor, qx: Tensor, scores: Tensor, d: int):
     """The shard's first ``d`` candidates in the exact euclidean order: ``(-d64, idx)``
-    with ``-inf`` keys for excluded pairs."""
+    with ``-inf`` keys for excluded pairs (``q``: prepared queries, ``qx``: as given)."""
     exact = shard.exact
     width = exact._width(q, exact.rel32)
     vals, idx = exact._prefix(scores, d, width, _stable_top)
     if vals.shape[1] > 2 * d + _HEAVY_EXTRA:  # dense near-ties: a float64 window is narrower
-        s64 = exact._scores64(q).masked_fill_(torch.isneginf(scores), float("-inf"))
+        s64 = exact._scores64(qx).masked_fill_(torch.isneginf(scores), float("-inf"))
         vals, idx = exact._prefix(s64, d, exact._width(q, exact.rel64), _stable_top)
     real = torch.isfinite(vals)
     rows = torch.arange(q.shape[0], device=q.device).unsqueeze(1).expand_as(idx)
     key = torch.full(vals.shape, float("-inf"), dtype=torch.float64, device=q.device)
-    key[real] = -search._exact_sq_distances(q, shard.g, rows[real], idx[real])
+    key[real] = -exact.exact(qx, rows[real], idx[real])
     order = torch.argsort(idx, dim=1, stable=True)
     order = order.gather(1, torch.argsort(key.gather(1, order), dim=1, descending=True, stable=True))[:, :d]
     return key.gather(1, order), idx.gather(1, order)
 
 
-def _candidates(shard: _Shard, q, labels, scores, gains, d: int, n_total: int, need_ideal: bool) -> Tensor:
+def _candidates(shard: _Shard, q, qx, labels, scores, gains, d: int, n_total: int, need_ideal: bool) -> Tensor:
     """``[c, d, 4]`` float64: (merge key, global position, gain, ideal gain) of the
     shard's first ``d`` candidates, padded with (-inf, n_total, 0, 0)."""
     c = q.shape[0]
@@ -139,7 +152,7 @@ def _candidates(shard: _Shard, q, labels, scores, gains, d: int, n_total: int, n
     if k == 0:
         return out
     if shard.exact is not None:
-        key, idx = _exact_top(shard, q, scores, k)
+        key, idx = _exact_top(shard, q, qx, scores, k)
     else:
         vals, idx = _stable_top(scores, k)
         key = vals.to(torch.float64)
@@ -201,7 +214,14 @@ def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: 
     binary = relevance is None and query_labels.ndim == 1
     depth, at_r, _ = depth_needed(query_keys)
     need_ideal = any(m.spec.needs_ideal for m in query_keys)
-    shard = _Shard(gallery, gallery_labels, gallery_ids, sum(g_rows[:rank]), distance)
+    frame = dot_largest = None
+    if distance in ("euclidean", "squared_euclidean"):  # one frame for every rank (see search.Frame)
+        frame = search.Frame.of(query, gallery, reduce_max=lambda t: _all_reduce_max(t, group),
+                                reduce_sum=lambda t: all_reduce_sum(t, group))
+    elif distance == "dot":  # the whole gallery's largest entry scales every shard
+        dot_largest = _all_reduce_max(gallery.abs().amax().to(torch.float64) if gallery.numel()
+                                      else torch.zeros((), dtype=torch.float64, device=gallery.device), group)
+    shard = _Shard(gallery, gallery_labels, gallery_ids, sum(g_rows[:rank]), distance, frame, dot_largest)
     rows = _chunk_rows(options["memory_budget"] or DEFAULT_MEMORY_BUDGET, max(g_rows))
     with_ids = query_ids is not None
     values = torch.empty(query.shape[0], len(query_keys), dtype=torch.float64, device=query.device)
@@ -221,7 +241,7 @@ def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: 
         ids = _broadcast(query_ids[part] if mine else None, (c,), torch.int64, src, group, device) if with_ids else None
         error: Optional[Exception] = None
         try:
-            qp = search.prepare(q, distance)
+            qp = shard.prepare(q)
             scores, gains, n_rel, n_cand = _local_counts(shard, qp, lab, ids, binary, relevance)
         except Exception as exc:  # noqa: BLE001 - every rank learns of it below
             error, n_rel = exc, torch.zeros(c, dtype=torch.int64, device=query.device)
@@ -235,13 +255,22 @@ def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: 
         if at_r and c:
             d = max(d, int(n_relevant.max()))
         d = max(1, min(d, n_total))
-        local = _candidates(shard, qp, lab, scores, gains, d, n_total, need_ideal)
+        local = _candidates(shard, qp, q, lab, scores, gains, d, n_total, need_ideal)
         parts = [torch.empty_like(local) for _ in range(world)]
         dist.all_gather(parts, local, group=group)
         if mine:
             ranking = _merge(parts, d, n_relevant, n_candidates, n_total, binary, need_ideal)
             values[part] = ranking_values(ranking, query_keys)
     return values
+
+
+def _all_reduce_max(t: Tensor, group) -> Tensor:
+    """The maximum over ranks (a copy; the identity without a process group)."""
+    if world_size(group) == 1:
+        return t
+    out = t.clone()
+    dist.all_reduce(out, op=dist.ReduceOp.MAX, group=group)
+    return out
 
 
 def _dtype(name: str) -> torch.dtype:

@@ -672,7 +672,8 @@ def check_embedding_options(
 def check_embeddings(name: str, x, distance="cosine", *, batch: bool = False) -> Tensor:
     """``[items, dim]`` embeddings, not empty (``batch=True``: an adapter's
     ``[batch, dim]``, which may be empty); floating point, or integer/bool codes
-    for hamming and callable distances.
+    for hamming and callable distances. Returned detached: evaluation never needs
+    the autograd graph (``net(x)`` outside ``torch.no_grad()`` is accepted).
 
     Example:
         >>> check_embeddings("embeddings", torch.rand(3), batch=True)
@@ -689,7 +690,7 @@ def check_embeddings(name: str, x, distance="cosine", *, batch: bool = False) ->
         raise TypeError(
             f"{name} must be a floating-point tensor (integer or bool codes only with distance='hamming'); got {x.dtype}"
         )
-    return x
+    return x.detach()
 
 
 def check_labels(name: str, labels, n: int, custom: bool = False) -> Tensor:

@@ -310,21 +310,34 @@ def test_few_near_ties_are_rescored_pairwise_many_with_a_float64_product(monkeyp
     r = rc.evaluate_embeddings(q, torch.tensor([1]), ["cmc@1"], gallery=g, gallery_labels=gl, distance="euclidean")
     assert r["cmc@1"].item() == 1.0
     assert calls == {"pairs": 1, "product": 0}
-    # dense near-ties: a float64 product for the rows
+    # dense near-ties: a float64 product for the rows (one far item keeps the products'
+    # frame wide: centring alone would separate the cluster)
     q, ql, g, gl = _clustered(8, 200, 10)
+    g, gl = torch.cat([g, g[:1] + 1e5]), torch.cat([gl, gl[:1]])
     keys = ["cmc@1", "precision@5"]
     r = rc.evaluate_embeddings(q, ql, keys, gallery=g, gallery_labels=gl, distance="euclidean", reduce="none")
     assert calls["product"] >= 1
     assert all(_same(r, _brute_force(q, ql, g, gl, keys), keys).values())
 
 
-def test_euclidean_bound_covers_the_float32_score_error():
+@pytest.mark.parametrize("offset,scale", [(0.0, 1.0), (1e3, 1.0), (1e6, 1.0), (0.0, 1e35), (0.0, 1e-30), (1e4, 1e-3)])
+def test_euclidean_bounds_cover_the_score_errors(offset, scale):
+    """The float32 score of the prepared embeddings, and the float64 one, stay within
+    half their windows of the exact value |q|^2 - d(q, g) (d: the exact squared
+    distance of the embeddings as given, in the frame's units), at any offset or scale."""
     q, _, g, _ = _clustered(9, 500, 50, spread=1.0)
-    exact = 2 * q.double() @ g.double().T - (g.double() ** 2).sum(1)
-    s = search.similarity(q, g, "euclidean", (g * g).sum(1))
-    order = search.EuclideanOrder(g)
-    err = (s.double() - exact).abs().amax(1)
-    assert bool((err <= order._width(q, order.rel32) / 2).all())
+    q, g = [((x.double() + offset) * scale).float() for x in (q, g)]
+    frame = search.Frame.of(q, g)
+    qp, gp = frame.apply(q), frame.apply(g)
+    order = search.EuclideanOrder(gp, g, frame)
+    rows = torch.arange(q.shape[0]).repeat_interleave(g.shape[0])
+    d = order.exact(q, rows, torch.arange(g.shape[0]).repeat(q.shape[0])).view(q.shape[0], -1)
+    target = (qp.double() ** 2).sum(1, keepdim=True) - d
+    s = search.similarity(qp, gp, "euclidean", (gp * gp).sum(1))
+    assert bool(((s.double() - target).abs().amax(1) <= order._width(qp, order.rel32) / 2).all())
+    target = (frame.apply(q, torch.float64) ** 2).sum(1, keepdim=True) - d
+    s64 = order._scores64(q)
+    assert bool(((s64 - target).abs().amax(1) <= order._width(qp, order.rel64) / 2).all())
 
 
 # ---------------------------------------------------------------- 4. keys in ASCII only

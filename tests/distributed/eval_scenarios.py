@@ -155,6 +155,11 @@ CASES.update(_both("callable_distance", PER_QUERY + K_WHOLE, PER_QUERY, distance
 CASES.update(_both("narrow_shards", PER_QUERY, layout="narrow", ids=True))
 CASES.update(_both("narrow_shards_euclidean", PER_QUERY, layout="narrow", distance="euclidean", gallery=True))
 CASES.update(_both("tiny_gallery", ["cmc@1", "precision@3", "map@r"], gallery=True, gallery_rows=10))
+# issue 18: embeddings that require grad (every path detaches them); dot products past
+# float32's range (the gallery's scale is the whole gallery's on every shard)
+CASES.update(_both("gallery_requires_grad_euclidean", PER_QUERY, gallery=True, distance="euclidean",
+                   transform=lambda x: x.requires_grad_()))
+CASES.update(_both("gallery_huge_dot", PER_QUERY, gallery=True, distance="dot", transform=lambda x: x * 2.0**62))
 CASES["set_level_gallery_ids"] = _case(K_SET, gallery=True, ids=True, distance="euclidean")
 # intervals, per-query values and neighbours (issue 12): computed after the gather, equal to one process's
 CASES["stats_self_categories"] = _case(PER_QUERY + K_WHOLE, categories="tensor", ci=0.9, keep_per_query=True,
