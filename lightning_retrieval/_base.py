@@ -20,14 +20,14 @@ stay local; so the metrics call the core's ``finalize_*`` steps with ``gather=Fa
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import torch
 from torch import Tensor
 from torchmetrics import Metric
 
 from retrieval_core.aggregate import MetricResults
-from retrieval_core.distributed import gather_per_rank
+from retrieval_core.distributed import agree_options, gather_per_rank
 
 __all__ = ["CoreStateMetric"]
 
@@ -49,12 +49,26 @@ class CoreStateMetric(Metric):
              distributed_available=None) -> None:
         """torchmetrics' ``sync``; without a ``dist_sync_fn`` it uses the metric's own
         (the core's gather, or the one given at construction), as ``compute`` does.
+        The ranks' options are compared first (:meth:`_agreed_options`, one
+        exchange): a difference is the same ``ValueError`` on every rank.
         The group synced over is remembered (``synced_group``) for a compute that
         divides its work between the ranks that now hold the same state."""
         self.synced_group = process_group if process_group is not None else self.process_group
+        if distributed_available is None:
+            distributed_available = self.distributed_available_fn
+        if should_sync and not self._is_synced and callable(distributed_available) and distributed_available():
+            # before the states move: their number and shapes follow the options
+            agree_options(self._agreed_options(), what=type(self).__name__, group=self.synced_group,
+                          device=self.device)
         super().sync(dist_sync_fn=dist_sync_fn if dist_sync_fn is not None else self.dist_sync_fn,
                      process_group=process_group, should_sync=should_sync,
                      distributed_available=distributed_available)
+
+    def _agreed_options(self) -> Dict[str, Any]:
+        """The constructor's options that change the result, which every rank must
+        give alike, compared before each sync (subclasses add theirs; torchmetrics'
+        own arguments, ``kwargs``, are not compared)."""
+        return {"metric": type(self).__qualname__}
 
     def _wrap_compute(self, compute):
         """torchmetrics rebuilds the returned dict (squeeze, clone), which drops the

@@ -30,7 +30,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -138,6 +138,13 @@ class _FlatRetrievalMetric(CoreStateMetric):
         self.add_state("indexes", default=[], dist_reduce_fx="cat")
         self.add_state("preds", default=[], dist_reduce_fx="cat")
         self.add_state("target", default=[], dist_reduce_fx="cat")
+
+    # the constructor's arguments (each class takes some of them), compared between ranks before a sync
+    _AGREED = ("empty_target_action", "ignore_index", "aggregation", "top_k", "adaptive_k", "max_fpr", "max_k",
+               "min_precision")
+
+    def _agreed_options(self) -> Dict[str, Any]:
+        return dict(super()._agreed_options(), **{k: getattr(self, k) for k in self._AGREED if hasattr(self, k)})
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor) -> None:
         """Check shapes and dtypes (torchmetrics' checks and messages), flatten, drop
