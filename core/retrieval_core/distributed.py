@@ -598,6 +598,8 @@ def evaluate_embeddings(
     stable order: score, then global gallery position); set-level keys (nmi, ami,
     pcf, fnmr) are computed once, on rank 0, and sent to every rank. Input errors
     are raised on every rank (see :func:`agree`), so no rank is left waiting.
+    Every option but ``progress`` must be the same on every rank (compared in the
+    same exchange): a difference is a ``ValueError`` on every rank naming it.
     ``ci`` intervals are computed after the gather, from the CPU generator of
     ``seed``: the same as one process's; ``keep_per_query`` and
     ``return_neighbours`` (``shard_gallery=False``) give one process's too.
@@ -702,8 +704,9 @@ def evaluate_split(
     contiguous ``1/world`` share of the queries, the per-query values are gathered
     and every rank aggregates them, with the same result as one process.
 
-    The ranks must hold the same rows; a different number of rows on some rank
-    is a ``ValueError`` on every rank.
+    The ranks must hold the same rows and give the same options (all but
+    ``progress``); a different number of rows, or an option that differs, on
+    some rank is a ``ValueError`` on every rank.
 
     Example:
         >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])

@@ -182,6 +182,20 @@ _add("lightning_fixed_precision", _lightning("RetrievalRecallAtFixedPrecision"),
 _add("lightning_class", _lightning("RetrievalMAP"), {}, {"cls": "RetrievalMRR"}, ["metric"])
 
 
+# -- a rank whose own input fails (evaluate_split): the error on every rank, no rank waiting
+
+def _split_empty_on_last_rank(rank: int, world: int):
+    x, labels, _, _ = _data()
+    n = 0 if rank == world - 1 else len(x)
+    return D.evaluate_split(x[:n], labels[:n], KEYS)
+
+
+ERRORS = {  # name: (case, exception type, message part)
+    "split_empty_on_last_rank": (lambda rank, world: _timed(lambda: _split_empty_on_last_rank(rank, world)),
+                                 "ValueError", "query is empty; got shape (0, 6) (raised on rank"),
+}
+
+
 # -- controls: options that agree (closures capturing each rank's own values) -----------
 
 def _per_rank_closure(rank: int):
@@ -211,4 +225,4 @@ CONTROLS = {
     "control_lightning_flat": _control(_lightning("RetrievalNormalizedDCG", top_k=3)),
 }
 
-SCENARIOS = {**{name: case for name, (case, _) in CASES.items()}, **CONTROLS}
+SCENARIOS = {**{name: case for name, (case, _) in CASES.items()}, **{n: e[0] for n, e in ERRORS.items()}, **CONTROLS}
