@@ -56,7 +56,7 @@ class CoreStateMetric(Metric):
         self.synced_group = process_group if process_group is not None else self.process_group
         if distributed_available is None:
             distributed_available = self.distributed_available_fn
-        if should_sync and not self._is_synced and callable(distributed_available) and distributed_available():
+        if should_sync and callable(distributed_available) and distributed_available():
             # before the states move: their number and shapes follow the options
             agree_options(self._agreed_options(), what=type(self).__name__, group=self.synced_group,
                           device=self.device)
