@@ -26,7 +26,7 @@ except ImportError as error:  # pragma: no cover - exercised only without ignite
         "ignite_retrieval needs PyTorch-Ignite: pip install 'retrieval-metrics[ignite]'"
     ) from error
 
-from retrieval_core.distributed import all_reduce_sum, rank_of, world_size
+from retrieval_core.distributed import agree_options, all_reduce_sum, rank_of, world_size
 
 __all__ = ["RetrievalMetric", "NotComputableError", "to_python"]
 
@@ -77,8 +77,9 @@ class RetrievalMetric(Metric):
     Subclasses set ``_required`` / ``_optional`` (names of the inputs) and
     ``_state_attributes`` (what ``state_dict()`` saves); their ``update`` reads the
     output with :meth:`_parse` (every name mapped to a value or None) and their
-    ``compute`` starts with :meth:`_agree`, the one collective that tells every rank
-    which optional inputs were given and whether anything was seen at all.
+    ``compute`` starts with :meth:`_agree`: the ranks' options must agree, then one
+    collective tells every rank which optional inputs were given and whether
+    anything was seen at all.
     """
 
     _required: Tuple[str, ...] = ()
@@ -206,11 +207,19 @@ class RetrievalMetric(Metric):
 
     # -- compute-side agreement between ranks ---------------------------------------
 
+    def _agreed_options(self) -> Dict[str, Any]:
+        """The constructor's options that change the result, which every rank must
+        give alike (subclasses add theirs; ``output_transform``, ``device`` and
+        ``skip_unrolling`` are each rank's own)."""
+        return {"metric": type(self).__qualname__}
+
     def _agree(self, n_rows: int, checks: Optional[Tensor] = None) -> Tuple[Dict[str, bool], Optional[Tensor]]:
-        """One all-reduce: how many ranks hold rows and which optional inputs they gave,
+        """The ranks' options compared (:meth:`_agreed_options`, one exchange), then
+        one all-reduce: how many ranks hold rows and which optional inputs they gave,
         plus the sum of this rank's ``checks`` counters (value checks postponed from
         ``update``). Raises the same error on every rank, so none is left waiting.
         """
+        agree_options(self._agreed_options(), what=self._name(), device=self._device)
         has_rows = n_rows > 0
         flags = [int(has_rows), n_rows] + [int(has_rows and bool(self._present and self._present[k])) for k in self._optional]
         counts = torch.tensor(flags, dtype=torch.int64, device=self._device)

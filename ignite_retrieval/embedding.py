@@ -118,6 +118,10 @@ class EmbeddingMetrics(RetrievalMetric):
         self.last_results: Optional[MetricResults] = None
         super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
 
+    def _agreed_options(self) -> Dict[str, Any]:
+        options = {k: v for k, v in self._options.items() if k != "progress"}  # progress: who prints
+        return dict(super()._agreed_options(), metrics=self.metric_keys, **options)
+
     @reinit__is_reduced
     def reset(self) -> None:
         self._state: Dict[str, list] = {k: [] for k in self._required + self._optional}

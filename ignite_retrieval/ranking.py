@@ -120,6 +120,10 @@ class RankingMetrics(RetrievalMetric):
         self.last_results: Optional[MetricResults] = None
         super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
 
+    def _agreed_options(self) -> Dict[str, Any]:
+        return dict(super()._agreed_options(), metrics=self.metric_keys, ties=self._ties, empty=self._empty,
+                    reduce=self._reduce, compact=self._compact, **self._stats)
+
     @reinit__is_reduced
     def reset(self) -> None:
         self._values: list = []

@@ -37,7 +37,7 @@ Differences on purpose (each listed and tested, docs/ignite.md):
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Callable, List, Tuple, Union
+from typing import Any, Callable, Dict, List, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -89,6 +89,10 @@ class _RecSysMetric(RankingMetrics):
         keys = [self._key_of[k] for k in sorted(set(top_k))]
         RankingMetrics.__init__(self, keys, empty=empty, output_transform=output_transform,
                                 device=device, skip_unrolling=skip_unrolling)
+
+    def _agreed_options(self) -> Dict[str, Any]:  # ignite's arguments (the core's keys and empty follow)
+        return {"metric": type(self).__qualname__, "top_k": self.top_k, "ignore_zero_hits": self.ignore_zero_hits,
+                **{k: getattr(self, k) for k in ("relevance_threshold", "gain_function") if hasattr(self, k)}}
 
     def _check_output_len(self, output: Any) -> None:
         if isinstance(output, (tuple, list)) and len(output) != 2:

@@ -27,9 +27,9 @@ stay local; so the metrics call the core's ``finalize_*`` steps with ``gather=Fa
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import warnings
-from abc import ABCMeta
 from typing import Any, Dict, Optional
 
 import torch
@@ -37,30 +37,41 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from retrieval_core.aggregate import MetricResults
-from retrieval_core.distributed import gather_per_rank, rank_of, world_size
+from retrieval_core.agreement import option_texts
+from retrieval_core.distributed import agree_options, gather_per_rank, rank_of, world_size
 
 __all__ = ["CoreStateMetric"]
 
 
 def config_fingerprint(metric: Metric) -> Tensor:
-    """``[16]`` int64 (byte values): a digest of ``metric``'s class and ``_config()``.
+    """``[16]`` int64 (byte values): a digest of ``metric``'s class and options (the
+    ``_agreed_options()`` that ranks also compare: one list of what changes a result).
     Bytes, so torchmetrics' ``allclose`` between two fingerprints is equality."""
     cls = type(metric)
-    text = repr((cls.__module__, cls.__qualname__, sorted(metric._config().items())))
+    text = repr((cls.__module__, cls.__qualname__, sorted(option_texts(metric._agreed_options()).items())))
     return torch.tensor(list(hashlib.sha256(text.encode("utf-8")).digest()[:16]), dtype=torch.int64)
 
 
-class _Configured(ABCMeta):
-    """Adds the ``config_digest`` state once the whole ``__init__`` chain has run (the
-    subclasses set their options after ``CoreStateMetric.__init__``)."""
+def _adding_digest(init):
+    """``init`` that adds the ``config_digest`` state once the outermost ``__init__`` of
+    the chain has run (subclasses set their options after ``CoreStateMetric.__init__``).
+    A wrapper, not a metaclass: the class keeps its signature and mixes with others."""
 
-    def __call__(cls, *args, **kwargs):
-        metric = super().__call__(*args, **kwargs)
-        metric.add_state("config_digest", default=config_fingerprint(metric).to(metric.device), dist_reduce_fx="max")
-        return metric
+    @functools.wraps(init)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        depth = self.__dict__.get("_init_depth", 0)
+        self.__dict__["_init_depth"] = depth + 1
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            self.__dict__["_init_depth"] = depth
+        if depth == 0:
+            self.add_state("config_digest", default=config_fingerprint(self).to(self.device), dist_reduce_fx="max")
+
+    return __init__
 
 
-class CoreStateMetric(Metric, metaclass=_Configured):
+class CoreStateMetric(Metric):
     """A ``torchmetrics.Metric`` whose "cat" and "sum" states sync through the core's
     gather routine by default (uneven sizes, ranks without data, 2-D states, any
     dtype: no hang). A ``dist_sync_fn`` given by the user replaces it. The
@@ -70,22 +81,33 @@ class CoreStateMetric(Metric, metaclass=_Configured):
     is_differentiable = False
     full_state_update = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _adding_digest(cls.__dict__["__init__"])
+
     def __init__(self, **kwargs: Any) -> None:
         if kwargs.get("dist_sync_fn") is None:
             kwargs["dist_sync_fn"] = gather_per_rank
         super().__init__(**kwargs)
 
-    def _config(self) -> Dict[str, Any]:
-        """What decides this metric's states and values besides its class: its options."""
-        raise NotImplementedError
-
     def sync(self, dist_sync_fn=None, process_group=None, should_sync: bool = True,
              distributed_available=None) -> None:
         """torchmetrics' ``sync``; without a ``dist_sync_fn`` it uses the metric's own
         (the core's gather, or the one given at construction), as ``compute`` does.
+        The ranks' options are compared first (:meth:`_agreed_options`, one
+        exchange): a difference is the same ``ValueError`` on every rank.
         The group synced over is remembered (``synced_group``) for a compute that
         divides its work between the ranks that now hold the same state."""
         self.synced_group = process_group if process_group is not None else self.process_group
+        if distributed_available is None:
+            distributed_available = self.distributed_available_fn
+        syncing = bool(should_sync and callable(distributed_available) and distributed_available())
+        if syncing:
+            # before the states move: their number and shapes follow the options
+            agree_options(self._agreed_options(), what=type(self).__name__, group=self.synced_group,
+                          device=self.device)
+        self.synced_processes = world_size(self.synced_group) if syncing else 1  # read by _warn_without_ids
         super().sync(dist_sync_fn=dist_sync_fn if dist_sync_fn is not None else self.dist_sync_fn,
                      process_group=process_group, should_sync=should_sync,
                      distributed_available=distributed_available)
@@ -94,15 +116,21 @@ class CoreStateMetric(Metric, metaclass=_Configured):
         """Once per metric, on rank 0 of a synced compute over several processes
         without ids: DistributedSampler's padding repeats samples, which then count
         twice, and nothing else can tell a repeat from a new sample."""
-        group = getattr(self, "synced_group", None)
-        if not self._is_synced or getattr(self, "_warned_without_ids", False) or world_size(group) < 2:
+        processes = getattr(self, "synced_processes", 1)
+        if processes < 2 or getattr(self, "_warned_without_ids", False):
             return
         self._warned_without_ids = True
-        if rank_of(group) == 0:
+        if rank_of(getattr(self, "synced_group", None)) == 0:
             warnings.warn(
-                f"{type(self).__name__} computed over {world_size(group)} processes without ids: samples that "
+                f"{type(self).__name__} computed over {processes} processes without ids: samples that "
                 "DistributedSampler repeats to pad the last batches count again, so the value may differ from one "
                 f"process's. To drop the repeats, {how}", UserWarning, stacklevel=3)
+
+    def _agreed_options(self) -> Dict[str, Any]:
+        """The constructor's options that change the result, which every rank must
+        give alike, compared before each sync (subclasses add theirs; torchmetrics'
+        own arguments, ``kwargs``, are not compared)."""
+        return {"metric": type(self).__qualname__}
 
     def _wrap_compute(self, compute):
         """torchmetrics rebuilds the returned dict (squeeze, clone), which drops the

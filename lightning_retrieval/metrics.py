@@ -4,7 +4,7 @@ Both hold states and sync them; every value and every input check comes from ``r
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -128,9 +128,9 @@ class RankingMetrics(CoreStateMetric):
         # summed value_flags of the batches: NaN/inf scores, NaN/inf gains, negative gains
         self.add_state("invalid", default=torch.zeros(3, dtype=torch.int64), dist_reduce_fx="sum")
 
-    def _config(self):
-        return dict(keys=self.keys, ties=self.ties, empty=self.empty, reduce=self.reduce, compact=self.compact,
-                    **self.stats)
+    def _agreed_options(self) -> Dict[str, Any]:
+        return dict(super()._agreed_options(), metrics=self.keys, ties=self.ties, empty=self.empty,
+                    reduce=self.reduce, compact=self.compact, **self.stats)
 
     def update(
         self,
@@ -256,8 +256,9 @@ class EmbeddingMetrics(CoreStateMetric):
         for name in ("embeddings", "labels", "ids", "is_query", "is_gallery", "categories", "confidence"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
 
-    def _config(self):
-        return dict(keys=self.keys, **self.options)
+    def _agreed_options(self) -> Dict[str, Any]:
+        options = {k: v for k, v in self.options.items() if k != "progress"}  # progress: who prints
+        return dict(super()._agreed_options(), metrics=self.keys, **options)
 
     def update(
         self,

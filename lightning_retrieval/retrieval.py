@@ -30,7 +30,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -44,6 +44,7 @@ from retrieval_core.validate import (
     check_binary_target,
     check_indexed_not_empty,
     check_indexed_triplet,
+    widen_unsigned,
     check_rows,
     check_scores,
     check_values,
@@ -142,11 +143,13 @@ class _FlatRetrievalMetric(CoreStateMetric):
         self.add_state("target", default=[], dist_reduce_fx="cat")
         self.add_state("ids", default=[], dist_reduce_fx="cat")
 
-    _OPTIONS = ("empty_target_action", "ignore_index", "aggregation", "top_k", "adaptive_k", "max_fpr", "max_k",
-                "min_precision")
+    # the constructor's arguments (each class takes some of them): compared between ranks before a
+    # sync, and the metric's identity for MetricCollection's compute groups
+    _AGREED = ("empty_target_action", "ignore_index", "aggregation", "top_k", "adaptive_k", "max_fpr", "max_k",
+               "min_precision")
 
-    def _config(self):
-        return {name: getattr(self, name) for name in self._OPTIONS if hasattr(self, name)}
+    def _agreed_options(self) -> Dict[str, Any]:
+        return dict(super()._agreed_options(), **{k: getattr(self, k) for k in self._AGREED if hasattr(self, k)})
 
     def update(self, preds: Tensor, target: Tensor, indexes: Tensor, ids: Optional[Tensor] = None) -> None:
         """Check shapes and dtypes (torchmetrics' checks and messages), flatten, drop
@@ -163,6 +166,7 @@ class _FlatRetrievalMetric(CoreStateMetric):
         if indexes is None:
             raise ValueError("Argument `indexes` cannot be None")
         check_indexed_triplet(indexes, preds, target)
+        indexes, target = widen_unsigned("`indexes`", indexes), widen_unsigned("`target`", target)
         if ids is not None and (not isinstance(ids, Tensor) or ids.shape != indexes.shape):
             got = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
             raise ValueError(f"`ids` must be a tensor of the shape of `indexes` {tuple(indexes.shape)}; got {got}")

@@ -26,8 +26,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from .agreement import disagreement, option_texts
+
 __all__ = ["world_size", "gather_per_rank", "gather_cat", "all_reduce_sum", "drop_duplicates", "row_rtol",
-           "agree", "evaluate_embeddings", "evaluate_split"]
+           "agree", "agree_options", "evaluate_embeddings", "evaluate_split"]
 
 _MAX_DIMS = 8
 # every dtype a state may hold; the index is what ranks exchange (uint16/32/64: torch >= 2.3)
@@ -262,13 +264,19 @@ def exchange_text(text: str, group=None, device=None) -> List[str]:
     return [bytes(t.tolist()).decode("utf-8") for t in gather_per_rank(data, group)]
 
 
-def agree(fn: Callable[[], Tuple[Any, Any]], *, group=None, device=None) -> Tuple[Any, List[Any]]:
+def agree(fn: Callable[[], Tuple[Any, Any]], *, group=None, device=None, options: Optional[Dict[str, Any]] = None,
+          what: str = "distributed") -> Tuple[Any, List[Any]]:
     """Run ``fn() -> (result, info)`` on every rank (``fn`` itself holds no
     collective); returns ``(result, [info of each rank])`` (``info``: anything JSON
     writes). When ``fn`` raised on any rank, every rank raises: a rank's own
     exception when it raised on every rank, else the first failing rank's error
     with its type (ValueError, TypeError, ... ; RuntimeError for others) and
     message, plus ``(raised on rank r of n)``.
+
+    ``options`` (``{name: value}``) travel in the same exchange: when they differ
+    between ranks, every rank raises a ``ValueError`` (rank 0's ``what`` first) naming
+    each option that differs and its value on each rank, before ``fn``'s errors
+    (see :mod:`retrieval_core.agreement`).
 
     Example:
         >>> agree(lambda: (3, {"rows": 3}))  # one process
@@ -278,14 +286,19 @@ def agree(fn: Callable[[], Tuple[Any, Any]], *, group=None, device=None) -> Tupl
     if n == 1:
         result, info = fn()
         return result, [info]
+    texts = None if options is None else [what, option_texts(options)]  # before fn: a bad value still shows
     error: Optional[Exception] = None
     try:
         result, info = fn()
     except Exception as exc:  # noqa: BLE001 - every rank learns of it and raises
         result, info, error = None, None, exc
-    mine = json.dumps([None if error is None else [type(error).__name__, str(error)], info])
+    mine = json.dumps([None if error is None else [type(error).__name__, str(error)], info, texts])
     every = [json.loads(t) for t in exchange_text(mine, group, device)]
-    failed = [(r, e) for r, (e, _) in enumerate(every) if e is not None]
+    # rank 0's words, so that the message is the same on every rank
+    differ = disagreement([o and o[1] for _, _, o in every], (every[0][2] or [what])[0]) if options else None
+    if differ:
+        raise ValueError(differ) from error
+    failed = [(r, e) for r, (e, _, _) in enumerate(every) if e is not None]
     if failed:
         if error is not None and len(failed) == n:
             raise error
@@ -293,7 +306,20 @@ def agree(fn: Callable[[], Tuple[Any, Any]], *, group=None, device=None) -> Tupl
         text = f"{message} (raised on rank {r} of {n})"
         kind = _RAISED.get(name)
         raise (kind(text) if kind is not None else RuntimeError(f"{name}: {text}")) from error
-    return result, [i for _, i in every]
+    return result, [i for _, i, _ in every]
+
+
+def agree_options(options: Dict[str, Any], *, what: str, group=None, device=None) -> None:
+    """Raise the same ``ValueError`` on every rank when ``options`` differ between
+    ranks (one exchange; nothing without a process group). Call it before any
+    collective whose shape depends on them.
+
+    Example:
+        >>> agree_options({"ties": "stable", "k": [1, 5]}, what="MyMetric")  # one process: nothing to compare
+    """
+    if world_size(group) > 1:
+        device = torch.device(device) if device is not None else _comm_device(None, group)
+        agree(lambda: (None, None), group=group, device=device, options=options, what=what)
 
 
 def _from_rank0(value: Optional[Tensor], group, device) -> Tensor:
@@ -416,6 +442,16 @@ def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget,
              stats: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     return dict(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce, per_class=per_class,
                 memory_budget=memory_budget, progress=progress, backend=backend, **(stats or {}))
+
+
+def _agreed(metrics, options, **more) -> Dict[str, Any]:
+    """What every rank must pass alike: the metrics (in order) and every option but
+    ``progress`` (which only decides who prints); the other arguments are data."""
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    if isinstance(metrics, (list, tuple)):
+        metrics = [getattr(k, "key", k) for k in metrics]  # parsed keys (MetricKey) by their text
+    return dict(metrics=metrics, **{k: v for k, v in options.items() if k != "progress"}, **more)
 
 
 def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids, categories,
@@ -579,6 +615,8 @@ def evaluate_embeddings(
     stable order: score, then global gallery position); set-level keys (nmi, ami,
     pcf, fnmr) are computed once, on rank 0, and sent to every rank. Input errors
     are raised on every rank (see :func:`agree`), so no rank is left waiting.
+    Every option but ``progress`` must be the same on every rank (compared in the
+    same exchange): a difference is a ``ValueError`` on every rank naming it.
     ``ci`` intervals are computed after the gather, from the CPU generator of
     ``seed``: the same as one process's; ``keep_per_query`` and
     ``return_neighbours`` (``shard_gallery=False``) give one process's too.
@@ -604,7 +642,8 @@ def evaluate_embeddings(
     device = _comm_device(query, group)
     checked, signatures = agree(
         lambda: _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids,
-                             categories, shard_gallery, options, confidence), group=group, device=device)
+                             categories, shard_gallery, options, confidence), group=group, device=device,
+        options=_agreed(metrics, options, shard_gallery=shard_gallery), what="distributed.evaluate_embeddings")
     _check_signatures(signatures)
     keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, confidence = checked
     rows = [s["rows"] for s in signatures]
@@ -682,8 +721,9 @@ def evaluate_split(
     contiguous ``1/world`` share of the queries, the per-query values are gathered
     and every rank aggregates them, with the same result as one process.
 
-    The ranks must hold the same rows; a different number of rows on some rank
-    is a ``ValueError`` on every rank.
+    The ranks must hold the same rows and give the same options (all but
+    ``progress``); a different number of rows, or an option that differs, on
+    some rank is a ``ValueError`` on every rank.
 
     Example:
         >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
@@ -693,20 +733,21 @@ def evaluate_split(
     from .embeddings import evaluate_embeddings as evaluate_one
     from .registry import parse_metrics
     from .validate import (
-        check_categories, check_confidence, check_labels, check_per_class, check_rows,
+        check_categories, check_confidence, check_embeddings, check_labels, check_per_class, check_rows,
     )
 
     options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
                        dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                             keep_per_query=keep_per_query, return_neighbours=return_neighbours))
     n = world_size(group)
-    if n == 1 or not isinstance(query, Tensor) or query.ndim != 2 or query.shape[0] == 0:
+    if n == 1:
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
                             query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
                             confidence=confidence, **options)
-    device = _comm_device(query, group)
+    device = _comm_device(query if isinstance(query, Tensor) else None, group)
 
-    def check():
+    def check():  # a rank whose query is not usable raises here too, never alone (no rank left waiting)
+        check_embeddings("query", query, distance)
         keys = parse_metrics(metrics)
         _check_options(keys, options)
         check_labels("query_labels", query_labels, query.shape[0], relevance is not None)
@@ -718,7 +759,8 @@ def evaluate_split(
         checked = None if confidence is None else check_confidence(confidence, query.shape[0], "query")
         return (keys, checked), [query.shape[0], None if gallery is None else int(gallery.shape[0])]
 
-    (keys, confidence), sizes = agree(check, group=group, device=device)
+    (keys, confidence), sizes = agree(check, group=group, device=device, options=_agreed(metrics, options),
+                                      what="distributed.evaluate_split")
     if any(s != sizes[0] for s in sizes):
         raise ValueError(
             "evaluate_split needs the same rows on every rank (gathered states); got [queries, gallery] rows "

@@ -35,6 +35,7 @@ from .validate import (
     check_tie_keys,
     check_ties,
     check_values,
+    widen_unsigned,
 )
 
 __all__ = ["evaluate_scores", "score_values", "ranking_values", "QueryValues"]
@@ -132,6 +133,7 @@ def score_values(
     check_per_query_keys(keys, "evaluate_embeddings computes them")
     check_tie_keys(keys, ties)
     check_scores(preds, target, indexes=indexes, mask=mask)
+    target, indexes = widen_unsigned("target", target), widen_unsigned("indexes", indexes)
     depth, at_r, whole = depth_needed(keys)
     device = preds.device
     deep_elements = sizing.block_elements(device, deep=True)
@@ -287,6 +289,7 @@ def evaluate_scores(
     stats = check_stats_options(parse_metrics(metrics), ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                 keep_per_query=keep_per_query, reduce=reduce)
     check_scores(preds, target, indexes=indexes, mask=mask)
+    target, indexes = widen_unsigned("target", target), widen_unsigned("indexes", indexes)
     check_values(preds, target)
     if confidence is not None:  # structure before the work: the number of entries
         check_confidence(confidence, preds.shape[0] if indexes is None else indexes.numel(),

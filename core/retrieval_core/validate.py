@@ -74,19 +74,28 @@ def check_tensor(name: str, value) -> Tensor:
 _WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
 
 
-def check_not_wide_unsigned(name: str, value: Tensor) -> None:
-    """No uint16/uint32/uint64 tensor where the kernels need operations torch lacks for them
-    (indexes and gains; uint64 values past int64's range would also change on conversion).
+def widen_unsigned(name: str, value):
+    """``value`` as int64 when it is uint16/uint32/uint64 (query ids, gains), for which torch
+    lacks the operations the kernels use; exact, since uint64 values past int64's range
+    are refused (one read of the data, for uint64 only). Anything else passes unchanged.
 
     Example:
-        >>> check_not_wide_unsigned("indexes", torch.zeros(2, dtype=torch.uint64))
+        >>> widen_unsigned("indexes", torch.tensor([3, 1], dtype=torch.uint32))
+        tensor([3, 1])
+        >>> widen_unsigned("indexes", torch.tensor([2**63], dtype=torch.uint64))
         Traceback (most recent call last):
         ...
-        TypeError: indexes has dtype torch.uint64; unsigned integers other than uint8 are not supported: convert to a signed integer dtype (e.g. int64)
+        ValueError: indexes holds uint64 values above 2**63 - 1, which int64 cannot hold; map them to smaller ids
     """
-    if value.dtype in _WIDE_UNSIGNED:
-        raise TypeError(f"{name} has dtype {value.dtype}; unsigned integers other than uint8 are not supported: "
-                        "convert to a signed integer dtype (e.g. int64)")
+    if not isinstance(value, Tensor) or value.dtype not in _WIDE_UNSIGNED:
+        return value
+    if value.dtype == torch.uint64:
+        signed = value.view(torch.int64)  # the same bits: values past 2**63 - 1 read as negative
+        if signed.numel() and bool((signed < 0).any()):
+            raise ValueError(f"{name} holds uint64 values above 2**63 - 1, which int64 cannot hold; map them to "
+                             "smaller ids")
+        return signed.clone()
+    return value.to(torch.int64)
 
 
 def check_choice(name: str, value, choices: Sequence) -> None:
@@ -166,7 +175,6 @@ def _check_score_tensors(preds, target, names: Tuple[str, str]) -> None:
         raise TypeError(f"{p} must be a floating-point or integer tensor; got {preds.dtype}")
     if target.is_complex():
         raise TypeError(f"{t} must be a bool, integer or floating-point tensor; got {target.dtype}")
-    check_not_wide_unsigned(t, target)
 
 
 def _check_dense(preds, target, mask, names: Tuple[str, str], dims: str, hint: str) -> None:
@@ -219,7 +227,6 @@ def check_scores(preds, target, *, indexes=None, mask=None) -> None:
     check_tensor("indexes", indexes)
     if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
         raise TypeError(f"indexes must be an integer tensor; got {indexes.dtype}")
-    check_not_wide_unsigned("indexes", indexes)
     if preds.ndim != 1 or indexes.ndim != 1:
         raise ValueError(f"with indexes, preds, target and indexes must be 1-D; got {_shape(preds)} and {_shape(indexes)}")
     if indexes.shape != preds.shape:
@@ -400,8 +407,6 @@ def check_indexed_triplet(indexes, preds, target) -> None:
         raise ValueError("`indexes`, `preds` and `target` must be of the same shape")
     if indexes.dtype == torch.bool or indexes.is_floating_point() or indexes.is_complex():
         raise ValueError("`indexes` must be a tensor of long integers")
-    check_not_wide_unsigned("`indexes`", indexes)
-    check_not_wide_unsigned("`target`", target)
     if target.is_complex():
         raise ValueError("`target` must be a tensor of booleans, integers or floats")
     if not preds.is_floating_point():

@@ -14,7 +14,6 @@ from retrieval_core.intervals import intervals
 from retrieval_core.set_metrics import kmeans
 
 WIDE_UNSIGNED = [torch.uint16, torch.uint32, torch.uint64]
-UNSIGNED_MESSAGE = r"has dtype torch\.uint(16|32|64); unsigned integers other than uint8 are not supported"
 X = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
 LABELS = torch.tensor([0, 0, 1, 1, 2, 2])
 
@@ -34,10 +33,21 @@ def _unsigned_calls(dt):
 
 @pytest.mark.parametrize("dt", WIDE_UNSIGNED)
 @pytest.mark.parametrize("which", list(_unsigned_calls(torch.uint16)))
-def test_wide_unsigned_indexes_and_gains_refused(dt, which):
-    """The kernels need operations torch lacks for uint16/32/64 (they crashed deep inside)."""
-    with pytest.raises(TypeError, match=UNSIGNED_MESSAGE):
-        _unsigned_calls(dt)[which]()
+def test_wide_unsigned_indexes_and_gains_give_the_values_of_int64(dt, which):
+    """uint16/32/64 ids and gains crashed deep inside torch (no "ge" for UInt64): they are
+    widened to int64 exactly, giving the values of int64 inputs."""
+    got, want = _unsigned_calls(dt)[which](), _unsigned_calls(torch.int64)[which]()
+    assert list(got) == list(want) and all(torch.equal(got[k], want[k]) for k in want)
+
+
+def test_uint64_past_int64_is_refused_not_wrapped():
+    p, t = torch.rand(4), torch.tensor([1, 0, 1, 0])
+    for name, call in (("indexes", lambda big: rc.evaluate_scores(p, t, ["mrr"], indexes=big)),
+                       ("target", lambda big: rc.evaluate_scores(p.view(1, 4), big.view(1, 4), ["ndcg"]))):
+        big = torch.tensor([0, 0, 2**63, 2**63], dtype=torch.uint64) if name == "indexes" else \
+            torch.tensor([2**63, 0, 0, 0], dtype=torch.uint64)
+        with pytest.raises(ValueError, match=f"^{name} holds uint64 values above 2\\*\\*63 - 1"):
+            call(big)
 
 
 def _taken_calls(dt):
