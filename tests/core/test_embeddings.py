@@ -619,6 +619,26 @@ def test_per_class_groups_2d_labels_by_row():
     torch.testing.assert_close(bools.ci["map@r"], codes.ci["map@r"])
 
 
+def test_per_class_multi_hot_labels_group_by_row():
+    """Multi-hot labels without a relevance callable: the per-query values of each
+    distinct row, averaged (rows keyed here as Python tuples)."""
+    g = torch.Generator().manual_seed(7)
+    labels = torch.tensor([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]])[torch.randint(0, 4, (40,), generator=g)]
+    x = labels.double() @ torch.randn(3, 6, generator=g, dtype=torch.float64) + torch.randn(40, 6, generator=g,
+                                                                                          dtype=torch.float64)
+    keys = ["cmc@1", "map@r", "ndcg@5"]
+    per_query = rc.evaluate_embeddings(x, labels, keys, reduce="none")
+    full = rc.evaluate_embeddings(x, labels, keys, per_class="all")
+    rows = sorted({tuple(r) for r in labels.tolist()})
+    assert len(rows) == 4
+    for key in keys:
+        per_row = [per_query[key][torch.tensor([tuple(r) == row for r in labels.tolist()])].nanmean() for row in rows]
+        torch.testing.assert_close(full[key], torch.stack(per_row).nanmean())
+        for row, v in zip(rows, per_row):
+            torch.testing.assert_close(full[f"{key}/class={list(row)}"], v)
+    assert abs(full["map@r"].item() - per_query["map@r"].nanmean().item()) > 1e-4  # not the plain mean
+
+
 @pytest.mark.parametrize("kind", ["list", "tensor"])
 def test_categories(kind):
     q, ql, kw = split(data("gallery_ids", seed=103))
