@@ -269,14 +269,21 @@ def reduce_values(values: Tensor, reduce: str) -> Tensor:
 
 
 def encode_labels(labels: Union[Tensor, Sequence], device=None) -> Tuple[List[str], Tensor]:
-    """(sorted distinct label names, int64 code of each entry into them).
+    """(sorted distinct label names, int64 code of each entry into them). A 2-D
+    tensor ``[N, C]`` is N labels, its rows (distinct rows in lexicographic order;
+    bool rows named as 0/1 integers).
 
     Example:
         >>> encode_labels(["b", "a", "b"])
         (['a', 'b'], tensor([1, 0, 1]))
+        >>> encode_labels(torch.tensor([[0, 1], [1, 0], [0, 1]]))
+        (['[0, 1]', '[1, 0]'], tensor([0, 1, 0]))
     """
     if isinstance(labels, Tensor):
-        distinct, codes = torch.unique(labels, return_inverse=True)
+        rows = labels.ndim == 2
+        if rows and labels.dtype == torch.bool:
+            labels = labels.to(torch.int64)
+        distinct, codes = torch.unique(labels, dim=0 if rows else None, return_inverse=True)
         return [str(x) for x in distinct.tolist()], codes.to(device or labels.device)
     # the names key the results ("{key}/{name}"): labels are grouped by value, and two labels
     # may not share a name (1 and "1", 1 and 1.0 are refused rather than merged or split)

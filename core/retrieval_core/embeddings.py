@@ -341,7 +341,9 @@ def evaluate_embeddings(
         relevance: ``f(query_labels[c], gallery_labels) -> gains[c, G]`` (>= 0).
         ties, empty, reduce, categories: as :func:`evaluate_scores`.
         per_class: ``"macro"``: average per label, then over labels (PML
-            avg_of_avgs); ``"all"``: also ``"{key}/class={label}"`` entries.
+            avg_of_avgs); ``"all"``: also ``"{key}/class={label}"`` entries. Labels
+            are grouped by value, ``[N, C]`` labels by distinct row (``relevance``
+            or not; ``{label}`` is the row, e.g. ``[0, 1, 1]``).
         memory_budget: bytes of scratch for one query chunk; None (default): the
             device's share, 256 MiB on CPU and a quarter of the free memory on CUDA
             (within 64 MiB-16 GiB; see ``retrieval_core.sizing``). An int bounds the
@@ -471,7 +473,7 @@ def aggregate_queries(values: Tensor, names: Sequence[str], labels: Tensor, *, e
 def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, per_class: str,
                confidence: Optional[Tensor] = None, ties: str = "stable", ci: Optional[float] = None,
                ci_out: Optional[dict] = None, n_resamples: int = 1000, seed: int = 0) -> dict:
-    """PML's avg_of_avgs: the main keys become the mean over labels of each label's value
+    """PML's avg_of_avgs: the main keys become the mean over labels (``[N, C]``: distinct rows) of each label's value
     (confidence keys too: the mean of each label's value; their curves stay those of all queries).
     With ``ci``, ``ci_out`` receives the main keys' (bootstrap) intervals, replacing theirs."""
     by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels, confidence=confidence,

@@ -796,10 +796,27 @@ def check_pairs(gallery, gallery_labels, query_ids, gallery_ids) -> None:
         raise ValueError("query_ids and gallery_ids go together: give both or neither")
 
 
-def check_per_class(per_class, labels: Tensor, custom: bool) -> None:
-    """``per_class`` groups queries by 1-D class label."""
-    if per_class is not None and (custom or labels.ndim != 1):
-        raise ValueError("per_class needs 1-D class labels")
+def check_per_class(per_class, labels: Tensor, custom: bool = False) -> None:
+    """``per_class`` groups the queries by equal label: ``[N]`` values or ``[N, C]``
+    rows (multi-hot, or any labels of a ``relevance`` callable, ``custom``), real and
+    without NaN.
+
+    Example:
+        >>> check_per_class("macro", torch.zeros(2, 3, 1), True)
+        Traceback (most recent call last):
+        ...
+        ValueError: per_class groups the queries by equal label, [N] values or [N, C] rows; got query labels of shape (2, 3, 1)
+    """
+    if per_class is None:
+        return
+    if labels.ndim > 2 or (labels.ndim == 2 and labels.shape[1] == 0):
+        raise ValueError("per_class groups the queries by equal label, [N] values or [N, C] rows; "
+                         f"got query labels of shape {_shape(labels)}")
+    if labels.is_complex():
+        raise TypeError(f"per_class groups the queries by equal label and needs real labels; got {labels.dtype}")
+    if labels.is_floating_point() and bool(torch.isnan(labels).any()):
+        raise ValueError("per_class groups the queries by equal label; NaN labels equal nothing, not even "
+                         "themselves: give every query a label without NaN")
 
 
 def check_cutoffs(keys, n_gallery: int) -> None:

@@ -577,6 +577,68 @@ def test_per_class_with_separate_gallery_uses_query_labels():
     assert {k for k in r if k.startswith("map/class=")} == {f"map/class={c}" for c in labels}
 
 
+def test_per_class_groups_2d_labels_by_row():
+    """Labels ``[N, 2]``, relevant = equal first column, points on a line (euclidean).
+    Each query's list, nearest first, and R:
+    a (0): c d b e f, R=2 (b, c): cmc@1 1, map@r P@1/2 = 1/2
+    b (5.8): d c e a f, R=2 (a, c): cmc@1 0, map@r P@2/2 = 1/4
+    c (2): d a b e f, R=2 (a, b): cmc@1 0, map@r P@2/2 = 1/4
+    d (3): c b a e f, R=1 (e): 0, 0;  e (10): b d c a f, R=1 (d): 0, 0
+    f (50): nothing relevant (R=0): skipped.
+    Rows [0, 0] = {a, c}, [0, 1] = {b}, [1, 0] = {d, e}, [2, 0] = {f}: the macro mean
+    is over the three rows with a value, not over the relevance's classes (first column:
+    map@r (1/2 + 1/4 + 1/4)/3 and 0, mean 1/6) nor over the queries (1/5)."""
+    x = torch.tensor([[0.0], [5.8], [2.0], [3.0], [10.0], [50.0]], dtype=torch.float64)
+    labels = torch.tensor([[0, 0], [0, 1], [0, 0], [1, 0], [1, 0], [2, 0]])
+    kw = dict(distance="euclidean", relevance=FIRST_COLUMN)
+    per_row = {"[0, 0]": (1 / 2, 3 / 8), "[0, 1]": (0.0, 1 / 4), "[1, 0]": (0.0, 0.0), "[2, 0]": (NAN, NAN)}
+    macro = rc.evaluate_embeddings(x, labels, ["cmc@1", "map@r"], per_class="macro", **kw)
+    assert math.isclose(macro["cmc@1"].item(), 1 / 6, abs_tol=1e-12)
+    assert math.isclose(macro["map@r"].item(), 5 / 24, abs_tol=1e-12)
+    full = rc.evaluate_embeddings(x, labels, ["cmc@1", "map@r"], per_class="all", **kw)
+    assert [k for k in full if "/class=" in k] == [f"{key}/class={row}" for key in ("cmc@1", "map@r") for row in per_row]
+    for row, (cmc, map_r) in per_row.items():
+        for key, want in (("cmc@1", cmc), ("map@r", map_r)):
+            got = full[f"{key}/class={row}"].item()
+            assert (math.isnan(got) and math.isnan(want)) or math.isclose(got, want, abs_tol=1e-12), (key, row)
+    plain = rc.evaluate_embeddings(x, labels, ["map@r"], **kw)
+    assert math.isclose(plain["map@r"].item(), 1 / 5, abs_tol=1e-12)
+    # without f: bool rows are the same groups, named as 0/1 integers, and the intervals
+    # are those of 1-D labels numbering the rows in the same (sorted) order
+    opts = dict(per_class="all", ci=0.9, n_resamples=50, distance="euclidean")
+    bools = rc.evaluate_embeddings(x[:5], labels[:5].bool(), ["map@r"], **opts,
+                                   relevance=lambda a, b: FIRST_COLUMN(a.long(), b.long()))
+    assert [k for k in bools if "/class=" in k] == ["map@r/class=[0, 0]", "map@r/class=[0, 1]", "map@r/class=[1, 0]"]
+    assert math.isclose(bools["map@r"].item(), 5 / 24, abs_tol=1e-12)
+    first = torch.tensor([0, 0, 1])  # first column of rows 0, 1, 2
+    codes = rc.evaluate_embeddings(x[:5], torch.tensor([0, 1, 0, 2, 2]), ["map@r"], **opts,
+                                   relevance=lambda a, b: first[a].unsqueeze(1) == first[b].unsqueeze(0))
+    assert math.isclose(codes["map@r"].item(), 5 / 24, abs_tol=1e-12)
+    for row, code in zip(["[0, 0]", "[0, 1]", "[1, 0]"], range(3)):
+        torch.testing.assert_close(bools.ci[f"map@r/class={row}"], codes.ci[f"map@r/class={code}"])
+    torch.testing.assert_close(bools.ci["map@r"], codes.ci["map@r"])
+
+
+def test_per_class_multi_hot_labels_group_by_row():
+    """Multi-hot labels without a relevance callable: the per-query values of each
+    distinct row, averaged (rows keyed here as Python tuples)."""
+    g = torch.Generator().manual_seed(7)
+    labels = torch.tensor([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]])[torch.randint(0, 4, (40,), generator=g)]
+    x = labels.double() @ torch.randn(3, 6, generator=g, dtype=torch.float64) + torch.randn(40, 6, generator=g,
+                                                                                          dtype=torch.float64)
+    keys = ["cmc@1", "map@r", "ndcg@5"]
+    per_query = rc.evaluate_embeddings(x, labels, keys, reduce="none")
+    full = rc.evaluate_embeddings(x, labels, keys, per_class="all")
+    rows = sorted({tuple(r) for r in labels.tolist()})
+    assert len(rows) == 4
+    for key in keys:
+        per_row = [per_query[key][torch.tensor([tuple(r) == row for r in labels.tolist()])].nanmean() for row in rows]
+        torch.testing.assert_close(full[key], torch.stack(per_row).nanmean())
+        for row, v in zip(rows, per_row):
+            torch.testing.assert_close(full[f"{key}/class={list(row)}"], v)
+    assert abs(full["map@r"].item() - per_query["map@r"].nanmean().item()) > 1e-4  # not the plain mean
+
+
 @pytest.mark.parametrize("kind", ["list", "tensor"])
 def test_categories(kind):
     q, ql, kw = split(data("gallery_ids", seed=103))
@@ -602,6 +664,11 @@ GL = torch.tensor([0, 1, 1, 0, 1])
 IDS = torch.tensor([0, 1, 2, 3])
 GIDS = torch.tensor([0, 1, 2, 3, 4])
 MH = torch.tensor([[1, 0], [0, 1], [1, 1], [0, 1]])
+
+
+def FIRST_COLUMN(a: Tensor, b: Tensor) -> Tensor:
+    """A relevance rule on ``[N, C]`` labels: the first columns are equal."""
+    return a[:, 0].unsqueeze(1) == b[:, 0].unsqueeze(0)
 
 
 def ev(query=X, labels=L, metrics=("cmc@1",), **kw):
@@ -683,9 +750,15 @@ BAD = [
     ("memory_budget float", lambda: ev(memory_budget=1e6), ValueError, r"memory_budget must be an int \(number of bytes\); got 1000000.0 of type float"),
     ("memory_budget bool", lambda: ev(memory_budget=True), ValueError, r"memory_budget must be an int \(number of bytes\); got True of type bool"),
     ("memory_budget str", lambda: ev(memory_budget="1MB"), ValueError, r"memory_budget must be an int \(number of bytes\); got '1MB' of type str"),
-    ("per_class with multi-hot", lambda: ev(labels=MH, per_class="macro"), ValueError, r"per_class needs 1-D class labels"),
-    ("per_class with relevance", lambda: ev(per_class="all", relevance=lambda a, b: a.unsqueeze(1) == b.unsqueeze(0)), ValueError,
-     r"per_class needs 1-D class labels"),
+    ("per_class with 3-D labels", lambda: ev(labels=MH.view(4, 2, 1), per_class="macro", relevance=FIRST_COLUMN), ValueError,
+     r"per_class groups the queries by equal label, \[N\] values or \[N, C\] rows; got query labels of shape \(4, 2, 1\)$"),
+    ("per_class with [N, 0] labels", lambda: ev(labels=MH[:, :0], per_class="all", relevance=lambda a, b: torch.ones(len(a), len(b))),
+     ValueError, r"per_class groups the queries by equal label, .* got query labels of shape \(4, 0\)$"),
+    ("per_class with NaN labels", lambda: ev(labels=torch.tensor([[0.5, 1.0], [0.5, NAN], [1.0, 1.0], [0.5, NAN]]), per_class="macro",
+                                            relevance=FIRST_COLUMN), ValueError,
+     r"per_class groups the queries by equal label; NaN labels equal nothing, not even themselves"),
+    ("per_class with complex labels", lambda: ev(labels=MH.to(torch.complex64), per_class="macro", relevance=FIRST_COLUMN), TypeError,
+     r"per_class groups the queries by equal label and needs real labels; got torch.complex64$"),
     ("per_class unknown", lambda: ev(per_class="micro"), ValueError, r"per_class must be None, 'macro' or 'all'; got 'micro'"),
     ("per_class with reduce none", lambda: ev(per_class="macro", reduce="none"), ValueError,
      r"per_class reduces over each label's queries; it cannot go with reduce='none'"),
