@@ -159,3 +159,19 @@ def test_pml_leaves_out_lone_query_labels():
             for e in ("skip", "zero")}
     assert theirs == pytest.approx(1.0) and mine["skip"] == 1.0
     assert mine["zero"] == pytest.approx(2 / 3)  # (1 + 1 + 0) / 3: what PML does not report
+
+
+def test_pml_all_lone_gives_nan_like_ours():
+    import pytorch_metric_learning.utils.accuracy_calculator as pml_calc
+    from pytorch_metric_learning.distances import CosineSimilarity
+    from pytorch_metric_learning.utils.inference import CustomKNN
+
+    x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]])
+    labels = torch.tensor([0, 1, 2])  # every label alone
+    calc = pml_calc.AccuracyCalculator(include=("precision_at_1",), k=1, knn_func=CustomKNN(CosineSimilarity()),
+                                       device=torch.device("cpu"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = calc.get_accuracy(x, labels)["precision_at_1"]
+    mine = rc.evaluate_embeddings(x, labels, ["precision@1"])
+    assert theirs != theirs and torch.isnan(mine["precision@1"]) and int(mine.n_empty["precision@1"]) == 3
