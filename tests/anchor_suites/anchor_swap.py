@@ -9,18 +9,22 @@ RetrievalMAP`` then gets ours. Reference functions (``torchmetrics.functional``,
 sklearn, ranx) are left alone: they stay the anchors' own.
 
 Two small shims keep the anchors' test trees importable without their dev
-dependencies: a no-op ``cachier`` decorator (torchmetrics caches reference values
-with it) and a ``worker_id`` fixture (pytest-xdist's, which ignite's fixtures ask
-for) when pytest-xdist is absent. Neither changes what a test checks.
+dependencies: ``shims/cachier.py``, a no-op stand-in for ``cachier`` (torchmetrics
+caches reference values with it; also seen by the DDP pool's workers), and
+pytest-xdist's ``worker_id`` fixture, which ignite's fixtures turn into the rank.
+Neither changes what a test checks. Each test's report says whether it built one
+of our classes (``run.py`` counts only those, and every failure).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
 import types
 
 import pytest
+import torch
 
 SWAPS = {
     # anchor module that defines the class -> names replaced there and on the package
@@ -33,20 +37,28 @@ SWAPS = {
 }
 
 
-def _no_cache(*args, **kwargs):
-    """Stand-in for ``cachier.cachier(...)``: returns the function unchanged."""
-    def decorate(fn):
-        return fn
-    return decorate
+SHIMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shims")
+_CONSTRUCTED = [0]  # drop-in constructions during the current test (this process)
 
 
 def _install_shims() -> None:
-    try:
-        importlib.import_module("cachier")
-    except ImportError:
-        shim = types.ModuleType("cachier")
-        shim.cachier = _no_cache
-        sys.modules["cachier"] = shim
+    """Put ``shims/`` last on ``sys.path``: a stand-in ``cachier`` is used only when
+    the real one is absent, here and in the ``spawn`` workers of torchmetrics' DDP
+    pool (they start with the parent's ``sys.path``)."""
+    if SHIMS not in sys.path:
+        sys.path.append(SHIMS)
+
+
+def _count_constructions(cls) -> None:
+    """Wrap ``cls.__init__`` so a test can be told to have built one of ours."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def counted(self, *args, **kwargs):
+        _CONSTRUCTED[0] += 1
+        init(self, *args, **kwargs)
+
+    cls.__init__ = counted
 
 
 def swap(anchor: str) -> list:
@@ -56,6 +68,7 @@ def swap(anchor: str) -> list:
     package = importlib.import_module(anchor_pkg)
     done = []
     for name in names:
+        _count_constructions(getattr(ours, name))
         original = getattr(package, name)
         defining = importlib.import_module(original.__module__)
         for where in {package, defining}:
@@ -86,10 +99,24 @@ def pytest_report_header(config):
     return [f"anchor_swap: {len(replaced)} names replaced by ours ({os.environ.get('ANCHOR_SUITE')})"]
 
 
-try:  # pytest-xdist provides worker_id; ignite's fixtures need it
-    import xdist  # noqa: F401
-except ImportError:
-    @pytest.fixture(scope="session")
-    def worker_id():
-        """pytest-xdist's fixture without xdist: the main process."""
-        return "master"
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """Record in the junit report whether the test built one of our classes
+    (``anchor_ours``) and whether it is a DDP variant (``anchor_ddp``), whose
+    drop-ins are built in the pool's workers: ``run.py`` counts only these; and
+    the size of the process group the test ran in (``anchor_world``)."""
+    _CONSTRUCTED[0] = 0
+    yield
+    dist = torch.distributed
+    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    item.user_properties.append(("anchor_world", str(world)))
+    item.user_properties.append(("anchor_ours", str(_CONSTRUCTED[0])))
+    item.user_properties.append(("anchor_ddp", "1" if item.get_closest_marker("DDP") else "0"))
+
+
+@pytest.fixture(scope="session")
+def worker_id():
+    """pytest-xdist's fixture (``run.py`` passes ``-p no:xdist``): ``gw<rank>`` in
+    the processes of ignite's distributed run (``ANCHOR_WORKER_ID``), which ignite's
+    ``local_rank`` fixture turns into the rank; else the main process."""
+    return os.environ.get("ANCHOR_WORKER_ID", "master")
