@@ -80,6 +80,7 @@ class CoreStateMetric(Metric):
 
     is_differentiable = False
     full_state_update = False
+    synced_processes = 1  # how many processes' states the last sync gathered (1: none synced)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

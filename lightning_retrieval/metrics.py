@@ -180,7 +180,7 @@ class RankingMetrics(CoreStateMetric):
             self._warn_without_ids("pass each query's dataset index as ids= to update.")
         return self._counted(finalize_scores(values, self.keys, ids=ids, categories=categories, gather=False,
                                              confidence=confidence, empty=self.empty, reduce=self.reduce,
-                                             ties=self.ties, **self.stats))
+                                             ties=self.ties, processes=self.synced_processes, **self.stats))
 
 
 class EmbeddingMetrics(CoreStateMetric):
@@ -314,5 +314,6 @@ class EmbeddingMetrics(CoreStateMetric):
         # synced: every rank holds every rank's state, and the ranks divide the evaluation
         synced = self._is_synced
         return self._counted(finalize_embeddings(embeddings, labels, self.keys, gather=False, split=synced,
+                                                 processes=self.synced_processes,
                                                  group=getattr(self, "synced_group", None) if synced else None,
                                                  **optional, **self.options))

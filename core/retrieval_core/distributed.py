@@ -28,7 +28,7 @@ from torch import Tensor
 
 from .agreement import disagreement, option_texts
 
-__all__ = ["world_size", "gather_per_rank", "gather_cat", "all_reduce_sum", "drop_duplicates", "row_rtol",
+__all__ = ["world_size", "gather_per_rank", "gather_cat", "all_reduce_sum", "drop_duplicates", "row_rtol", "ROW_TOL",
            "agree", "agree_options", "evaluate_embeddings", "evaluate_split"]
 
 _MAX_DIMS = 8
@@ -131,21 +131,25 @@ def all_reduce_sum(tensor: Tensor, group=None) -> Tensor:
 # at rounding level only, and a tolerance relative to each entry (not to the row's
 # largest entry) never lets a dominant feature, an offset or a scale hide the
 # difference between two items. 16-bit floats: one unit (their rounding flip).
-ROW_ULPS = 4
-ROW_ULPS_16 = 1
 _SHOWN_IDS = 5
 
 
+# Tolerance of drop_duplicates, relative to a row's largest magnitude: a repeat recomputed
+# in another batch (other kernels, other summation order) differs by rounding, far below it.
+ROW_TOL = 2.0**-16
+ROW_TOL_16 = {torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}  # a few units of their last place
+
+
 def row_rtol(dtype: torch.dtype) -> float:
-    """The relative tolerance of :func:`drop_duplicates` per entry of ``dtype``:
-    ``ROW_ULPS`` (``ROW_ULPS_16`` for 16-bit floats) times the dtype's epsilon.
+    """The tolerance of :func:`drop_duplicates` for rows of ``dtype``, relative to the
+    row's largest finite magnitude: ``ROW_TOL`` (2^-16) for 32- and 64-bit floats, a
+    few units of the last place for 16-bit ones.
 
     Example:
-        >>> row_rtol(torch.float32) == 4 * torch.finfo(torch.float32).eps
-        True
+        >>> row_rtol(torch.float32) == 2.0**-16, row_rtol(torch.bfloat16)
+        (True, 0.03125)
     """
-    eps = torch.finfo(dtype).eps
-    return (ROW_ULPS_16 if torch.finfo(dtype).bits == 16 else ROW_ULPS) * eps
+    return ROW_TOL_16.get(dtype, ROW_TOL)
 
 
 _CHUNK_ELEMENTS = 1 << 24  # rows compared per step: bounded temporaries (64 MiB of float32)
@@ -154,7 +158,8 @@ _CHUNK_ELEMENTS = 1 << 24  # rows compared per step: bounded temporaries (64 MiB
 def _rows_differ(a: Tensor, other: Tensor) -> Tensor:
     """``[n]`` bool: row ``i`` of ``a`` differs from row ``other[i]``. Integers and
     bools: any entry. Floats: NaN equals NaN, infinities must match, and every other
-    pair ``x, y`` must satisfy ``|x - y| <= row_rtol(dtype) * max(|x|, |y|)``."""
+    pair ``x, y`` must satisfy ``|x - y| <= row_rtol(dtype) * m``, ``m`` the largest
+    finite magnitude in the two rows."""
     n = a.shape[0]
     flat = a.reshape(n, -1)
     if flat.shape[1] == 0:
@@ -171,22 +176,27 @@ def _chunk_differs(x: Tensor, y: Tensor) -> Tensor:
         x, y = x.float(), y.float()  # exact: every 16-bit value is a float32
     equal = (x == y) | (torch.isnan(x) & torch.isnan(y))
     gap = torch.nan_to_num((x - y).abs(), nan=float("inf")).masked_fill_(equal, 0.0)  # NaN or inf against a number: inf
-    # per entry, relative to the larger magnitude (finite: an infinity against a number differs)
-    scale = torch.nan_to_num(torch.maximum(x.abs(), y.abs()), nan=0.0, posinf=0.0)
+    # relative to the rows' largest finite magnitude (an infinity against a number differs)
+    scale = torch.nan_to_num(torch.maximum(x.abs(), y.abs()), nan=0.0, posinf=0.0).amax(1, keepdim=True)
     return (gap > rtol * scale).any(1)
 
 
-def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]] = None) -> Tuple[Tensor, ...]:
+def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]] = None,
+                    max_repeats: Optional[int] = None) -> Tuple[Tensor, ...]:
     """Keep one row per id: DistributedSampler pads by repeating samples, and a
     repeated sample repeats its row, which is dropped.
 
     Returns ``ids`` and ``arrays`` restricted to the first row of each id, in
     increasing id order. Rows of one id must be the same in every array (integers
     and bools exactly; floats entry by entry, NaN equal to NaN, within
-    :func:`row_rtol` of the larger magnitude); otherwise the ids do not identify items (e.g. counted from 0 in
-    every batch) and a ``ValueError`` names some of them (``names``: what each
-    array is, for that message). Vectorised; one host sync (plus none when ``ids``
-    is empty).
+    :func:`row_rtol` of the rows' largest magnitude: a repeat recomputed in another
+    batch differs by rounding); otherwise the ids do not identify items (e.g.
+    counted from 0 in every batch) and a ``ValueError`` names some of them
+    (``names``: what each array is, for that message). ``max_repeats``: the most
+    rows that may repeat an id (DistributedSampler pads ``world size - 1`` samples at
+    most, each one row when a row is a sample); more is the same ``ValueError``,
+    whatever the rows, so that no tolerance can hide ids that do not identify items.
+    Vectorised; one host sync (plus none when ``ids`` is empty).
 
     Example:
         >>> ids, v = drop_duplicates(torch.tensor([4, 1, 4]), torch.tensor([5, 1, 5]))
@@ -221,6 +231,12 @@ def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]]
     counts = torch.stack([d.sum() for d in differs]) if differs else torch.zeros(0, dtype=torch.int64, device=device)
     summary = torch.cat([starts.sum().view(1), bad_group.sum().view(1), counts, shown]).tolist()
     n_keep, n_bad = summary[0], summary[1]
+    if max_repeats is not None and n - n_keep > max_repeats:
+        raise ValueError(
+            f"{n - n_keep} row{'s repeat' if n - n_keep > 1 else ' repeats'} an id, more than the {max_repeats} that "
+            "DistributedSampler's padding can add "
+            f"over {max_repeats + 1} process{'es' if max_repeats else ''}: ids must identify dataset items (for "
+            "example the dataset index of each sample, not a position counted from 0 in every batch)")
     if n_bad:
         counts, shown = summary[2:2 + len(arrays)], summary[2 + len(arrays):][: min(n_bad, _SHOWN_IDS)]
         labels = list(names) if names is not None else [f"array {i}" for i in range(len(arrays))]

@@ -66,10 +66,14 @@ def finalize_scores(
     gather: bool = True,
     confidence: Optional[Tensor] = None,
     ties: str = "stable",
+    processes: Optional[int] = None,
     **stats,
 ) -> MetricResults:
     """Gather per-query values from every rank (unless ``gather=False``: already
-    gathered), drop repeated query ids and aggregate. ``stats``: ``ci``,
+    gathered), drop repeated query ids and aggregate. ``processes``: how many
+    processes' rows are held (default: the group's size when gathered here, else 1);
+    more repeated ids than DistributedSampler pads over them (``processes - 1``) is an
+    error. ``stats``: ``ci``,
     ``ci_method``, ``n_resamples``, ``seed``, ``keep_per_query`` of
     :func:`~retrieval_core.aggregate.aggregate` (the per-query values' ids are
     ``ids`` when given, else positions).
@@ -89,12 +93,21 @@ def finalize_scores(
     if ids is not None:
         named = [(n, t) for n, t in (("categories", categories), ("confidence", confidence)) if t is not None]
         ids, values, *rest = drop_duplicates(ids, values, *(t for _, t in named),
-                                             names=["per-query values"] + [n for n, _ in named])
+                                             names=["per-query values"] + [n for n, _ in named],
+                                             max_repeats=_padding(processes, gather, group))
         rest = iter(rest)
         categories = None if categories is None else next(rest)
         confidence = None if confidence is None else next(rest)
     return aggregate(values, keys, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
                      ties=ties, query_ids=ids, **stats)
+
+
+def _padding(processes: Optional[int], gathered: bool, group) -> int:
+    """The most samples DistributedSampler repeats over the ``processes`` whose rows are
+    held (default: the group's size when they were gathered here, else one): one less."""
+    if processes is None:
+        processes = world_size(group) if gathered else 1
+    return max(int(processes), 1) - 1
 
 
 def finalize_embeddings(
@@ -110,9 +123,13 @@ def finalize_embeddings(
     group=None,
     gather: bool = True,
     split: Optional[bool] = None,
+    processes: Optional[int] = None,
     **options,
 ) -> MetricResults:
     """Gather embedding state from every rank, drop repeated ``ids`` and evaluate.
+    ``processes``: how many processes' items are held (default: the group's size when
+    gathered or split, else 1); more repeated ids than DistributedSampler pads over
+    them (``processes - 1``) is an error.
 
     With ``split`` (default: ``gather``, as every rank then holds the same state)
     and several ranks in ``group``, the ranks divide the evaluation: each
@@ -137,7 +154,8 @@ def finalize_embeddings(
         named = [(n, t) for n, t in (("labels", labels), ("is_query", is_query), ("is_gallery", is_gallery),
                                      ("categories", categories), ("confidence", confidence)) if t is not None]
         ids, embeddings, *present = drop_duplicates(ids, embeddings, *(t for _, t in named),
-                                                    names=["embeddings"] + [n for n, _ in named])
+                                                    names=["embeddings"] + [n for n, _ in named],
+                                                    max_repeats=_padding(processes, gather or bool(split), group))
         labels, rest = present[0], iter(present[1:])
         is_query = None if is_query is None else next(rest)
         is_gallery = None if is_gallery is None else next(rest)

@@ -92,20 +92,29 @@ def _ulps(x: torch.Tensor, n: int) -> torch.Tensor:
     return x
 
 
+TOL = {torch.float16: 2.0**-8, torch.bfloat16: 2.0**-5}  # of the row's largest magnitude; else 2^-16
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_recomputed_float_rows_at_rounding_level_are_the_same(dtype):
-    # a padding sample recomputed in another batch may differ in the last bits of
-    # every entry: one unit for 16-bit floats, two for the others, pass
+    # a padding sample recomputed in another batch differs by rounding in every entry,
+    # entries near 0 included (relative to the row's scale, not to the entry): it passes
     x, _ = _clusters(6)
     x = x.to(dtype)
-    near = _ulps(x[:2], 1 if torch.finfo(dtype).bits == 16 else 2)
+    if torch.finfo(dtype).bits == 16:
+        near = _ulps(x[:2], 1)
+    else:
+        scale = x[:2].abs().amax(1, keepdim=True)
+        near = x[:2] + scale * 2.0**-18 * torch.tensor([1.0, -1.0]).repeat(3)[None].to(dtype)
+        near[:, 0] = 1e-12 * scale[:, 0]  # an entry near 0, recomputed as another tiny value
+        x[:2, 0] = -1e-12 * scale[:, 0]
     assert (near != x[:2]).all()
     ids = torch.cat([torch.arange(6), torch.arange(2)])
     kept_ids, kept = drop_duplicates(ids, torch.cat([x, near]))
     assert kept_ids.tolist() == list(range(6)) and torch.equal(kept, x)  # first row kept
-    # a few units more in one entry of one row: another row
+    # one entry off by 4 times the tolerance: another row
     far = torch.cat([x, near])
-    far[7, 3] = _ulps(x[1, 3], 3 if torch.finfo(dtype).bits == 16 else 9)
+    far[7, 3] = x[1, 3] + 4 * TOL.get(dtype, 2.0**-16) * x[1].abs().max()
     with pytest.raises(ValueError, match=r"^id 1 repeats with different rows"):
         drop_duplicates(ids, far)
 
@@ -135,14 +144,36 @@ def _adversarial_rows(dtype):
     return {name: rows.to(dtype) for name, rows in cases.items()}
 
 
+ROW_RULE_CATCHES = ("dominated", "one entry", "small scale", "large scale")  # alone, in 32/64-bit floats
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_different_items_are_never_taken_for_padding(dtype):
-    # every id holds two different items: all 20 ids are named, none is dropped
+    # every id holds two different items. With the rows of 2 processes (at most 1
+    # padding repeat) nothing is dropped: the rows differ, or 20 repeats are more
+    # than padding adds, whatever a row tolerance would say (heavily dominated rows,
+    # offsets)
     for name, x in _adversarial_rows(dtype).items():
         ids, labels = _twice_from_zero(x)
-        with pytest.raises(ValueError, match=r"^ids 0, 1, 2, 3, 4 and 15 more repeat with different rows "
-                                             r"\(embeddings: 20 rows\)"):
-            drop_duplicates(ids, x, labels, names=["embeddings", "labels"])
+        with pytest.raises(ValueError, match=r"^(20 rows repeat an id, more than the 1 that DistributedSampler's "
+                                             r"padding can add over 2 processes|ids 0, 1, 2, 3, 4 and 15 more repeat)"):
+            drop_duplicates(ids, x, labels, names=["embeddings", "labels"], max_repeats=1)
+        if name in ROW_RULE_CATCHES and torch.finfo(dtype).bits >= 32:  # 16-bit rows: the count alone
+            with pytest.raises(ValueError, match=r"^ids 0, 1, 2, 3, 4 and 15 more repeat with different rows "
+                                                 r"\(embeddings: 20 rows\)"):
+                drop_duplicates(ids, x, labels, names=["embeddings", "labels"])
+
+
+def test_more_repeats_than_padding_are_an_error_even_for_equal_rows():
+    x, labels = _clusters(10)
+    ids = torch.cat([torch.arange(10), torch.arange(3)])
+    rows, lab = torch.cat([x, x[:3]]), torch.cat([labels, labels[:3]])
+    assert drop_duplicates(ids, rows, lab, max_repeats=3)[0].tolist() == list(range(10))  # 4 processes: fine
+    with pytest.raises(ValueError, match=r"^3 rows repeat an id, more than the 2 that DistributedSampler's padding "
+                                         r"can add over 3 processes: ids must identify dataset items"):
+        drop_duplicates(ids, rows, lab, max_repeats=2)
+    with pytest.raises(ValueError, match=r"more than the 0 that DistributedSampler's padding can add over 1 process:"):
+        drop_duplicates(ids, rows, lab, max_repeats=0)
 
 
 class _SyncRecorder(TorchFunctionMode):
@@ -184,19 +215,22 @@ def test_one_host_sync_and_no_boolean_masks():
 
 def test_scores_repeated_query_with_the_same_values_counts_once():
     values = torch.tensor([[1.0, NAN], [0.5, 0.25], [1.0, NAN]], dtype=torch.float64)
-    res = finalize_scores(values, ["mrr", "ap"], ids=torch.tensor([4, 9, 4]), reduce="none")
+    res = finalize_scores(values, ["mrr", "ap"], ids=torch.tensor([4, 9, 4]), reduce="none", processes=2)
     assert res["mrr"].tolist() == [1.0, 0.5] and res["ap"][1].item() == 0.25 and res["ap"][0].isnan()
-    res = finalize_scores(values, ["mrr", "ap"], ids=torch.tensor([4, 9, 4]), categories=torch.tensor([1, 2, 1]))
+    res = finalize_scores(values, ["mrr", "ap"], ids=torch.tensor([4, 9, 4]), categories=torch.tensor([1, 2, 1]),
+                          processes=2)
+    with pytest.raises(ValueError, match=r"^1 row repeats an id, more than the 0"):  # one process: no padding
+        finalize_scores(values, ["mrr", "ap"], ids=torch.tensor([4, 9, 4]))
     assert res["mrr"].item() == 0.75 and res["mrr/1"].item() == 1.0 and res.n_queries.item() == 2
 
 
 def test_scores_repeated_query_with_other_values_or_category_is_an_error():
     values = torch.tensor([[1.0], [0.5], [0.25]], dtype=torch.float64)
     with pytest.raises(ValueError, match=r"^id 4 repeats with different rows \(per-query values: 1 row\); " + PADDING_NOTE):
-        finalize_scores(values, ["mrr"], ids=torch.tensor([4, 9, 4]))
+        finalize_scores(values, ["mrr"], ids=torch.tensor([4, 9, 4]), processes=2)
     same = torch.tensor([[1.0], [0.5], [1.0]], dtype=torch.float64)
     with pytest.raises(ValueError, match=r"^id 4 repeats with different rows \(categories: 1 row\)"):
-        finalize_scores(same, ["mrr"], ids=torch.tensor([4, 9, 4]), categories=torch.tensor([0, 1, 2]))
+        finalize_scores(same, ["mrr"], ids=torch.tensor([4, 9, 4]), categories=torch.tensor([0, 1, 2]), processes=2)
 
 
 # -- finalize_embeddings ------------------------------------------------------------
@@ -205,22 +239,26 @@ def test_embeddings_padding_dropped_equals_the_dataset():
     x, labels = _clusters(23, seed=3)
     keys = ["cmc@1", "map@r", "precision@3"]
     expected = retrieval_core.evaluate_embeddings(x, labels, keys)
-    ids = torch.cat([torch.arange(23), torch.tensor([0, 1, 2])])  # padded to 26, as a sampler for 2 x 13 would
-    got = finalize_embeddings(torch.cat([x, x[:3]]), torch.cat([labels, labels[:3]]), keys, ids=ids)
+    ids = torch.cat([torch.arange(23), torch.tensor([0, 1, 2])])  # padded to 26, as a sampler for 13 x 2 would
+    got = finalize_embeddings(torch.cat([x, x[:3]]), torch.cat([labels, labels[:3]]), keys, ids=ids, processes=13)
     for k in keys:
         assert got[k].item() == pytest.approx(expected[k].item(), abs=1e-12)
 
 
 def test_embeddings_ids_from_zero_in_every_batch_are_an_error():
     x, labels = _clusters(40, seed=4)
-    with pytest.raises(ValueError, match=r"^ids 0, 1, 2, 3, 4 and 5 more repeat with different rows \(embeddings: "):
+    with pytest.raises(ValueError, match=r"^30 rows repeat an id, more than the 0"):  # one process
         finalize_embeddings(x, labels, ["cmc@1"], ids=torch.arange(10).repeat(4))
+    with pytest.raises(ValueError, match=r"^ids 0, 1, 2, 3, 4 and 5 more repeat with different rows \(embeddings: "):
+        finalize_embeddings(x, labels, ["cmc@1"], ids=torch.arange(10).repeat(4), processes=31)
     # flags and categories take part: the same embedding and label with another flag is another row
     xs, ls = torch.cat([x[:5], x[:5]]), torch.cat([labels[:5], labels[:5]])
     with pytest.raises(ValueError, match=r"repeat with different rows \(is_gallery: 5 rows\)"):
-        finalize_embeddings(xs, ls, ["cmc@1"], ids=torch.arange(5).repeat(2), is_gallery=torch.arange(10) < 5)
+        finalize_embeddings(xs, ls, ["cmc@1"], ids=torch.arange(5).repeat(2), is_gallery=torch.arange(10) < 5,
+                            processes=6)
     with pytest.raises(ValueError, match=r"repeat with different rows \(categories: 5 rows\)"):
-        finalize_embeddings(xs, ls, ["cmc@1"], ids=torch.arange(5).repeat(2), categories=torch.arange(10) // 5)
+        finalize_embeddings(xs, ls, ["cmc@1"], ids=torch.arange(5).repeat(2), categories=torch.arange(10) // 5,
+                            processes=6)
 
 
 def test_rows_compared_in_chunks(monkeypatch):
