@@ -116,7 +116,14 @@ class Frame:
         sums = torch.cat([torch.ldexp(gallery.to(torch.float64), -e1).sum(0),
                           gallery.new_full((1,), gallery.shape[0], dtype=torch.float64)])
         sums = reduce_sum(sums)
-        centre = sums[:-1] / sums[-1].clamp(min=1)
+        mean = sums[:-1] / sums[-1].clamp(min=1)
+        spread = largest(torch.ldexp(query.to(torch.float64), -e1) - mean,
+                         torch.ldexp(gallery.to(torch.float64), -e1) - mean)
+        # the centre on a grid 16 times finer than the spread: it still removes the offset,
+        # and x - centre is then exact (x's own last bit is finer than the grid), so equal
+        # distances (integer or quantised embeddings) stay equal
+        grid = torch.ldexp(torch.ones((), dtype=torch.float64, device=mean.device), _exponent(spread) - 5)
+        centre = torch.round(mean / grid) * grid
         spread = largest(torch.ldexp(query.to(torch.float64), -e1) - centre,
                          torch.ldexp(gallery.to(torch.float64), -e1) - centre)
         return cls(e1, centre, _exponent(spread))

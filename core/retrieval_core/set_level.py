@@ -69,8 +69,13 @@ def pcf_values(keys: Sequence[MetricKey], data: SetData) -> List[Tensor]:
 
 def _pairs(query, query_labels, gallery, gallery_labels, distance, query_ids, gallery_ids, relevance, rows):
     """A factory of (positive distances, negative distances) chunks over all eligible pairs."""
-    q_all = search.prepare(query, distance)
-    g = search.prepare(gallery, distance)
+    if distance in ("euclidean", "squared_euclidean"):
+        # moved to the gallery's mean and scaled by powers of two (exact): no cancellation at
+        # an offset, no overflow; the rates depend on the order of distances, not their unit
+        frame = search.Frame.of(query, gallery)
+        q_all, g = frame.apply(query), frame.apply(gallery)
+    else:
+        q_all, g = search.prepare(query, distance), search.prepare(gallery, distance)
 
     def chunks() -> Iterator[Tuple[Tensor, Tensor]]:
         for start in range(0, query.shape[0], rows):

@@ -205,3 +205,19 @@ def test_embeddings_that_require_grad_are_evaluated_detached(distance, ties):
             gallery=None if gallery is None else x[:20]))
         assert all(_equal(got, want, keys).values())
         assert all(not t.requires_grad for t in got.neighbours)
+
+
+# -- fnmr@x: pair distances over every query-gallery pair (set-level) -----------------------
+
+@pytest.mark.parametrize("dtype, offset", [(torch.float32, 1e4), (torch.float64, 1e12), (torch.float32, -3e5)])
+def test_fnmr_euclidean_does_not_depend_on_an_offset(dtype, offset):
+    # integer embeddings: every distance is exact (and many tie) without the offset; the
+    # offset once cancelled in |q|^2 - 2 q.g + |g|^2 and changed the rates
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-8, 9, (80, 6), generator=g).double()
+    labels = torch.randint(0, 5, (80,), generator=g)
+    keys = ["fnmr@0.1", "fnmr@0.3"]
+    exact = rc.evaluate_embeddings(x, labels, keys, distance="euclidean")
+    for shift, scale in ((offset, 1.0), (offset, 2.0**-40), (0.0, 2.0**60)):
+        got = rc.evaluate_embeddings(((x + shift) * scale).to(dtype), labels, keys, distance="euclidean")
+        assert {k: got[k].item() for k in keys} == {k: exact[k].item() for k in keys}, (shift, scale)
