@@ -11,11 +11,11 @@ device, and the built-in accuracies come from the core's kernels without a
 
 Example:
     >>> import torch
-    >>> x = torch.tensor([[0.0], [0.1], [5.0], [5.2], [9.0]])
+    >>> x = torch.tensor([[0.0], [0.1], [5.0], [5.2], [2.0]])
     >>> labels = torch.tensor([0, 0, 1, 1, 1])
     >>> calc = AccuracyCalculator(include=("precision_at_1", "r_precision"), device=torch.device("cpu"))
     >>> calc.get_accuracy(x, labels)  # the query set is its own reference, self-matches removed
-    {'precision_at_1': 0.8, 'r_precision': 0.7}
+    {'precision_at_1': 0.8, 'r_precision': 0.8}
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def equal_rows(x: Tensor, y: Tensor) -> Tensor:
 
     Example:
         >>> equal_rows(torch.tensor([[1.0], [2.0]]), torch.tensor([[1.0, 2.0], [2.0, 2.0]])).tolist()
-        [[True, False], [False, True]]
+        [[True, False], [True, True]]
     """
     same = x == y
     return same.all(-1) if x.ndim >= 3 or y.ndim >= 3 else same
