@@ -287,3 +287,10 @@ def test_exact_knn_protocol_matches_float64_search():
         d64, i64 = float64_knn(x[:20], 7, x, riq)
         assert torch.equal(i, i64) and torch.allclose(d, (d64 ** 2).float(), rtol=1e-5)
         assert d.dtype == torch.float32
+
+
+def test_exact_knn_serves_pml_own_calculator():
+    x, labels = data(120, 5, seed=16)
+    a = pml_calc.AccuracyCalculator(include=KNN_NAMES, device=CPU, knn_func=ExactKNN()).get_accuracy(x, labels)
+    assert same(ours().get_accuracy(x, labels), a)
+    assert same(pml().get_accuracy(x, labels), a)
