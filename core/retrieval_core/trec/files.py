@@ -1,0 +1,350 @@
+"""TREC qrels and runs: readers, writers, and ranx/ir_measures-style dicts, as tensors with id maps.
+
+* qrels: ``qid iter docid rel`` (exactly four fields; ``iter`` ignored; ``rel`` an
+  integer, negative = in the pool but unjudged, as trec_eval reads it);
+* runs: ``qid Q0 docid rank score tag`` (at least six fields, the rest ignored; the
+  rank column is ignored: the order is score descending, ties broken by docid
+  descending in byte order, exactly as trec_eval sorts; the tag kept is the last
+  line's, as trec_eval does).
+
+``#`` comment lines and blank lines are skipped. Query ids are sorted in byte order
+(trec_eval's order). Documents live in a :class:`Vocabulary` that a qrels and a run
+can share (``read_run(path, docs=qrels.docs)``), so a doc index means the same
+document in both. Reading needs numpy (``pip install 'retrieval-metrics[cli]'``).
+
+Example:
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(d, "qrels"), "w").write("q1 0 a 1\\nq1 0 b 0\\nq2 0 c 2\\n")
+    >>> _ = open(os.path.join(d, "run"), "w").write("q1 Q0 b 1 0.5 x\\nq1 Q0 a 2 0.9 x\\nq2 Q0 c 1 3 x\\n")
+    >>> qrels = read_qrels(os.path.join(d, "qrels"))
+    >>> run = read_run(os.path.join(d, "run"), docs=qrels.docs)
+    >>> run.query_ids, [run.docs[i] for i in run.doc.tolist()], run.score.tolist(), run.tag
+    (('q1', 'q2'), ['a', 'b', 'c'], [0.9, 0.5, 3.0], 'x')
+    >>> qrels.n_relevant().tolist(), run_from_dict(run.to_dict()).to_dict() == run.to_dict()
+    ([1, 1], True)
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from . import _parse
+from ._parse import numpy
+
+__all__ = ["Vocabulary", "Qrels", "Run", "read_qrels", "read_run", "qrels_from_dict", "run_from_dict",
+           "write_run", "write_qrels"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Vocabulary:
+    """Document ids (bytes, utf-8) and their indices; append-only, so indices never change.
+
+    Example:
+        >>> v = Vocabulary(["d1", "d2"])
+        >>> len(v), v[1], v.index("d2"), v.get("zz")
+        (2, 'd2', 1, -1)
+    """
+
+    def __init__(self, ids: Sequence[str] = ()):
+        self.keys: List[bytes] = []
+        self.positions: Dict[bytes, int] = {}
+        for i in ids:
+            self.add(i.encode("utf-8", "surrogateescape"))
+
+    def add(self, key: bytes) -> int:
+        """Index of ``key`` (bytes), added at the end when new."""
+        if key not in self.positions:
+            self.positions[key] = len(self.keys)
+            self.keys.append(key)
+        return self.positions[key]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> str:
+        return self.keys[i].decode("utf-8", "surrogateescape")
+
+    def index(self, doc_id: str) -> int:
+        """Index of ``doc_id``; KeyError when absent."""
+        return self.positions[doc_id.encode("utf-8", "surrogateescape")]
+
+    def get(self, doc_id: str) -> int:
+        """Index of ``doc_id``, or -1 when absent."""
+        return self.positions.get(doc_id.encode("utf-8", "surrogateescape"), -1)
+
+    def ids(self) -> List[str]:
+        """Every id, in index order."""
+        return [self[i] for i in range(len(self))]
+
+
+def _sorted_queries(np, qkeys: List[bytes], qcodes):
+    """Query ids sorted in byte order (trec_eval's strcmp order) and the codes renumbered to it."""
+    order = sorted(range(len(qkeys)), key=qkeys.__getitem__)
+    new = np.empty(len(qkeys), np.int64)
+    new[order] = np.arange(len(qkeys))
+    ids = tuple(qkeys[i].decode("utf-8", "surrogateescape") for i in order)
+    return ids, new[qcodes] if len(qcodes) else qcodes
+
+
+def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary, query_ids) -> None:
+    key = q * max(n_docs, 1) + d
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    dup = np.flatnonzero(ks[1:] == ks[:-1])
+    if len(dup):
+        a, b = order[dup[0]], order[dup[0] + 1]
+        where = f"lines {int(lines[a])} and {int(lines[b])}" if lines is not None else "twice"
+        raise ValueError(f"{path}: document {docs[int(d[a])]!r} appears twice for query "
+                         f"{query_ids[int(q[a])]!r} ({where}); trec_eval refuses duplicates too")
+
+
+@dataclass(frozen=True, eq=False)
+class Qrels:
+    """Judgements, sorted by query: ``query`` (index into ``query_ids``), ``doc`` (index into
+    ``docs``), ``rel`` (int64; < 0: in the pool but unjudged). All tensors are CPU int64."""
+
+    query_ids: Tuple[str, ...]
+    docs: Vocabulary
+    query: Tensor
+    doc: Tensor
+    rel: Tensor
+
+    def __len__(self) -> int:
+        return int(self.rel.numel())
+
+    @property
+    def judged(self) -> Tensor:
+        """Judgements with rel >= 0 (a negative rel is in the pool but unjudged)."""
+        return self.rel >= 0
+
+    def n_relevant(self, level: int = 1) -> Tensor:
+        """R per query: judgements with rel >= ``level`` (trec_eval ``-l``; never a negative rel)."""
+        hit = (self.rel >= level) & self.judged
+        return torch.zeros(len(self.query_ids), dtype=torch.int64).index_add_(0, self.query, hit.long())
+
+    def to_dict(self) -> Dict[str, Dict[str, int]]:
+        """``{qid: {docid: rel}}`` (ranx / ir_measures / pytrec_eval qrels)."""
+        out: Dict[str, Dict[str, int]] = {q: {} for q in self.query_ids}
+        for q, d, r in zip(self.query.tolist(), self.doc.tolist(), self.rel.tolist()):
+            out[self.query_ids[q]][self.docs[d]] = r
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """Ranked results in trec_eval's order (query, then score descending, then docid descending):
+    ``query`` (index into ``query_ids``), ``doc`` (index into ``docs``), ``score`` float64;
+    ``offsets[i]:offsets[i + 1]`` are query i's entries, first ranked first."""
+
+    query_ids: Tuple[str, ...]
+    docs: Vocabulary
+    query: Tensor
+    doc: Tensor
+    score: Tensor
+    offsets: Tensor
+    tag: str
+
+    def __len__(self) -> int:
+        return int(self.score.numel())
+
+    @property
+    def rank(self) -> Tensor:
+        """1-based rank of every entry within its query."""
+        return torch.arange(len(self), dtype=torch.int64) - self.offsets[self.query] + 1
+
+    def to_dict(self) -> Dict[str, Dict[str, float]]:
+        """``{qid: {docid: score}}`` (ranx / ir_measures / pytrec_eval run)."""
+        out: Dict[str, Dict[str, float]] = {q: {} for q in self.query_ids}
+        for q, d, s in zip(self.query.tolist(), self.doc.tolist(), self.score.tolist()):
+            out[self.query_ids[q]][self.docs[d]] = s
+        return out
+
+
+def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabulary]) -> Qrels:
+    docs = Vocabulary() if docs is None else docs
+    qkeys: List[bytes] = []
+    qcodes = _parse.factorize(np, qcol, {}, qkeys)
+    d = _parse.factorize(np, dcol, docs.positions, docs.keys)
+    query_ids, q = _sorted_queries(np, qkeys, qcodes)
+    _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids)
+    order = np.lexsort((d, q))
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a[order], dtype=np.int64))  # noqa: E731
+    return Qrels(query_ids, docs, t(q), t(d), t(rel))
+
+
+def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary]) -> Run:
+    docs = Vocabulary() if docs is None else docs
+    qkeys: List[bytes] = []
+    qcodes = _parse.factorize(np, qcol, {}, qkeys)
+    d = _parse.factorize(np, dcol, docs.positions, docs.keys)
+    query_ids, q = _sorted_queries(np, qkeys, qcodes)
+    _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids)
+    n = len(q)
+    same_q = q[1:] == q[:-1]
+    in_order = bool(((q[1:] > q[:-1]) | (same_q & (score[1:] <= score[:-1]))).all()) if n > 1 else True
+    tied = same_q & (score[1:] == score[:-1]) if n > 1 else np.zeros(0, bool)
+    if in_order and not tied.any():
+        order = None
+    else:
+        tie_key = np.zeros(n, np.int64)
+        if n > 1:
+            # entries that share (query, score) with another: order them by docid bytes, descending
+            # (trec_eval); the byte-order ordinal of their documents breaks the tie
+            same = np.zeros(n, bool)
+            order0 = np.lexsort((-score, q))
+            qs, ss = q[order0], score[order0]
+            eq = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
+            same[order0[1:][eq]] = True
+            same[order0[:-1][eq]] = True
+            tied_docs = sorted(set(d[same].tolist()), key=docs.keys.__getitem__)
+            ordinal = {doc: i + 1 for i, doc in enumerate(tied_docs)}
+            tie_key[same] = [ordinal[x] for x in d[same].tolist()]
+        order = np.lexsort((-tie_key, -score, q))
+    if order is not None:
+        q, d, score = q[order], d[order], score[order]
+    offsets = np.zeros(len(query_ids) + 1, np.int64)
+    np.cumsum(np.bincount(q, minlength=len(query_ids)), out=offsets[1:])
+    t = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a, dtype=dt))  # noqa: E731
+    return Run(query_ids, docs, t(q, np.int64), t(d, np.int64), t(score, np.float64), t(offsets, np.int64), tag)
+
+
+def _read_bytes(path: PathLike) -> Tuple[bytes, str]:
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        return f.read(), name
+
+
+def read_qrels(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Qrels:
+    """Read a TREC qrels file (``qid iter docid rel``); ``docs``: a vocabulary to share (extended)."""
+    np = numpy()
+    data, name = _read_bytes(path)
+    (qcol, dcol, rcol), lines = _parse.parse_table(data, name, 4, exact=True, fields=(0, 2, 3))
+    rel = _parse.to_int(np, rcol, lines, name, "the relevance (4th field)")
+    return _build_qrels(np, qcol, dcol, rel, lines, name, docs)
+
+
+def read_run(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Run:
+    """Read a TREC run file (``qid Q0 docid rank score tag``); ``docs``: a vocabulary to share
+    (e.g. ``qrels.docs``; extended with the run's new documents)."""
+    np = numpy()
+    data, name = _read_bytes(path)
+    (qcol, dcol, scol, tcol), lines = _parse.parse_table(data, name, 6, exact=False, fields=(0, 2, 4, 5))
+    score = _parse.to_float(np, scol, lines, name, "the score (5th field)")
+    tag = tcol[-1].decode("utf-8", "surrogateescape") if tcol else ""
+    del tcol
+    return _build_run(np, qcol, dcol, score, lines, name, tag, docs)
+
+
+def _dict_columns(d: Mapping, what: str):
+    if not isinstance(d, Mapping):
+        raise TypeError(f"{what} must be a dict {{qid: {{docid: value}}}}; got {type(d).__name__}")
+    qcol, dcol, vals = [], [], []
+    for qid, docs in d.items():
+        if not isinstance(qid, str) or not isinstance(docs, Mapping):
+            raise TypeError(f"{what}: each entry must be qid (str) -> {{docid (str): value}}; got "
+                            f"{qid!r} -> {type(docs).__name__}")
+        qb = qid.encode("utf-8", "surrogateescape")
+        for doc, v in docs.items():
+            if not isinstance(doc, str):
+                raise TypeError(f"{what}: query {qid!r}: doc ids must be str; got {doc!r}")
+            qcol.append(qb)
+            dcol.append(doc.encode("utf-8", "surrogateescape"))
+            vals.append(v)
+    return qcol, dcol, vals
+
+
+def qrels_from_dict(qrels: Mapping[str, Mapping[str, int]], *, docs: Optional[Vocabulary] = None) -> Qrels:
+    """A :class:`Qrels` from ``{qid: {docid: rel}}`` (integer relevance)."""
+    np = numpy()
+    qcol, dcol, vals = _dict_columns(qrels, "qrels")
+    for (q, dd, v) in zip(qcol, dcol, vals):
+        if isinstance(v, bool) or not float(v).is_integer():
+            raise ValueError(f"qrels: query {q.decode()!r}, doc {dd.decode()!r}: relevance must be an integer; "
+                             f"got {v!r}")
+    rel = np.array([int(v) for v in vals], dtype=np.int64)
+    return _build_qrels(np, qcol, dcol, rel, None, "qrels", docs)
+
+
+def run_from_dict(run: Mapping[str, Mapping[str, float]], *, tag: str = "run",
+                  docs: Optional[Vocabulary] = None) -> Run:
+    """A :class:`Run` from ``{qid: {docid: score}}``, ranked as trec_eval ranks it."""
+    np = numpy()
+    qcol, dcol, vals = _dict_columns(run, "run")
+    score = np.array(vals, dtype=np.float64) if vals else np.zeros(0, np.float64)
+    if not np.isfinite(score).all():
+        i = int(np.flatnonzero(~np.isfinite(score))[0])
+        raise ValueError(f"run: query {qcol[i].decode()!r}, doc {dcol[i].decode()!r}: scores must be finite; "
+                         f"got {vals[i]!r}")
+    return _build_run(np, qcol, dcol, score, None, "run", tag, docs)
+
+
+def _check_field(value: str, what: str) -> str:
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"a {what} written to a TREC file must be non-empty without whitespace; got {value!r}")
+    return value
+
+
+def write_run(path: PathLike, run: Union[Run, Tensor], scores: Optional[Tensor] = None, *,
+              query_ids: Optional[Sequence[str]] = None, doc_ids: Optional[Sequence[str]] = None,
+              tag: Optional[str] = None) -> None:
+    """Write a TREC run: from a :class:`Run`, or from top-k doc indices ``[Q, k]`` (``run``; negative =
+    padding, skipped) and their ``scores`` ``[Q, k]``, with ``query_ids`` (default "0".."Q-1") and
+    ``doc_ids`` (names of the doc indices; default the index itself). Rows are written in
+    trec_eval's order (score descending, ties by docid descending) with rank 1, 2, ...; scores
+    as the shortest text that reads back to the same float64.
+
+    Example:
+        >>> import os, tempfile, torch
+        >>> p = os.path.join(tempfile.mkdtemp(), "run")
+        >>> write_run(p, torch.tensor([[2, 0]]), torch.tensor([0.5, 0.75]).view(1, 2), query_ids=["q"], tag="t")
+        >>> print(open(p).read(), end="")
+        q Q0 0 1 0.75 t
+        q Q0 2 2 0.5 t
+    """
+    if not isinstance(run, Run):
+        run = _run_from_topk(run, scores, query_ids, doc_ids, tag or "run")
+    elif scores is not None:
+        raise TypeError("write_run(path, run): scores come with the Run; pass doc indices to give scores")
+    tag = _check_field(tag or run.tag or "run", "tag")
+    qids = [_check_field(q, "query id") for q in run.query_ids]
+    with open(os.fspath(path), "w", encoding="utf-8", errors="surrogateescape") as f:
+        for q, d, r, s in zip(run.query.tolist(), run.doc.tolist(), run.rank.tolist(), run.score.tolist()):
+            f.write(f"{qids[q]} Q0 {run.docs[d]} {r} {s!r} {tag}\n")
+
+
+def _run_from_topk(indices: Tensor, scores: Optional[Tensor], query_ids, doc_ids, tag: str) -> Run:
+    if not isinstance(indices, Tensor) or scores is None or not isinstance(scores, Tensor):
+        raise TypeError("write_run(path, indices, scores): give a Run, or doc indices and scores as tensors")
+    if indices.dim() != 2 or scores.shape != indices.shape:
+        raise ValueError(f"write_run: doc indices and scores must both be [Q, k]; got {tuple(indices.shape)} "
+                         f"and {tuple(scores.shape)}")
+    if indices.dtype.is_floating_point or indices.dtype == torch.bool:
+        raise TypeError(f"write_run: doc indices must be integers; got {indices.dtype}")
+    n_q = indices.shape[0]
+    query_ids = [str(i) for i in range(n_q)] if query_ids is None else list(query_ids)
+    if len(query_ids) != n_q:
+        raise ValueError(f"write_run: {len(query_ids)} query ids for {n_q} rows of doc indices")
+    idx, sc = indices.detach().cpu().tolist(), scores.detach().cpu().double().tolist()
+    table: Dict[str, Dict[str, float]] = {}
+    for qid, row, srow in zip(query_ids, idx, sc):
+        docs = table.setdefault(_check_field(str(qid), "query id"), {})
+        for i, s in zip(row, srow):
+            if i >= 0:
+                docs[str(i) if doc_ids is None else _check_field(doc_ids[i], "doc id")] = s
+    return run_from_dict(table, tag=tag)
+
+
+def write_qrels(path: PathLike, qrels: Union[Qrels, Mapping[str, Mapping[str, int]]]) -> None:
+    """Write ``qid 0 docid rel`` lines from a :class:`Qrels` or a ``{qid: {docid: rel}}`` dict."""
+    if not isinstance(qrels, Qrels):
+        qrels = qrels_from_dict(qrels)
+    qids = [_check_field(q, "query id") for q in qrels.query_ids]
+    with open(os.fspath(path), "w", encoding="utf-8", errors="surrogateescape") as f:
+        for q, d, r in zip(qrels.query.tolist(), qrels.doc.tolist(), qrels.rel.tolist()):
+            f.write(f"{qids[q]} 0 {qrels.docs[d]} {r}\n")
