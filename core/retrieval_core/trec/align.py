@@ -45,7 +45,8 @@ __all__ = ["Aligned", "align"]
 class Aligned:
     """Run entries of the evaluated queries (rank order; ``offsets[i]:offsets[i + 1]`` is query i):
     ``query``, ``rank`` (1-based), ``doc`` (index into ``docs``), ``score`` float64, ``rel``
-    (the qrels' value, or -1 when absent from the qrels), ``gain`` float64, ``judged``,
+    (the qrels' value, or -1 when absent from the qrels), ``pooled`` (in the qrels, whatever
+    its rel), ``gain`` float64, ``judged``,
     ``relevant``; per query ``n_relevant`` (R, int64); ``ideal``: the positive judged gains
     of each query, sorted descending, ``ideal_offsets[i]:ideal_offsets[i + 1]`` for query i."""
 
@@ -57,6 +58,7 @@ class Aligned:
     doc: Tensor
     score: Tensor
     rel: Tensor
+    pooled: Tensor
     gain: Tensor
     judged: Tensor
     relevant: Tensor
@@ -161,5 +163,5 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     np.cumsum(np.bincount(iq, minlength=len(query_ids)), out=ideal_offsets[1:])
     t = torch.from_numpy
     return Aligned(query_ids, run.docs, t(offsets), t(np.ascontiguousarray(eq)), t(np.ascontiguousarray(rank)),
-                   t(np.ascontiguousarray(rdoc)), run.score[torch.from_numpy(keep)], t(rel), t(gain), t(judged),
+                   t(np.ascontiguousarray(rdoc)), run.score[torch.from_numpy(keep)], t(rel), t(found), t(gain), t(judged),
                    t(relevant), t(np.ascontiguousarray(n_relevant)), t(ig), t(ideal_offsets), level)
