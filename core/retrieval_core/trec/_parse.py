@@ -10,12 +10,12 @@ non-blank character is ``#`` and a blank line are ignored.
 
 Example:
     >>> cols, lines = parse_table(b"q1 0 d1 1\\n# c\\nq1 0 d2 0\\n", "x", 4, exact=True, fields=(0, 2, 3))
-    >>> cols[1], lines.tolist()
+    >>> cols[1].tolist(), lines.tolist()
     ([b'd1', b'd2'], [1, 3])
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Sequence
 
 from ..optional import require
 
@@ -72,7 +72,7 @@ def chunks(data: bytes):
 
 
 def parse_table(data: bytes, path: str, n_fields: int, *, exact: bool, fields: Sequence[int]):
-    """Columns ``fields`` (lists of bytes) of the records of ``data``, and each record's line number.
+    """Columns ``fields`` (numpy bytes arrays) of the records of ``data``, and each record's line number.
 
     ``exact``: a record has exactly ``n_fields`` fields (qrels), else at least that many
     (runs: trec_eval ignores what follows the sixth field).
@@ -81,27 +81,31 @@ def parse_table(data: bytes, path: str, n_fields: int, *, exact: bool, fields: S
     if b"\x00" in data:
         line = data[: data.index(b"\x00")].count(b"\n") + 1
         raise ValueError(f"{path}: line {line}: a NUL byte (is this a text file?)")
-    cols: List[list] = [[] for _ in fields]
+    parts: List[list] = [[] for _ in fields]
     line_parts = []
     for chunk, line0 in chunks(data):
         counts = _field_counts(np, chunk)
         if b"#" not in chunk and len(counts) and (counts == n_fields).all():
             tokens = chunk.split()
-            for col, f in zip(cols, fields):
-                col.extend(tokens[f::n_fields])
+            cols = [tokens[f::n_fields] for f in fields]
+            del tokens
             line_parts.append(np.arange(line0, line0 + len(counts), dtype=np.int64))
         else:
+            cols = [[] for _ in fields]
             lines: List[int] = []
             _slow_chunk(chunk, path, line0, n_fields, exact, fields, cols, lines)
             line_parts.append(np.asarray(lines, dtype=np.int64))
+        for part, col in zip(parts, cols):
+            part.append(np.array(col, dtype=bytes) if col else np.zeros(0, "S1"))
+    out = [np.concatenate(p) if p else np.zeros(0, "S1") for p in parts]
     line_numbers = np.concatenate(line_parts) if line_parts else np.zeros(0, np.int64)
-    return cols, line_numbers
+    return out, line_numbers
 
 
-def to_float(np, col: list, lines, path: str, what: str):
+def to_float(np, col, lines, path: str, what: str):
     """float64 array of a column of bytes; a clear error (file, line) for a bad or non-finite value."""
     try:
-        values = np.array(col, dtype=bytes).astype(np.float64) if col else np.zeros(0, np.float64)
+        values = col.astype(np.float64)
     except ValueError:
         values = None
     bad = None
@@ -122,10 +126,10 @@ def to_float(np, col: list, lines, path: str, what: str):
     return values
 
 
-def to_int(np, col: list, lines, path: str, what: str):
+def to_int(np, col, lines, path: str, what: str):
     """int64 array of a column of bytes; a clear error (file, line) for a non-integer."""
     try:
-        return np.array(col, dtype=bytes).astype(np.int64) if col else np.zeros(0, np.int64)
+        return col.astype(np.int64)
     except (ValueError, OverflowError):
         for i, v in enumerate(col):
             try:
@@ -136,10 +140,44 @@ def to_int(np, col: list, lines, path: str, what: str):
         raise
 
 
-def factorize(np, col: list, index: dict, keys: list) -> Tuple:
-    """Codes of ``col`` in the vocabulary ``index`` (bytes -> code), extended in place with new keys."""
-    for k in dict.fromkeys(col):
-        if k not in index:
-            index[k] = len(keys)
-            keys.append(k)
-    return np.array([index[k] for k in col], dtype=np.int64)
+def _hash_rows(np, arr):
+    """The bytes of ``arr`` (S dtype) as big-endian uint64 words [n, w] and a 64-bit hash of each row."""
+    width = arr.dtype.itemsize
+    padded = -(-width // 8) * 8
+    if padded != width:
+        arr = arr.astype(f"S{padded}")
+    words = np.ascontiguousarray(arr).view(">u8").reshape(len(arr), padded // 8).astype(np.uint64)
+    h = np.zeros(len(arr), np.uint64)
+    for j in range(words.shape[1]):
+        h ^= words[:, j]
+        h *= np.uint64(0x9E3779B97F4A7C15)
+        h ^= h >> np.uint64(29)
+    return words, h
+
+
+def factorize(np, arr):
+    """``(first, inverse)`` of a bytes array: ``arr[first]`` are its distinct values in order of
+    first appearance and ``arr == arr[first][inverse]``. Exact: values are grouped by a hash,
+    every group checked against its first member, and a dict does it on a collision.
+
+    Example:
+        >>> import numpy as np
+        >>> first, inv = factorize(np, np.array([b"b", b"a", b"b", b"c"]))
+        >>> first.tolist(), inv.tolist()
+        ([0, 1, 3], [0, 1, 0, 2])
+    """
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    words, h = _hash_rows(np, arr)
+    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    if not (words == words[first][inv]).all():  # a hash collision: exact, slower
+        index: dict = {}
+        codes = np.array([index.setdefault(k, len(index)) for k in arr.tolist()], dtype=np.int64)
+        first = np.zeros(len(index), np.int64)
+        first[codes[::-1]] = np.arange(n - 1, -1, -1)
+        return first, codes
+    order = np.argsort(first, kind="stable")  # groups in order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return first[order].astype(np.int64), rank[inv.reshape(-1)].astype(np.int64)

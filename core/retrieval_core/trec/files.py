@@ -43,32 +43,64 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 class Vocabulary:
-    """Document ids (bytes, utf-8) and their indices; append-only, so indices never change.
+    """Document ids (utf-8 bytes) and their indices; append-only, so indices never change.
 
     Example:
         >>> v = Vocabulary(["d1", "d2"])
-        >>> len(v), v[1], v.index("d2"), v.get("zz")
-        (2, 'd2', 1, -1)
+        >>> len(v), v[1], v.index("d2"), v.get("zz"), v.add(b"d3"), v.ids()
+        (2, 'd2', 1, -1, 2, ['d1', 'd2', 'd3'])
     """
 
     def __init__(self, ids: Sequence[str] = ()):
-        self.keys: List[bytes] = []
-        self.positions: Dict[bytes, int] = {}
-        for i in ids:
-            self.add(i.encode("utf-8", "surrogateescape"))
+        np = numpy()
+        self.array = np.zeros(0, "S1")  # the ids, index order (numpy bytes)
+        self._positions: Optional[Dict[bytes, int]] = None
+        if len(ids):
+            self.extend(np.array([i.encode("utf-8", "surrogateescape") for i in ids], dtype=bytes))
+
+    def _codes(self, arr, add: bool):
+        np = numpy()
+        n0 = len(self.array)
+        both = np.concatenate([self.array, arr]) if n0 else arr
+        first, inv = _parse.factorize(np, both)
+        old = first < n0  # groups that are ids already here (their first member is the id itself)
+        group_code = np.full(len(first), -1, np.int64)
+        group_code[old] = first[old]
+        if add:
+            new = np.flatnonzero(~old)
+            group_code[new] = n0 + np.arange(len(new))
+            if len(new):
+                self.array = np.concatenate([self.array, both[first[new]]]) if n0 else both[first[new]]
+                self._positions = None
+        return group_code[inv[n0:]]
+
+    def extend(self, arr):
+        """Indices of the ids of ``arr`` (numpy bytes array), the new ones appended."""
+        return self._codes(arr, add=True)
+
+    def find(self, arr):
+        """Indices of the ids of ``arr`` (numpy bytes array), -1 for those absent."""
+        return self._codes(arr, add=False)
 
     def add(self, key: bytes) -> int:
         """Index of ``key`` (bytes), added at the end when new."""
-        if key not in self.positions:
-            self.positions[key] = len(self.keys)
-            self.keys.append(key)
-        return self.positions[key]
+        return int(self.extend(numpy().array([key], dtype=bytes))[0])
+
+    @property
+    def positions(self) -> Dict[bytes, int]:
+        """``{id bytes: index}`` (built on first use)."""
+        if self._positions is None:
+            self._positions = {k: i for i, k in enumerate(self.array.tolist())}
+        return self._positions
+
+    def key(self, i: int) -> bytes:
+        return bytes(self.array[i])
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.array)
 
     def __getitem__(self, i: int) -> str:
-        return self.keys[i].decode("utf-8", "surrogateescape")
+        return self.key(i).decode("utf-8", "surrogateescape")
 
     def index(self, doc_id: str) -> int:
         """Index of ``doc_id``; KeyError when absent."""
@@ -80,24 +112,31 @@ class Vocabulary:
 
     def ids(self) -> List[str]:
         """Every id, in index order."""
-        return [self[i] for i in range(len(self))]
+        return [k.decode("utf-8", "surrogateescape") for k in self.array.tolist()]
 
 
-def _sorted_queries(np, qkeys: List[bytes], qcodes):
-    """Query ids sorted in byte order (trec_eval's strcmp order) and the codes renumbered to it."""
-    order = sorted(range(len(qkeys)), key=qkeys.__getitem__)
-    new = np.empty(len(qkeys), np.int64)
-    new[order] = np.arange(len(qkeys))
-    ids = tuple(qkeys[i].decode("utf-8", "surrogateescape") for i in order)
-    return ids, new[qcodes] if len(qcodes) else qcodes
+def _query_codes(np, qcol):
+    """Query ids sorted in byte order (trec_eval's strcmp order) and each record's index among them."""
+    n = len(qcol)
+    if n == 0:
+        return (), np.zeros(0, np.int64)
+    heads = np.flatnonzero(np.concatenate([[True], qcol[1:] != qcol[:-1]]))  # runs of one query
+    first, inv = _parse.factorize(np, qcol[heads])
+    keys = qcol[heads][first].tolist()
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    new = np.empty(len(keys), np.int64)
+    new[order] = np.arange(len(keys))
+    run_lengths = np.diff(np.append(heads, n))
+    return tuple(keys[i].decode("utf-8", "surrogateescape") for i in order), np.repeat(new[inv], run_lengths)
 
 
 def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary, query_ids) -> None:
     key = q * max(n_docs, 1) + d
-    order = np.argsort(key, kind="stable")
-    ks = key[order]
-    dup = np.flatnonzero(ks[1:] == ks[:-1])
-    if len(dup):
+    ks = np.sort(key)
+    if len(ks) > 1 and (ks[1:] == ks[:-1]).any():
+        order = np.argsort(key, kind="stable")
+        ks = key[order]
+        dup = np.flatnonzero(ks[1:] == ks[:-1])
         a, b = order[dup[0]], order[dup[0] + 1]
         where = f"lines {int(lines[a])} and {int(lines[b])}" if lines is not None else "twice"
         raise ValueError(f"{path}: document {docs[int(d[a])]!r} appears twice for query "
@@ -168,10 +207,8 @@ class Run:
 
 def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabulary]) -> Qrels:
     docs = Vocabulary() if docs is None else docs
-    qkeys: List[bytes] = []
-    qcodes = _parse.factorize(np, qcol, {}, qkeys)
-    d = _parse.factorize(np, dcol, docs.positions, docs.keys)
-    query_ids, q = _sorted_queries(np, qkeys, qcodes)
+    query_ids, q = _query_codes(np, qcol)
+    d = docs.extend(dcol)
     _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids)
     order = np.lexsort((d, q))
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a[order], dtype=np.int64))  # noqa: E731
@@ -180,10 +217,8 @@ def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabular
 
 def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary]) -> Run:
     docs = Vocabulary() if docs is None else docs
-    qkeys: List[bytes] = []
-    qcodes = _parse.factorize(np, qcol, {}, qkeys)
-    d = _parse.factorize(np, dcol, docs.positions, docs.keys)
-    query_ids, q = _sorted_queries(np, qkeys, qcodes)
+    query_ids, q = _query_codes(np, qcol)
+    d = docs.extend(dcol)
     _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids)
     n = len(q)
     same_q = q[1:] == q[:-1]
@@ -202,7 +237,7 @@ def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional
             eq = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
             same[order0[1:][eq]] = True
             same[order0[:-1][eq]] = True
-            tied_docs = sorted(set(d[same].tolist()), key=docs.keys.__getitem__)
+            tied_docs = sorted(set(d[same].tolist()), key=docs.key)
             ordinal = {doc: i + 1 for i, doc in enumerate(tied_docs)}
             tie_key[same] = [ordinal[x] for x in d[same].tolist()]
         order = np.lexsort((-tie_key, -score, q))
@@ -236,7 +271,7 @@ def read_run(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Run:
     data, name = _read_bytes(path)
     (qcol, dcol, scol, tcol), lines = _parse.parse_table(data, name, 6, exact=False, fields=(0, 2, 4, 5))
     score = _parse.to_float(np, scol, lines, name, "the score (5th field)")
-    tag = tcol[-1].decode("utf-8", "surrogateescape") if tcol else ""
+    tag = bytes(tcol[-1]).decode("utf-8", "surrogateescape") if len(tcol) else ""
     del tcol
     return _build_run(np, qcol, dcol, score, lines, name, tag, docs)
 
@@ -256,14 +291,16 @@ def _dict_columns(d: Mapping, what: str):
             qcol.append(qb)
             dcol.append(doc.encode("utf-8", "surrogateescape"))
             vals.append(v)
-    return qcol, dcol, vals
+    np = numpy()
+    as_bytes = lambda col: np.array(col, dtype=bytes) if col else np.zeros(0, "S1")  # noqa: E731
+    return as_bytes(qcol), as_bytes(dcol), vals
 
 
 def qrels_from_dict(qrels: Mapping[str, Mapping[str, int]], *, docs: Optional[Vocabulary] = None) -> Qrels:
     """A :class:`Qrels` from ``{qid: {docid: rel}}`` (integer relevance)."""
     np = numpy()
     qcol, dcol, vals = _dict_columns(qrels, "qrels")
-    for (q, dd, v) in zip(qcol, dcol, vals):
+    for (q, dd, v) in zip(qcol.tolist(), dcol.tolist(), vals):
         if isinstance(v, bool) or not float(v).is_integer():
             raise ValueError(f"qrels: query {q.decode()!r}, doc {dd.decode()!r}: relevance must be an integer; "
                              f"got {v!r}")
