@@ -88,7 +88,9 @@ def test_fast_and_line_by_line_paths_agree(tmp_path, monkeypatch):
 
 def test_last_line_without_newline_and_empty_file(tmp_path):
     assert len(read_run(write(tmp_path, "r", "q Q0 a 1 1 t\nq Q0 b 2 0 u"))) == 2
-    assert read_run(write(tmp_path, "r2", "q Q0 a 1 1 t\nq Q0 b 2 0 u")).tag == "u"
+    for text in ("q Q0 a 1 1 t\nq Q0 b 2 0 u", "q Q0 a 1 1 t\nq Q0 b 2 0 u\n# end\n\n", "q Q0 b 2 0 u x y\n# c",
+                 "q Q0 b 2 0 u\n"):
+        assert read_run(write(tmp_path, "r2", text)).tag == "u", text
     empty = read_run(write(tmp_path, "e", "# nothing\n\n"))
     assert len(empty) == 0 and empty.query_ids == () and empty.offsets.tolist() == [0]
 

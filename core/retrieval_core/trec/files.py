@@ -269,10 +269,13 @@ def read_run(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Run:
     (e.g. ``qrels.docs``; extended with the run's new documents)."""
     np = numpy()
     data, name = _read_bytes(path)
-    (qcol, dcol, scol, tcol), lines = _parse.parse_table(data, name, 6, exact=False, fields=(0, 2, 4, 5))
+    (qcol, dcol, scol), lines = _parse.parse_table(data, name, 6, exact=False, fields=(0, 2, 4))
     score = _parse.to_float(np, scol, lines, name, "the score (5th field)")
-    tag = bytes(tcol[-1]).decode("utf-8", "surrogateescape") if len(tcol) else ""
-    del tcol
+    tag = ""
+    if len(lines):  # the last record's sixth field (trec_eval keeps the last line's tag)
+        n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
+        last = data.rsplit(b"\n", n_lines - int(lines[-1]) + data.endswith(b"\n"))[0]
+        tag = last.rsplit(b"\n", 1)[-1].split()[5].decode("utf-8", "surrogateescape")
     return _build_run(np, qcol, dcol, score, lines, name, tag, docs)
 
 
