@@ -176,3 +176,21 @@ def test_align_against_pytrec_eval_counts_and_precision_with_ties():
         assert ref[qid]["num_rel_ret"] == al.num_rel_ret[i].item()
         assert ref[qid]["P_5"] == pytest.approx(top5[i])
         assert ref[qid]["success_1"] == first[i]
+
+
+@pytest.mark.parametrize("layout", ["score_order_ties_ascending", "shuffled"])
+def test_order_with_many_ties_equals_python_sorting(tmp_path, layout):
+    rng = random.Random(4)
+    table = random_run(rng, n_q=5, n_docs=300)
+    rows = [(q, d, s) for q, docs in table.items() for d, s in docs.items()]
+    if layout == "shuffled":
+        rng.shuffle(rows)
+    else:  # already in score order, the ties in the wrong (ascending) docid order: only ties move
+        rows.sort(key=lambda r: (r[0], -r[2], r[1]))
+    p = write(tmp_path, "run", "".join(f"{q} Q0 {d} 0 {s} t\n" for q, d, s in rows))
+    run = read_run(p)
+    for qi, qid in enumerate(run.query_ids):
+        expect = sorted(((d, s) for q, d, s in rows if q == qid), key=lambda r: r[0].encode(), reverse=True)
+        expect.sort(key=lambda r: r[1], reverse=True)
+        lo, hi = run.offsets[qi].item(), run.offsets[qi + 1].item()
+        assert [(run.docs[i], s) for i, s in zip(run.doc[lo:hi].tolist(), run.score[lo:hi].tolist())] == expect

@@ -215,34 +215,42 @@ def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabular
     return Qrels(query_ids, docs, t(q), t(d), t(rel))
 
 
+def _trec_order(np, q, d, score, docs: Vocabulary):
+    """Entries reordered as trec_eval ranks them: query, score descending, docid descending (bytes).
+
+    Runs are usually written in that order already: then nothing is sorted. Otherwise one sort
+    by (query, score); only the entries tied on both are then reordered by their docids.
+    """
+    n = len(q)
+    if n < 2:
+        return q, d, score
+    same_q = q[1:] == q[:-1]
+    if not ((q[1:] > q[:-1]) | (same_q & (score[1:] <= score[:-1]))).all():
+        order = np.lexsort((-score, q))
+        q, d, score = q[order], d[order], score[order]
+        same_q = q[1:] == q[:-1]
+    tie = same_q & (score[1:] == score[:-1])  # entry i + 1 is tied with entry i
+    if not tie.any():
+        return q, d, score
+    member = np.zeros(n, bool)
+    member[1:] |= tie
+    member[:-1] |= tie
+    pos = np.flatnonzero(member)
+    group = np.cumsum(~np.concatenate([[False], tie])[pos])  # a new group where not tied to the previous
+    tied_docs = sorted(set(d[pos].tolist()), key=docs.key)
+    ordinal = {doc: i for i, doc in enumerate(tied_docs)}
+    rank = np.array([ordinal[x] for x in d[pos].tolist()], dtype=np.int64)
+    order = np.arange(n)
+    order[pos] = pos[np.lexsort((-rank, group))]  # groups are contiguous: reorder inside each
+    return q[order], d[order], score[order]
+
+
 def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary]) -> Run:
     docs = Vocabulary() if docs is None else docs
     query_ids, q = _query_codes(np, qcol)
     d = docs.extend(dcol)
     _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids)
-    n = len(q)
-    same_q = q[1:] == q[:-1]
-    in_order = bool(((q[1:] > q[:-1]) | (same_q & (score[1:] <= score[:-1]))).all()) if n > 1 else True
-    tied = same_q & (score[1:] == score[:-1]) if n > 1 else np.zeros(0, bool)
-    if in_order and not tied.any():
-        order = None
-    else:
-        tie_key = np.zeros(n, np.int64)
-        if n > 1:
-            # entries that share (query, score) with another: order them by docid bytes, descending
-            # (trec_eval); the byte-order ordinal of their documents breaks the tie
-            same = np.zeros(n, bool)
-            order0 = np.lexsort((-score, q))
-            qs, ss = q[order0], score[order0]
-            eq = (qs[1:] == qs[:-1]) & (ss[1:] == ss[:-1])
-            same[order0[1:][eq]] = True
-            same[order0[:-1][eq]] = True
-            tied_docs = sorted(set(d[same].tolist()), key=docs.key)
-            ordinal = {doc: i + 1 for i, doc in enumerate(tied_docs)}
-            tie_key[same] = [ordinal[x] for x in d[same].tolist()]
-        order = np.lexsort((-tie_key, -score, q))
-    if order is not None:
-        q, d, score = q[order], d[order], score[order]
+    q, d, score = _trec_order(np, q, d, score, docs)
     offsets = np.zeros(len(query_ids) + 1, np.int64)
     np.cumsum(np.bincount(q, minlength=len(query_ids)), out=offsets[1:])
     t = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a, dtype=dt))  # noqa: E731
