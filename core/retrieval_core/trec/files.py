@@ -282,8 +282,11 @@ def read_run(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Run:
     tag = ""
     if len(lines):  # the last record's sixth field (trec_eval keeps the last line's tag)
         n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
-        last = data.rsplit(b"\n", n_lines - int(lines[-1]) + data.endswith(b"\n"))[0]
-        tag = last.rsplit(b"\n", 1)[-1].split()[5].decode("utf-8", "surrogateescape")
+        end = len(data)
+        for _ in range(n_lines - int(lines[-1]) + data.endswith(b"\n")):  # the lines after it
+            end = data.rfind(b"\n", 0, end)
+        start = data.rfind(b"\n", 0, end) + 1
+        tag = data[start:end].split()[5].decode("utf-8", "surrogateescape")
     return _build_run(np, qcol, dcol, score, lines, name, tag, docs)
 
 
