@@ -240,9 +240,10 @@ def _trec_order(np, q, d, score, docs: Vocabulary):
     tied_docs = sorted(set(d[pos].tolist()), key=docs.key)
     ordinal = {doc: i for i, doc in enumerate(tied_docs)}
     rank = np.array([ordinal[x] for x in d[pos].tolist()], dtype=np.int64)
-    order = np.arange(n)
-    order[pos] = pos[np.lexsort((-rank, group))]  # groups are contiguous: reorder inside each
-    return q[order], d[order], score[order]
+    # groups are contiguous and share query and score: only the documents move, inside each group
+    d = d.copy()
+    d[pos] = d[pos[np.lexsort((-rank, group))]]
+    return q, d, score
 
 
 def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary]) -> Run:
