@@ -101,6 +101,8 @@ def test_last_line_without_newline_and_empty_file(tmp_path):
     ("q Q0 a 1 nan t\n", "run: line 1: the score (5th field) must be a finite number; got 'nan'"),
     ("q Q0 a 1 0.5 t\nq Q0 b 2 0.4 t\nq Q0 a 3 0.1 t\n", "document 'a' appears twice for query 'q' (lines 1 and 3)"),
     ("q Q0 a 1 0.5 t\x00\n", "run: line 1: a NUL byte"),
+    # a short line then a long one: as many fields as two regular lines, the columns must not shift
+    ("q Q0 a 1 0.5\nq Q0 b 2 0.4 t extra\n", "run: line 1: expected at least 6 fields, got 5"),
 ])
 def test_bad_run_files(tmp_path, text, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -112,7 +114,9 @@ def test_bad_run_files(tmp_path, text, message):
     ("q 0 a 1\nq 0 b\n", "qrels: line 2: expected 4 fields, got 3"),
     ("# c\nq 0 a 1.5\n", "qrels: line 2: the relevance (4th field) must be an integer; got '1.5'"),
     ("q 0 a 1\nq 0 a 0\n", "document 'a' appears twice for query 'q' (lines 1 and 2)"),
+    ("q 0 a\nq 0 b 1 x\n", "qrels: line 1: expected 4 fields, got 3"),
 ])
+
 def test_bad_qrels_files(tmp_path, text, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         read_qrels(write(tmp_path, "qrels", text))
@@ -194,3 +198,14 @@ def test_order_with_many_ties_equals_python_sorting(tmp_path, layout):
         expect.sort(key=lambda r: r[1], reverse=True)
         lo, hi = run.offsets[qi].item(), run.offsets[qi + 1].item()
         assert [(run.docs[i], s) for i, s in zip(run.doc[lo:hi].tolist(), run.score[lo:hi].tolist())] == expect
+
+
+@pytest.mark.parametrize("text, regular", [
+    (b"a b\nc d\n", True), (b"  a\tb \r\n c  d\n", True), (b"a\nb c d\n", False), (b"a b c\nd\n", False),
+    (b"a b\n\nc d\n", False), (b"a b\nc\x0bd\n", True), (b"a b\nc\x1fd\n", False),
+])
+def test_regular_chunk_detection(text, regular):
+    import numpy as np
+    assert _parse._regular(np, text, 2) is regular
+    if regular:
+        assert len(text.split()) == 2 * text.count(b"\n")

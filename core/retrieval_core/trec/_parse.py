@@ -3,8 +3,8 @@
 The file is read as bytes and processed in chunks of whole lines. A chunk whose
 lines all hold exactly the expected number of fields (no comment, no blank line,
 no trailing junk) is split at once by ``bytes.split`` and its columns taken by
-stride; numpy counts the fields of every line first, so a short line followed by
-a long one can never shift the columns. Any other chunk is read line by line,
+stride; numpy checks first that every line holds exactly that many fields, so a short
+line followed by a long one can never shift the columns. Any other chunk is read line by line,
 with the same rules as trec_eval: leading whitespace skipped, a line whose first
 non-blank character is ``#`` and a blank line are ignored.
 
@@ -27,20 +27,23 @@ def numpy():
     return require("numpy", feature="retrieval_core.trec (reading TREC files)", package="numpy")
 
 
-def _field_counts(np, chunk: bytes):
-    """Fields per line of ``chunk`` (ending with a newline) and whether the line starts with '#'."""
+def _regular(np, chunk: bytes, n_fields: int) -> bool:
+    """Whether every line of ``chunk`` (ending with a newline) holds exactly ``n_fields`` fields.
+
+    From the positions of the field starts: there are ``n_fields`` per line, and for every
+    line i the first field of group i starts after the previous newline and the last one
+    before line i's newline, so line i holds group i and nothing else.
+    """
     buf = np.frombuffer(chunk, np.uint8)
     ws = (buf == 32) | ((buf >= 9) & (buf <= 13))  # C isspace, and bytes.split's whitespace
     starts = np.empty(len(buf), bool)
     starts[0] = not ws[0]
     np.greater(ws[:-1], ws[1:], out=starts[1:])  # a blank followed by a non-blank: a field starts
+    pos = np.flatnonzero(starts)
     nl = np.flatnonzero(buf == 10)
-    lo = np.empty(len(nl), np.int64)
-    lo[0] = 0
-    lo[1:] = nl[:-1] + 1
-    counts = np.add.reduceat(starts.view(np.uint8), lo, dtype=np.int64)
-    counts[lo == nl] = 0  # an empty line: reduceat returns the element itself
-    return counts
+    if len(nl) == 0 or len(pos) != n_fields * len(nl):
+        return False
+    return bool((pos[n_fields - 1::n_fields] < nl).all() and (pos[n_fields::n_fields] > nl[:-1]).all())
 
 
 def _slow_chunk(chunk: bytes, path: str, line0: int, n_fields: int, exact: bool, fields: Sequence[int],
@@ -84,12 +87,11 @@ def parse_table(data: bytes, path: str, n_fields: int, *, exact: bool, fields: S
     parts: List[list] = [[] for _ in fields]
     line_parts = []
     for chunk, line0 in chunks(data):
-        counts = _field_counts(np, chunk)
-        if b"#" not in chunk and len(counts) and (counts == n_fields).all():
+        if b"#" not in chunk and _regular(np, chunk, n_fields):
             tokens = chunk.split()
             cols = [tokens[f::n_fields] for f in fields]
             del tokens
-            line_parts.append(np.arange(line0, line0 + len(counts), dtype=np.int64))
+            line_parts.append(np.arange(line0, line0 + len(cols[0]), dtype=np.int64))
         else:
             cols = [[] for _ in fields]
             lines: List[int] = []
