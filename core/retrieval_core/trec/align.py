@@ -162,6 +162,7 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     ideal_offsets = np.zeros(len(query_ids) + 1, np.int64)
     np.cumsum(np.bincount(iq, minlength=len(query_ids)), out=ideal_offsets[1:])
     t = torch.from_numpy
-    return Aligned(query_ids, run.docs, t(offsets), t(np.ascontiguousarray(eq)), t(np.ascontiguousarray(rank)),
-                   t(np.ascontiguousarray(rdoc)), run.score[torch.from_numpy(keep)], t(rel), t(found), t(gain), t(judged),
-                   t(relevant), t(np.ascontiguousarray(n_relevant)), t(ig), t(ideal_offsets), level)
+    c = np.ascontiguousarray
+    return Aligned(query_ids, run.docs, t(offsets), t(c(eq)), t(c(rank)), t(c(rdoc)), run.score[torch.from_numpy(keep)],
+                   t(rel), t(found), t(gain), t(judged), t(relevant), t(c(n_relevant)), t(ig), t(ideal_offsets),
+                   level)

@@ -18,8 +18,10 @@ name raises, listing every one of them (``split_measures`` returns them instead)
   ``num_rel_ret``, ``num_nonrel_judged_ret``, ``iprec_at_recall@x``.
 
 Example:
-    >>> parse_measures(["P_5", "P@5", "precision@10", "recip_rank", "AP@10", "iprec_at_recall..1"])
-    [('precision@5', 'P_5'), ('precision@10', 'P_10'), ('mrr', 'recip_rank'), ('map@10', 'map_cut_10'), ('iprec_at_recall@0.1', 'iprec_at_recall_0.10')]
+    >>> parse_measures(["P_5", "P@5", "precision@10", "recip_rank", "AP@10"])
+    [('precision@5', 'P_5'), ('precision@10', 'P_10'), ('mrr', 'recip_rank'), ('map@10', 'map_cut_10')]
+    >>> parse_measures("iprec_at_recall..1")
+    [('iprec_at_recall@0.1', 'iprec_at_recall_0.10')]
     >>> split_measures(["ndcg_cut.5,10", "infAP", "ERR@20"])
     ([('ndcg@5', 'ndcg_cut_5'), ('ndcg@10', 'ndcg_cut_10')], ['infAP', 'ERR@20'])
 """
