@@ -209,3 +209,12 @@ def test_regular_chunk_detection(text, regular):
     assert _parse._regular(np, text, 2) is regular
     if regular:
         assert len(text.split()) == 2 * text.count(b"\n")
+
+
+def test_missing_numpy_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    p = write(tmp_path, "qrels", "q 0 a 1\n")
+    monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy now fails
+    with pytest.raises(ImportError, match=r"needs numpy: pip install 'retrieval-metrics\[cli\]'"):
+        read_qrels(p)

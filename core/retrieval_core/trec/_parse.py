@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
-from ..optional import require
+from retrieval_core.optional import require
 
 CHUNK = 1 << 23  # bytes per chunk (whole lines): bounds the memory of the token lists
 
