@@ -218,3 +218,18 @@ def test_missing_numpy_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy now fails
     with pytest.raises(ImportError, match=r"needs numpy: pip install 'retrieval-metrics\[cli\]'"):
         read_qrels(p)
+
+
+def test_align_edge_cases():
+    empty_run, empty_qrels = run_from_dict({}), qrels_from_dict({})
+    qrels = qrels_from_dict({"q": {"a": 1}})
+    run = run_from_dict({"other": {"a": 1.0}})
+    for r, q, complete, n in [(empty_run, empty_qrels, True, 0), (run, empty_qrels, False, 0), (empty_run, qrels, False, 0),
+                              (empty_run, qrels, True, 1), (run, qrels, False, 0), (run, qrels, True, 1)]:
+        al = align(r, q, complete=complete)
+        assert len(al.query_ids) == n and al.num_ret.sum().item() == 0 and al.ideal_dense().shape[0] == n
+        assert al.n_relevant.tolist() == [1] * n
+    with pytest.raises(ValueError, match="max_per_query must be a non-negative int"):
+        align(run, qrels, max_per_query=-1)
+    with pytest.raises(TypeError, match="level must be an int"):
+        align(run, qrels, level=1.5)

@@ -121,8 +121,9 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
 
     rq = run.query.numpy()
     rank = run.rank.numpy()
-    eq = eval_of_qrels[run_to_qrels[rq]] if len(rq) else rq
-    eq = np.where(run_to_qrels[rq] >= 0, eq, -1) if len(rq) else eq
+    in_qrels = run_to_qrels[rq]
+    eq = np.full(len(rq), -1, np.int64)
+    eq[in_qrels >= 0] = eval_of_qrels[in_qrels[in_qrels >= 0]]
     keep = eq >= 0
     if max_per_query is not None:
         keep &= rank <= max_per_query
