@@ -224,8 +224,9 @@ def test_align_edge_cases():
     empty_run, empty_qrels = run_from_dict({}), qrels_from_dict({})
     qrels = qrels_from_dict({"q": {"a": 1}})
     run = run_from_dict({"other": {"a": 1.0}})
-    for r, q, complete, n in [(empty_run, empty_qrels, True, 0), (run, empty_qrels, False, 0), (empty_run, qrels, False, 0),
-                              (empty_run, qrels, True, 1), (run, qrels, False, 0), (run, qrels, True, 1)]:
+    cases = [(empty_run, empty_qrels, True, 0), (run, empty_qrels, False, 0), (empty_run, qrels, False, 0),
+             (empty_run, qrels, True, 1), (run, qrels, False, 0), (run, qrels, True, 1)]
+    for r, q, complete, n in cases:
         al = align(r, q, complete=complete)
         assert len(al.query_ids) == n and al.num_ret.sum().item() == 0 and al.ideal_dense().shape[0] == n
         assert al.n_relevant.tolist() == [1] * n
