@@ -1,0 +1,335 @@
+"""TREC qrels and runs: readers, writers, and ranx/ir_measures-style dicts, as tensors with id maps.
+
+* qrels: ``qid iter docid rel`` (exactly four fields; ``iter`` ignored; ``rel`` an
+  integer, negative = in the pool but unjudged, as trec_eval reads it);
+* runs: ``qid Q0 docid rank score tag`` (at least six fields, the rest ignored; the
+  rank column is ignored: the order is score descending, ties broken by docid
+  descending in byte order, exactly as trec_eval sorts; the tag kept is the last
+  line's, as trec_eval does).
+
+``#`` comment lines and blank lines are skipped. Query ids are sorted in byte order
+(trec_eval's order). Documents live in a :class:`Vocabulary` that a qrels and a run
+can share (``read_run(path, docs=qrels.docs)``), so a doc index means the same
+document in both. Reading needs numpy (``pip install 'retrieval-metrics[cli]'``).
+
+Example:
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(d, "qrels"), "w").write("q1 0 a 1\\nq1 0 b 0\\nq2 0 c 2\\n")
+    >>> _ = open(os.path.join(d, "run"), "w").write("q1 Q0 b 1 0.5 x\\nq1 Q0 a 2 0.9 x\\nq2 Q0 c 1 3 x\\n")
+    >>> qrels = read_qrels(os.path.join(d, "qrels"))
+    >>> run = read_run(os.path.join(d, "run"), docs=qrels.docs)
+    >>> run.query_ids, [run.docs[i] for i in run.doc.tolist()], run.score.tolist(), run.tag
+    (('q1', 'q2'), ['a', 'b', 'c'], [0.9, 0.5, 3.0], 'x')
+    >>> qrels.n_relevant().tolist(), run_from_dict(run.to_dict()).to_dict() == run.to_dict()
+    ([1, 1], True)
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from . import _parse
+from ._parse import numpy
+
+__all__ = ["Vocabulary", "Qrels", "Run", "read_qrels", "read_run", "qrels_from_dict", "run_from_dict"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Vocabulary:
+    """Document ids (utf-8 bytes) and their indices; append-only, so indices never change.
+
+    Example:
+        >>> v = Vocabulary(["d1", "d2"])
+        >>> len(v), v[1], v.index("d2"), v.get("zz"), v.add(b"d3"), v.ids()
+        (2, 'd2', 1, -1, 2, ['d1', 'd2', 'd3'])
+    """
+
+    def __init__(self, ids: Sequence[str] = ()):
+        np = numpy()
+        self.array = np.zeros(0, "S1")  # the ids, index order (numpy bytes)
+        self._positions: Optional[Dict[bytes, int]] = None
+        if len(ids):
+            self.extend(np.array([i.encode("utf-8", "surrogateescape") for i in ids], dtype=bytes))
+
+    def _codes(self, arr, add: bool):
+        np = numpy()
+        n0 = len(self.array)
+        both = np.concatenate([self.array, arr]) if n0 else arr
+        first, inv = _parse.factorize(np, both)
+        old = first < n0  # groups that are ids already here (their first member is the id itself)
+        group_code = np.full(len(first), -1, np.int64)
+        group_code[old] = first[old]
+        if add:
+            new = np.flatnonzero(~old)
+            group_code[new] = n0 + np.arange(len(new))
+            if len(new):
+                self.array = np.concatenate([self.array, both[first[new]]]) if n0 else both[first[new]]
+                self._positions = None
+        return group_code[inv[n0:]]
+
+    def extend(self, arr):
+        """Indices of the ids of ``arr`` (numpy bytes array), the new ones appended."""
+        return self._codes(arr, add=True)
+
+    def find(self, arr):
+        """Indices of the ids of ``arr`` (numpy bytes array), -1 for those absent."""
+        return self._codes(arr, add=False)
+
+    def add(self, key: bytes) -> int:
+        """Index of ``key`` (bytes), added at the end when new."""
+        return int(self.extend(numpy().array([key], dtype=bytes))[0])
+
+    @property
+    def positions(self) -> Dict[bytes, int]:
+        """``{id bytes: index}`` (built on first use)."""
+        if self._positions is None:
+            self._positions = {k: i for i, k in enumerate(self.array.tolist())}
+        return self._positions
+
+    def key(self, i: int) -> bytes:
+        return bytes(self.array[i])
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, i: int) -> str:
+        return self.key(i).decode("utf-8", "surrogateescape")
+
+    def index(self, doc_id: str) -> int:
+        """Index of ``doc_id``; KeyError when absent."""
+        return self.positions[doc_id.encode("utf-8", "surrogateescape")]
+
+    def get(self, doc_id: str) -> int:
+        """Index of ``doc_id``, or -1 when absent."""
+        return self.positions.get(doc_id.encode("utf-8", "surrogateescape"), -1)
+
+    def ids(self) -> List[str]:
+        """Every id, in index order."""
+        return [k.decode("utf-8", "surrogateescape") for k in self.array.tolist()]
+
+
+def _query_codes(np, qcol):
+    """Query ids sorted in byte order (trec_eval's strcmp order) and each record's index among them."""
+    n = len(qcol)
+    if n == 0:
+        return (), np.zeros(0, np.int64)
+    heads = np.flatnonzero(np.concatenate([[True], qcol[1:] != qcol[:-1]]))  # runs of one query
+    first, inv = _parse.factorize(np, qcol[heads])
+    keys = qcol[heads][first].tolist()
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    new = np.empty(len(keys), np.int64)
+    new[order] = np.arange(len(keys))
+    run_lengths = np.diff(np.append(heads, n))
+    return tuple(keys[i].decode("utf-8", "surrogateescape") for i in order), np.repeat(new[inv], run_lengths)
+
+
+def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary, query_ids) -> None:
+    key = q * max(n_docs, 1) + d
+    ks = np.sort(key)
+    if len(ks) > 1 and (ks[1:] == ks[:-1]).any():
+        order = np.argsort(key, kind="stable")
+        ks = key[order]
+        dup = np.flatnonzero(ks[1:] == ks[:-1])
+        a, b = order[dup[0]], order[dup[0] + 1]
+        where = f"lines {int(lines[a])} and {int(lines[b])}" if lines is not None else "twice"
+        raise ValueError(f"{path}: document {docs[int(d[a])]!r} appears twice for query "
+                         f"{query_ids[int(q[a])]!r} ({where}); trec_eval refuses duplicates too")
+
+
+@dataclass(frozen=True, eq=False)
+class Qrels:
+    """Judgements, sorted by query: ``query`` (index into ``query_ids``), ``doc`` (index into
+    ``docs``), ``rel`` (int64; < 0: in the pool but unjudged). All tensors are CPU int64."""
+
+    query_ids: Tuple[str, ...]
+    docs: Vocabulary
+    query: Tensor
+    doc: Tensor
+    rel: Tensor
+
+    def __len__(self) -> int:
+        return int(self.rel.numel())
+
+    @property
+    def judged(self) -> Tensor:
+        """Judgements with rel >= 0 (a negative rel is in the pool but unjudged)."""
+        return self.rel >= 0
+
+    def n_relevant(self, level: int = 1) -> Tensor:
+        """R per query: judgements with rel >= ``level`` (trec_eval ``-l``; never a negative rel)."""
+        hit = (self.rel >= level) & self.judged
+        return torch.zeros(len(self.query_ids), dtype=torch.int64).index_add_(0, self.query, hit.long())
+
+    def to_dict(self) -> Dict[str, Dict[str, int]]:
+        """``{qid: {docid: rel}}`` (ranx / ir_measures / pytrec_eval qrels)."""
+        out: Dict[str, Dict[str, int]] = {q: {} for q in self.query_ids}
+        for q, d, r in zip(self.query.tolist(), self.doc.tolist(), self.rel.tolist()):
+            out[self.query_ids[q]][self.docs[d]] = r
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """Ranked results in trec_eval's order (query, then score descending, then docid descending):
+    ``query`` (index into ``query_ids``), ``doc`` (index into ``docs``), ``score`` float64;
+    ``offsets[i]:offsets[i + 1]`` are query i's entries, first ranked first."""
+
+    query_ids: Tuple[str, ...]
+    docs: Vocabulary
+    query: Tensor
+    doc: Tensor
+    score: Tensor
+    offsets: Tensor
+    tag: str
+
+    def __len__(self) -> int:
+        return int(self.score.numel())
+
+    @property
+    def rank(self) -> Tensor:
+        """1-based rank of every entry within its query."""
+        return torch.arange(len(self), dtype=torch.int64) - self.offsets[self.query] + 1
+
+    def to_dict(self) -> Dict[str, Dict[str, float]]:
+        """``{qid: {docid: score}}`` (ranx / ir_measures / pytrec_eval run)."""
+        out: Dict[str, Dict[str, float]] = {q: {} for q in self.query_ids}
+        for q, d, s in zip(self.query.tolist(), self.doc.tolist(), self.score.tolist()):
+            out[self.query_ids[q]][self.docs[d]] = s
+        return out
+
+
+def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabulary]) -> Qrels:
+    docs = Vocabulary() if docs is None else docs
+    query_ids, q = _query_codes(np, qcol)
+    d = docs.extend(dcol)
+    _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids)
+    order = np.lexsort((d, q))
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a[order], dtype=np.int64))  # noqa: E731
+    return Qrels(query_ids, docs, t(q), t(d), t(rel))
+
+
+def _trec_order(np, q, d, score, docs: Vocabulary):
+    """Entries reordered as trec_eval ranks them: query, score descending, docid descending (bytes).
+
+    Runs are usually written in that order already: then nothing is sorted. Otherwise one sort
+    by (query, score); only the entries tied on both are then reordered by their docids.
+    """
+    n = len(q)
+    if n < 2:
+        return q, d, score
+    same_q = q[1:] == q[:-1]
+    if not ((q[1:] > q[:-1]) | (same_q & (score[1:] <= score[:-1]))).all():
+        order = np.lexsort((-score, q))
+        q, d, score = q[order], d[order], score[order]
+        same_q = q[1:] == q[:-1]
+    tie = same_q & (score[1:] == score[:-1])  # entry i + 1 is tied with entry i
+    if not tie.any():
+        return q, d, score
+    member = np.zeros(n, bool)
+    member[1:] |= tie
+    member[:-1] |= tie
+    pos = np.flatnonzero(member)
+    group = np.cumsum(~np.concatenate([[False], tie])[pos])  # a new group where not tied to the previous
+    tied_docs = sorted(set(d[pos].tolist()), key=docs.key)
+    ordinal = {doc: i for i, doc in enumerate(tied_docs)}
+    rank = np.array([ordinal[x] for x in d[pos].tolist()], dtype=np.int64)
+    # groups are contiguous and share query and score: only the documents move, inside each group
+    d = d.copy()
+    d[pos] = d[pos[np.lexsort((-rank, group))]]
+    return q, d, score
+
+
+def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary]) -> Run:
+    docs = Vocabulary() if docs is None else docs
+    query_ids, q = _query_codes(np, qcol)
+    d = docs.extend(dcol)
+    _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids)
+    q, d, score = _trec_order(np, q, d, score, docs)
+    offsets = np.zeros(len(query_ids) + 1, np.int64)
+    np.cumsum(np.bincount(q, minlength=len(query_ids)), out=offsets[1:])
+    t = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a, dtype=dt))  # noqa: E731
+    return Run(query_ids, docs, t(q, np.int64), t(d, np.int64), t(score, np.float64), t(offsets, np.int64), tag)
+
+
+def _read_bytes(path: PathLike) -> Tuple[bytes, str]:
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        return f.read(), name
+
+
+def read_qrels(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Qrels:
+    """Read a TREC qrels file (``qid iter docid rel``); ``docs``: a vocabulary to share (extended)."""
+    np = numpy()
+    data, name = _read_bytes(path)
+    (qcol, dcol, rcol), lines = _parse.parse_table(data, name, 4, exact=True, fields=(0, 2, 3))
+    rel = _parse.to_int(np, rcol, lines, name, "the relevance (4th field)")
+    return _build_qrels(np, qcol, dcol, rel, lines, name, docs)
+
+
+def read_run(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Run:
+    """Read a TREC run file (``qid Q0 docid rank score tag``); ``docs``: a vocabulary to share
+    (e.g. ``qrels.docs``; extended with the run's new documents)."""
+    np = numpy()
+    data, name = _read_bytes(path)
+    (qcol, dcol, scol), lines = _parse.parse_table(data, name, 6, exact=False, fields=(0, 2, 4))
+    score = _parse.to_float(np, scol, lines, name, "the score (5th field)")
+    tag = ""
+    if len(lines):  # the last record's sixth field (trec_eval keeps the last line's tag)
+        n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
+        end = len(data)
+        for _ in range(n_lines - int(lines[-1]) + data.endswith(b"\n")):  # the lines after it
+            end = data.rfind(b"\n", 0, end)
+        start = data.rfind(b"\n", 0, end) + 1
+        tag = data[start:end].split()[5].decode("utf-8", "surrogateescape")
+    return _build_run(np, qcol, dcol, score, lines, name, tag, docs)
+
+
+def _dict_columns(d: Mapping, what: str):
+    if not isinstance(d, Mapping):
+        raise TypeError(f"{what} must be a dict {{qid: {{docid: value}}}}; got {type(d).__name__}")
+    qcol, dcol, vals = [], [], []
+    for qid, docs in d.items():
+        if not isinstance(qid, str) or not isinstance(docs, Mapping):
+            raise TypeError(f"{what}: each entry must be qid (str) -> {{docid (str): value}}; got "
+                            f"{qid!r} -> {type(docs).__name__}")
+        qb = qid.encode("utf-8", "surrogateescape")
+        for doc, v in docs.items():
+            if not isinstance(doc, str):
+                raise TypeError(f"{what}: query {qid!r}: doc ids must be str; got {doc!r}")
+            qcol.append(qb)
+            dcol.append(doc.encode("utf-8", "surrogateescape"))
+            vals.append(v)
+    np = numpy()
+    as_bytes = lambda col: np.array(col, dtype=bytes) if col else np.zeros(0, "S1")  # noqa: E731
+    return as_bytes(qcol), as_bytes(dcol), vals
+
+
+def qrels_from_dict(qrels: Mapping[str, Mapping[str, int]], *, docs: Optional[Vocabulary] = None) -> Qrels:
+    """A :class:`Qrels` from ``{qid: {docid: rel}}`` (integer relevance)."""
+    np = numpy()
+    qcol, dcol, vals = _dict_columns(qrels, "qrels")
+    for (q, dd, v) in zip(qcol.tolist(), dcol.tolist(), vals):
+        if isinstance(v, bool) or not float(v).is_integer():
+            raise ValueError(f"qrels: query {q.decode()!r}, doc {dd.decode()!r}: relevance must be an integer; "
+                             f"got {v!r}")
+    rel = np.array([int(v) for v in vals], dtype=np.int64)
+    return _build_qrels(np, qcol, dcol, rel, None, "qrels", docs)
+
+
+def run_from_dict(run: Mapping[str, Mapping[str, float]], *, tag: str = "run",
+                  docs: Optional[Vocabulary] = None) -> Run:
+    """A :class:`Run` from ``{qid: {docid: score}}``, ranked as trec_eval ranks it."""
+    np = numpy()
+    qcol, dcol, vals = _dict_columns(run, "run")
+    score = np.array(vals, dtype=np.float64) if vals else np.zeros(0, np.float64)
+    if not np.isfinite(score).all():
+        i = int(np.flatnonzero(~np.isfinite(score))[0])
+        raise ValueError(f"run: query {qcol[i].decode()!r}, doc {dcol[i].decode()!r}: scores must be finite; "
+                         f"got {vals[i]!r}")
+    return _build_run(np, qcol, dcol, score, None, "run", tag, docs)

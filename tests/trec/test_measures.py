@@ -1,0 +1,93 @@
+"""Measure names of trec_eval, ir_measures and ours parse to the same canonical keys."""
+from __future__ import annotations
+
+import pytest
+
+import retrieval_core
+from retrieval_core.trec import parse_measures, split_measures
+from retrieval_core.trec.measures import CUTOFFS, NEW_KEYS
+
+# every row: names from the three vocabularies that mean the same measure, its key, its trec_eval name
+SAME = [
+    (["map", "AP"], "map", "map"),
+    (["P_5", "P.5", "P@5", "precision@5"], "precision@5", "P_5"),
+    (["recall_100", "recall.100", "R@100", "recall@100"], "recall@100", "recall_100"),
+    (["ndcg", "nDCG", "nDCG(dcg='log2')"], "ndcg", "ndcg"),
+    (["ndcg_cut_10", "ndcg_cut.10", "nDCG@10", "ndcg@10"], "ndcg@10", "ndcg_cut_10"),
+    (["recip_rank", "RR", "mrr"], "mrr", "recip_rank"),
+    (["Rprec", "r_precision"], "r_precision", "Rprec"),
+    (["success_1", "success.1", "Success@1", "hit_rate@1", "cmc@1"], "hit_rate@1", "success_1"),
+    (["map_cut_10", "map_cut.10", "AP@10", "map@10"], "map@10", "map_cut_10"),
+    (["bpref", "Bpref"], "bpref", "bpref"),
+    (["num_ret", "NumRet"], "num_ret", "num_ret"),
+    (["num_rel", "NumRel"], "num_rel", "num_rel"),
+    (["num_rel_ret", "NumRelRet"], "num_rel_ret", "num_rel_ret"),
+    (["num_q", "NumQ"], "num_q", "num_q"),
+    (["gm_map"], "gm_map", "gm_map"),
+    (["iprec_at_recall_0.10", "iprec_at_recall..10", "iprec_at_recall.0.1", "IPrec@0.1", "iprec_at_recall@0.1"],
+     "iprec_at_recall@0.1", "iprec_at_recall_0.10"),
+]
+
+
+@pytest.mark.parametrize("names, key, trec", SAME, ids=[row[1] for row in SAME])
+def test_every_spelling_parses_to_one_key(names, key, trec):
+    for name in names:
+        assert parse_measures([name]) == [(key, trec)], name
+    assert parse_measures(names) == [(key, trec)]  # one key, given once
+
+
+def test_existing_keys_are_valid_core_keys():
+    for _, key, _ in SAME:
+        if key.split("@")[0] not in NEW_KEYS:
+            (parsed,) = retrieval_core.parse_metrics([key])
+            assert parsed.key == key
+
+
+def test_default_cutoff_sets():
+    assert parse_measures("P") == [(f"precision@{k}", f"P_{k}") for k in (5, 10, 15, 20, 30, 100, 200, 500, 1000)]
+    assert [t for _, t in parse_measures("success")] == ["success_1", "success_5", "success_10"]
+    assert [t for _, t in parse_measures("iprec_at_recall")] == [f"iprec_at_recall_{i / 10:.2f}" for i in range(11)]
+    assert parse_measures("P.5,7,3") == [("precision@5", "P_5"), ("precision@7", "P_7"), ("precision@3", "P_3")]
+    assert len(CUTOFFS) == 9
+
+
+def test_official_set_equals_trec_eval_default_output_names():
+    from pathlib import Path
+
+    from retrieval_core.trec import read_trec_eval_output
+    names = list(read_trec_eval_output(Path(__file__).parent / "data" / "out.test")["all"])
+    assert names[0] == "runid"  # the run's tag, not a measure
+    for spelled in ("official", "-m official", "-mofficial"):
+        assert [t for _, t in parse_measures(spelled)] == names[1:]
+
+
+def test_all_trec_is_reported_with_its_unsupported_members():
+    pairs, bad = split_measures(["-m all_trec", "P_5"])
+    assert pairs == [("precision@5", "P_5")]
+    assert len(bad) == 1 and bad[0].startswith("-m all_trec (unsupported: relstring, unj, rbp")
+    with pytest.raises(ValueError, match=r"unsupported measure names: all_trec \(unsupported: relstring"):
+        parse_measures("all_trec")
+
+
+def test_unsupported_names_are_all_listed_never_dropped():
+    with pytest.raises(ValueError) as err:
+        parse_measures(["map", "infAP", "ERR@10", "P(rel=2)@5", "ndcg.1=3,2=9", "P_0", "runid", "map_5"])
+    text = str(err.value)
+    for name in ("infAP", "ERR@10", "P(rel=2)@5", "ndcg.1=3,2=9", "P_0", "runid", "map_5"):
+        assert name in text
+    assert "relevance level is one setting" in text and "a cutoff must be a positive integer" in text
+    names = ["map", "infAP", "ERR@10", "P(rel=2)@5", "ndcg.1=3,2=9", "P_0", "runid", "map_5"]
+    assert split_measures(names) == ([("map", "map")], names[1:])
+    assert split_measures(["infAP", "map"]) == ([("map", "map")], ["infAP"])
+
+
+def test_our_keys_without_trec_eval_name():
+    assert parse_measures(["mrr@10", "ndcg_exp@5", "precision@r", "nDCG(dcg='exp-log2')@10", "RR@10"]) == [
+        ("mrr@10", None), ("ndcg_exp@5", None), ("precision@r", None), ("ndcg_exp@10", None)]
+
+
+def test_bad_types_and_levels():
+    with pytest.raises(TypeError, match="measure names are strings"):
+        parse_measures([5])
+    with pytest.raises(ValueError, match=r"a recall level must be a number in \[0, 1\]"):
+        parse_measures("IPrec@1.5")
