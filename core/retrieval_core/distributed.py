@@ -155,22 +155,24 @@ def row_rtol(dtype: torch.dtype) -> float:
 _CHUNK_ELEMENTS = 1 << 24  # rows compared per step: bounded temporaries (64 MiB of float32)
 
 
-def _rows_differ(a: Tensor, other: Tensor) -> Tensor:
+def _rows_differ(a: Tensor, other: Tensor, exact: bool = False) -> Tensor:
     """``[n]`` bool: row ``i`` of ``a`` differs from row ``other[i]``. Integers and
     bools: any entry. Floats: NaN equals NaN, infinities must match, and every other
     pair ``x, y`` must satisfy ``|x - y| <= row_rtol(dtype) * m``, ``m`` the largest
-    finite magnitude in the two rows."""
+    finite magnitude in the two rows (``exact``: ``x == y``)."""
     n = a.shape[0]
     flat = a.reshape(n, -1)
     if flat.shape[1] == 0:
         return torch.zeros(n, dtype=torch.bool, device=a.device)
     step = max(1, _CHUNK_ELEMENTS // flat.shape[1])
-    return torch.cat([_chunk_differs(flat[i:i + step], flat[other[i:i + step]]) for i in range(0, n, step)])
+    return torch.cat([_chunk_differs(flat[i:i + step], flat[other[i:i + step]], exact) for i in range(0, n, step)])
 
 
-def _chunk_differs(x: Tensor, y: Tensor) -> Tensor:
+def _chunk_differs(x: Tensor, y: Tensor, exact: bool = False) -> Tensor:
     if not (x.is_floating_point() or x.is_complex()):
         return (x != y).any(1)
+    if exact:
+        return ((x != y) & ~(torch.isnan(x) & torch.isnan(y))).any(1)
     rtol = row_rtol(x.dtype)
     if x.is_floating_point() and x.element_size() < 4:
         x, y = x.float(), y.float()  # exact: every 16-bit value is a float32
@@ -192,10 +194,12 @@ def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]]
     :func:`row_rtol` of the rows' largest magnitude: a repeat recomputed in another
     batch differs by rounding); otherwise the ids do not identify items (e.g.
     counted from 0 in every batch) and a ``ValueError`` names some of them
-    (``names``: what each array is, for that message). ``max_repeats``: the most
-    rows that may repeat an id (DistributedSampler pads ``world size - 1`` samples at
-    most, each one row when a row is a sample); more is the same ``ValueError``,
-    whatever the rows, so that no tolerance can hide ids that do not identify items.
+    (``names``: what each array is, for that message). A repeat with the same bits
+    is always dropped. A repeat that is close but not the same (a copy recomputed in
+    another batch) is one only padding makes: ``max_repeats`` bounds how many there
+    may be (DistributedSampler pads ``world size - 1`` samples at most, each one row
+    when a row is a sample), and more is a ``ValueError`` too, so that no tolerance
+    can hide ids that do not identify items (a dominant feature, an offset).
     Vectorised; one host sync (plus none when ``ids`` is empty).
 
     Example:
@@ -222,6 +226,9 @@ def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]]
     first_of_row = torch.empty_like(order).scatter_(0, order, order[first_sorted])
     differs = [_rows_differ(a, first_of_row) for a in arrays]
     any_differs = torch.stack(differs).any(0) if differs else torch.zeros(n, dtype=torch.bool, device=device)
+    # repeats that are close but not the same bits: recomputed copies, which only padding makes
+    inexact = torch.stack([_rows_differ(a, first_of_row, exact=True) for a in arrays]).any(0).sum() \
+        if arrays else torch.zeros((), dtype=torch.int64, device=device)
     bad_group = torch.zeros(n, dtype=torch.int64, device=device).scatter_reduce(
         0, group_of_row, any_differs.to(torch.int64), "amax")
     group_ids = torch.zeros_like(sorted_ids).scatter_(0, group, sorted_ids)
@@ -229,16 +236,16 @@ def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]]
     shown = torch.topk(torch.where(bad_group > 0, group_ids.to(torch.int64), sentinel),
                        min(_SHOWN_IDS, n), largest=False).values
     counts = torch.stack([d.sum() for d in differs]) if differs else torch.zeros(0, dtype=torch.int64, device=device)
-    summary = torch.cat([starts.sum().view(1), bad_group.sum().view(1), counts, shown]).tolist()
-    n_keep, n_bad = summary[0], summary[1]
-    if max_repeats is not None and n - n_keep > max_repeats:
+    summary = torch.cat([starts.sum().view(1), bad_group.sum().view(1), inexact.view(1), counts, shown]).tolist()
+    n_keep, n_bad, n_inexact = summary[:3]
+    if max_repeats is not None and n_inexact > max_repeats and not n_bad:
         raise ValueError(
-            f"{n - n_keep} row{'s repeat' if n - n_keep > 1 else ' repeats'} an id, more than the {max_repeats} that "
-            "DistributedSampler's padding can add "
-            f"over {max_repeats + 1} process{'es' if max_repeats else ''}: ids must identify dataset items (for "
-            "example the dataset index of each sample, not a position counted from 0 in every batch)")
+            f"{n_inexact} row{'s repeat' if n_inexact > 1 else ' repeats'} an id with values close to but not the same "
+            f"as its first row's, more than the {max_repeats} recomputed copies that DistributedSampler's padding "
+            f"can add over {max_repeats + 1} process{'es' if max_repeats else ''}: ids must identify dataset items "
+            "(for example the dataset index of each sample, not a position counted from 0 in every batch)")
     if n_bad:
-        counts, shown = summary[2:2 + len(arrays)], summary[2 + len(arrays):][: min(n_bad, _SHOWN_IDS)]
+        counts, shown = summary[3:3 + len(arrays)], summary[3 + len(arrays):][: min(n_bad, _SHOWN_IDS)]
         labels = list(names) if names is not None else [f"array {i}" for i in range(len(arrays))]
         where = ", ".join(f"{lab}: {c} row{'s' if c > 1 else ''}" for lab, c in zip(labels, counts) if c)
         listed = ", ".join(map(str, shown)) + (f" and {n_bad - len(shown)} more" if n_bad > len(shown) else "")

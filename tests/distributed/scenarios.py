@@ -16,7 +16,7 @@ Shares:
 
 Repeated ids: DistributedSampler's padding repeats a sample, which is dropped (also
 when the repeat was recomputed with a rounding-level difference); ids counted from 0
-in every batch repeat more than padding can, an error on every rank. Labels and
+in every batch repeat with different rows, an error on every rank. Labels and
 embeddings of every dtype that one process accepts sync exactly.
 """
 from __future__ import annotations
@@ -147,7 +147,7 @@ def _padding_recomputed_case(rank: int, world: int) -> Any:
 
 
 def _ids_from_zero_case(kind: str) -> Callable[[int, int], Any]:
-    """ids counted from 0 in every batch: more rows repeat an id than padding adds (an error)."""
+    """ids counted from 0 in every batch: they repeat with different rows (an error)."""
     def case(rank: int, world: int) -> Any:
         if kind == "ranking":
             preds, target, _ = _ranking_data()
