@@ -101,10 +101,10 @@ def test_the_suite_runs_against_the_installed_wheel():
     wheel ``make test`` built (pip's direct_url.json), and never from the source tree."""
     site = Path(sysconfig.get_paths()["purelib"]).resolve()
     source = Path(os.environ["RETRIEVAL_METRICS_SOURCE"]).resolve()
-    for name in PACKAGES:
+    for name, folder in PACKAGES.items():
         where = Path(importlib.import_module(name).__file__).resolve()
         assert site in where.parents, f"{name} was imported from {where}, not from {site}"
-        assert source not in where.parents, f"{name} was imported from the source tree: {where}"
+        assert (source / folder).resolve() not in where.parents, f"{name} was imported from the source tree: {where}"
     dist = metadata.distribution("retrieval-metrics")
     direct = json.loads(dist.read_text("direct_url.json") or "{}")
     assert direct.get("url", "").endswith(Path(WHEEL).name), direct
