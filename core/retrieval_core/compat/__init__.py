@@ -1,0 +1,1 @@
+"""Drop-in functions with the signatures and return structures of other libraries."""
