@@ -153,9 +153,16 @@ def test_pcf_and_topological_hand_case():
     x = torch.tensor([[0.0, 0, 0, 0], [1, 0, 0, 0], [3, 0, 0, 0]], dtype=torch.float64)
     got = C.calc_pcf(x, (0.5, 1.0))
     assert got.dtype == torch.float64 and torch.allclose(got, torch.tensor([1 / 4, 4 / 4], dtype=torch.float64))
-    topo = C.calc_topological_metrics(x, (0.5,), categories=np.array(["z", "a", "z"]))
+    y = torch.cat([x, torch.tensor([[0.0, 2, 0, 0]], dtype=torch.float64)])
+    topo = C.calc_topological_metrics(y, (0.5,), categories=np.array(["z", "a", "z", "a"]))
     assert list(topo) == ["OVERALL", "a", "z"] and list(topo["z"]) == ["pcf"]
+    # two points per category: one component of 4
+    assert torch.equal(topo["a"]["pcf"][0.5], torch.tensor(0.25, dtype=torch.float64))
     assert C.calc_topological_metrics(x, ()) == {}
+    # the core's conventions (docs/compat_oml.md): no variance is undefined, one embedding an error
+    assert torch.isnan(C.calc_pcf(torch.ones(3, 4), (0.5,))).all()
+    with pytest.raises(ValueError, match="pcf needs at least 2 embeddings"):
+        C.calc_pcf(torch.ones(1, 4), (0.5,))
 
 
 # ---------------------------------------------------------------- random cases, devices
