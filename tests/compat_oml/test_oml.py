@@ -42,7 +42,7 @@ def reference(retrieved, gt, k):
 def random_case(rng, n_queries, gallery=12):
     retrieved, gt = [], []
     for _ in range(n_queries):
-        length = rng.choice([0, 1, 3, 5, 8, 12])
+        length = min(gallery, rng.choice([0, 1, 3, 5, 8, 12]))
         retrieved.append(rng.sample(range(gallery), length))
         gt.append(rng.sample(range(gallery + 3), rng.choice([0, 0, 1, 2, 4, 7])))  # ids past the gallery too
     return retrieved, gt
