@@ -1,6 +1,8 @@
 """Drop-in replacements for other libraries' evaluation APIs, computed by the core.
 
 * :mod:`retrieval_core.compat.pml`: pytorch-metric-learning's ``AccuracyCalculator``.
+* :mod:`retrieval_core.compat.oml`: open-metric-learning's functional metrics
+  (``calc_retrieval_metrics``, ``calc_cmc``, ``calc_precision``, ``calc_map``, ...).
 
 Example:
     >>> from retrieval_core.compat.pml import AccuracyCalculator
