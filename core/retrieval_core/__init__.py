@@ -22,6 +22,7 @@ from .confidence import rank_correlation
 from .embeddings import evaluate_embeddings
 from .evaluate import QueryValues, evaluate_scores, ranking_values, score_values
 from .ranking import Ranking
+from .ranked import evaluate_ranked
 from .registry import ALIASES, REGISTRY, MetricKey, known_metrics, metric_key, parse_metrics
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "compare",
     "compare_many",
     "evaluate_embeddings",
+    "evaluate_ranked",
     "evaluate_scores",
     "group_flat",
     "known_metrics",

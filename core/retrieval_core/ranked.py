@@ -1,0 +1,186 @@
+"""Already-ranked lists: gains in rank order, with R (and the ideal gains) given from
+outside the list, as a retrieval run, OML's ``gt_tops``/``n_gts`` or PML's
+``knn_labels`` hold them.
+
+A list need not hold every relevant item: ``n_relevant`` (R) counts the relevant
+items of the whole collection, so ``map``, ``recall@k``, ``r_precision`` and the
+nDCG ideal use it (trec_eval's semantics: an unretrieved relevant item adds 0 to
+the numerators and 1 to R).
+
+Example:
+    >>> import torch
+    >>> gains = torch.tensor([[1, 0, 1], [0, 0, 0]])   # two queries, their top 3
+    >>> r = evaluate_ranked(gains, ["map", "recall@3", "r_precision"], n_relevant=torch.tensor([4, 1]))
+    >>> [round(r[k].item(), 4) for k in ("map", "recall@3", "r_precision")]
+    [0.2083, 0.25, 0.25]
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from .aggregate import MetricResults, aggregate
+from .evaluate import ranking_values
+from .ranking import Ranking
+from .registry import AT_R, parse_metrics
+from .validate import check_per_query_keys, check_score_options, check_stats_options
+
+__all__ = ["evaluate_ranked", "ranked_lists"]
+
+# keys that need every candidate's position, which a list cut from a larger collection lacks
+_NEED_ALL_CANDIDATES = ("auroc", "fall_out")
+
+
+def _as_gains(gains: Tensor, name: str = "gains") -> Tensor:
+    if not isinstance(gains, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; got {type(gains).__name__}")
+    if gains.is_complex():
+        raise TypeError(f"{name} must be bool, integer or floating point; got {gains.dtype}")
+    g = gains.to(torch.float64)
+    if g.numel() and not bool(((g >= 0) & torch.isfinite(g)).all()):
+        raise ValueError(f"{name} must be finite and >= 0")
+    return g
+
+
+def ranked_lists(gains: Tensor, indexes: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """The flat form as padded rows: ``(gains [Q, d], valid [Q, d], query_ids [Q])``, the
+    entries of each query in the order given (their rank order), queries by increasing id.
+
+    Example:
+        >>> g, valid, ids = ranked_lists(torch.tensor([1, 0, 2, 3]), torch.tensor([7, 7, 2, 7]))
+        >>> g.tolist(), valid.tolist(), ids.tolist()
+        ([[2.0, 0.0, 0.0], [1.0, 0.0, 3.0]], [[True, False, False], [True, True, True]], [2, 7])
+    """
+    if not isinstance(indexes, Tensor) or indexes.is_floating_point() or indexes.is_complex() \
+            or indexes.dtype == torch.bool:
+        raise TypeError("indexes must be an integer tensor (the query of each entry)")
+    if indexes.shape != gains.shape or gains.ndim != 1:
+        raise ValueError(f"with indexes, gains and indexes must be 1-D of one length; got {tuple(gains.shape)} and "
+                         f"{tuple(indexes.shape)}")
+    indexes = indexes.to(torch.int64)
+    order = torch.sort(indexes, stable=True).indices  # stable: each query's entries keep their order
+    ids, counts = torch.unique_consecutive(indexes[order], return_counts=True)
+    starts = torch.cumsum(counts, 0) - counts
+    row = torch.repeat_interleave(torch.arange(ids.numel(), device=indexes.device), counts)
+    col = torch.arange(order.numel(), device=indexes.device) - starts[row]
+    depth = int(counts.max()) if counts.numel() else 0
+    out = gains.new_zeros((ids.numel(), depth), dtype=torch.float64)
+    valid = torch.zeros((ids.numel(), depth), dtype=torch.bool, device=gains.device)
+    out[row, col] = gains[order].to(torch.float64)
+    valid[row, col] = True
+    return out, valid, ids
+
+
+def _ideal(ideal: Optional[Tensor], gains: Tensor, n_relevant: Optional[Tensor], q: int, needs: bool
+           ) -> Optional[Tensor]:
+    """The ideal gains ``[Q, m]`` in decreasing order, or None where no key needs them."""
+    if ideal is not None:
+        ideal = _as_gains(ideal, "ideal")
+        if ideal.ndim != 2 or ideal.shape[0] != q:
+            raise ValueError(f"ideal must be [queries, m] = [{q}, m]; got {tuple(ideal.shape)}")
+        ideal = ideal.sort(dim=1, descending=True).values
+        if n_relevant is not None and not torch.equal((ideal > 0).sum(1), n_relevant):
+            raise ValueError("ideal and n_relevant disagree: each query's positive ideal gains must number R")
+        return ideal
+    if not needs:
+        return None
+    if n_relevant is None:
+        return gains.sort(dim=1, descending=True).values
+    if gains.numel() and not bool(((gains == 0) | (gains == 1)).all()):
+        raise ValueError("nDCG of graded gains with n_relevant given needs ideal= (the ideal gains of each query's "
+                         "relevant items, retrieved or not)")
+    m = int(n_relevant.max()) if q else 0
+    return (torch.arange(m, device=gains.device) < n_relevant.unsqueeze(1)).to(torch.float64)
+
+
+def evaluate_ranked(
+    gains: Tensor,
+    metrics: Sequence[str],
+    *,
+    n_relevant: Optional[Tensor] = None,
+    ideal: Optional[Tensor] = None,
+    mask: Optional[Tensor] = None,
+    indexes: Optional[Tensor] = None,
+    empty: str = "skip",
+    reduce: str = "mean",
+    categories=None,
+    ci: Optional[float] = None,
+    ci_method: str = "bootstrap",
+    n_resamples: int = 1000,
+    seed: int = 0,
+    keep_per_query: bool = False,
+) -> MetricResults:
+    """Evaluate ranked lists: each query's gains in rank order (rank 1 first).
+
+    Args:
+        gains: ``[Q, d]`` gains in rank order (bool, integer or float >= 0; padding
+            marked by ``mask``), or ``[n]`` with ``indexes``: the query of each entry,
+            each query's entries in rank order (a retrieval run, query by query).
+        metrics: keys as for :func:`~retrieval_core.evaluate_scores`; ``auroc`` and
+            ``fall_out`` need every candidate of the collection and are refused when
+            ``n_relevant`` is given.
+        n_relevant: ``[Q]`` integers, R: the relevant items of each query's whole
+            collection, retrieved or not (default: those in the list). At least the
+            relevant items in the list. With the flat form, one per query in
+            increasing query id.
+        ideal: ``[Q, m]`` the gains of each query's relevant items (any order), for
+            nDCG of graded gains when R is given (binary gains need none: R ones).
+        mask: ``[Q, d]`` bool, False past the end of a short list.
+        empty, reduce, categories, ci, ci_method, n_resamples, seed, keep_per_query:
+            as :func:`~retrieval_core.evaluate_scores` (a query with R = 0 is empty).
+
+    No loop over queries; everything on the gains' device.
+    """
+    check_score_options(ties="stable", empty=empty, reduce=reduce)
+    keys = parse_metrics(metrics)
+    check_per_query_keys(keys, "evaluate_embeddings computes them")
+    if any(m.confidence is not None for m in keys):
+        raise ValueError("confidence keys (erc:, conf:, spearman:, kendall:) need per-query confidences: use "
+                         "evaluate_scores(..., confidence=)")
+    stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                keep_per_query=keep_per_query, reduce=reduce)
+    g = _as_gains(gains)
+    query_ids = None
+    if indexes is not None:
+        if mask is not None:
+            raise ValueError("mask is for padded rows; the flat form (indexes) has no padding")
+        g, valid, query_ids = ranked_lists(g, indexes)
+    else:
+        if g.ndim != 2:
+            raise ValueError(f"gains must be [queries, depth] (or 1-D with indexes); got {tuple(g.shape)}")
+        valid = torch.ones_like(g, dtype=torch.bool) if mask is None else mask
+        if not isinstance(valid, Tensor) or valid.dtype != torch.bool or valid.shape != g.shape:
+            raise ValueError(f"mask must be a bool tensor of the shape of gains {tuple(g.shape)}")
+        g = g * valid
+    q = g.shape[0]
+    hits = (g > 0).sum(1)
+    if n_relevant is not None:
+        if not isinstance(n_relevant, Tensor) or n_relevant.is_floating_point() or n_relevant.shape != (q,):
+            raise ValueError(f"n_relevant must be an integer tensor of one count per query [{q}]")
+        n_relevant = n_relevant.to(device=g.device, dtype=torch.int64)
+        short = n_relevant < hits
+        if bool(short.any()):
+            raise ValueError(f"n_relevant is below the relevant items in the list of {int(short.sum())} queries "
+                             "(R counts every relevant item, retrieved or not)")
+        refused = [m.key for m in keys if m.spec.name in _NEED_ALL_CANDIDATES]
+        if refused:
+            raise ValueError(f"{', '.join(refused)} need every candidate of the collection, which a ranked list with "
+                             "n_relevant given does not hold")
+    needs_ideal = any(m.spec.needs_ideal for m in keys)
+    best = _ideal(ideal, g, n_relevant, q, needs_ideal)
+    r = hits if n_relevant is None else n_relevant
+    # deep enough for every cutoff, R and the ideal: past the list, invalid zero gains
+    ks = [m.cutoff for m in keys if isinstance(m.cutoff, int)]
+    depth = max([g.shape[1], *ks, int(r.max()) if q and (any(m.cutoff in (AT_R, None) for m in keys)) else 0,
+                 best.shape[1] if best is not None else 0])
+    pad = depth - g.shape[1]
+    g = torch.nn.functional.pad(g, (0, pad))
+    valid = torch.nn.functional.pad(valid, (0, pad), value=False)
+    if best is not None:
+        best = torch.nn.functional.pad(best, (0, max(0, depth - best.shape[1])))[:, :depth]
+    ranking = Ranking(relevance=g, valid=valid, n_relevant=r, n_candidates=valid.sum(1), ideal=best, complete=True)
+    values = ranking_values(ranking, keys)
+    return aggregate(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
+                     query_ids=query_ids, **stats)
