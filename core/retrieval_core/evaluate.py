@@ -231,6 +231,8 @@ def evaluate_scores(
     seed: int = 0,
     keep_per_query: bool = False,
     confidence: Optional[Tensor] = None,
+    n_relevant: Optional[Tensor] = None,
+    ideal: Optional[Tensor] = None,
 ) -> MetricResults:
     """Evaluate ranking metrics from scores.
 
@@ -266,6 +268,10 @@ def evaluate_scores(
             confidence keys ``"erc:<key>"``, ``"conf:<key>"``, ``"spearman:<key>"``,
             ``"kendall:<key>"`` (docs/metrics.md, "Confidence metrics"), which also
             fill ``results.curves`` (erc, conf).
+        n_relevant, ideal: R of each query's whole collection (``[Q]``, in increasing
+            query id for the flat form) and its ideal gains, when the candidates scored
+            are not all of them: :func:`~retrieval_core.evaluate_ranked` semantics (the
+            whole list is ranked; ``ties`` "stable", "optimistic" or "pessimistic").
 
     Returns:
         :class:`MetricResults`, a ``dict[str, Tensor]`` on the input's device,
@@ -285,6 +291,15 @@ def evaluate_scores(
         >>> r["erc:cmc@1"].item(), r.curves["erc:cmc@1"][1].tolist()  # the confident query is right
         (0.25, [0.0, 0.5])
     """
+    if n_relevant is not None or ideal is not None:
+        if confidence is not None:
+            raise ValueError("confidence keys are not available with n_relevant or ideal")
+        from .ranked import evaluate_scores_ranked  # noqa: PLC0415 - ranked builds on this module
+
+        return evaluate_scores_ranked(preds, target, metrics, n_relevant=n_relevant, ideal=ideal, indexes=indexes,
+                                      mask=mask, ties=ties, empty=empty, reduce=reduce, categories=categories, ci=ci,
+                                      ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                      keep_per_query=keep_per_query)
     check_score_options(ties=ties, empty=empty, reduce=reduce)
     stats = check_stats_options(parse_metrics(metrics), ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                 keep_per_query=keep_per_query, reduce=reduce)

@@ -25,9 +25,9 @@ from .aggregate import MetricResults, aggregate
 from .evaluate import ranking_values
 from .ranking import Ranking
 from .registry import AT_R, parse_metrics
-from .validate import check_per_query_keys, check_score_options, check_stats_options
+from .validate import check_per_query_keys, check_score_options, check_scores, check_stats_options, check_values
 
-__all__ = ["evaluate_ranked", "ranked_lists"]
+__all__ = ["evaluate_ranked", "ranked_lists", "rank_scores"]
 
 # keys that need every candidate's position, which a list cut from a larger collection lacks
 _NEED_ALL_CANDIDATES = ("auroc", "fall_out")
@@ -184,3 +184,55 @@ def evaluate_ranked(
     values = ranking_values(ranking, keys)
     return aggregate(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
                      query_ids=query_ids, **stats)
+
+
+def _order(scores: Tensor, gains: Tensor, ties: str, dim: int = -1) -> Tensor:
+    """Positions in rank order: scores descending, equal scores by lower position
+    (``"stable"``), or by higher / lower gain first (``"optimistic"`` / ``"pessimistic"``)."""
+    if ties == "expected":
+        raise ValueError('ties="expected" averages over orders, which a list ranked once cannot: with n_relevant, '
+                         'use "stable", "optimistic" or "pessimistic"')
+    first = None
+    if ties in ("optimistic", "pessimistic"):
+        first = torch.sort(gains, dim=dim, descending=ties == "optimistic", stable=True).indices
+        scores = scores.gather(dim, first)
+    order = torch.sort(scores, dim=dim, descending=True, stable=True).indices
+    return order if first is None else first.gather(dim, order)
+
+
+def rank_scores(preds: Tensor, target: Tensor, *, indexes: Optional[Tensor] = None, mask: Optional[Tensor] = None,
+                ties: str = "stable") -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+    """Scores to ranked lists: ``(gains in rank order, mask, indexes)`` for
+    :func:`evaluate_ranked` (the whole list sorted; padding last).
+
+    Example:
+        >>> g, m, _ = rank_scores(torch.tensor([[0.2, 0.9, 0.5]]), torch.tensor([[1, 0, 2]]))
+        >>> g.tolist(), m.tolist()
+        ([[0.0, 2.0, 1.0]], [[True, True, True]])
+    """
+    target = target.to(torch.float64)
+    if indexes is None:
+        scores = preds if mask is None else preds.masked_fill(~mask, float("-inf") if preds.is_floating_point()
+                                                              else torch.iinfo(preds.dtype).min)
+        order = _order(scores, target, ties)
+        valid = torch.ones_like(target, dtype=torch.bool) if mask is None else mask.gather(1, order)
+        return target.gather(1, order), valid, None
+    order = _order(preds, target, ties, dim=0)
+    by_query = torch.sort(indexes.to(torch.int64)[order], stable=True).indices  # queries grouped, ranks kept
+    order = order[by_query]
+    return target[order], None, indexes[order]
+
+
+def evaluate_scores_ranked(preds: Tensor, target: Tensor, metrics: Sequence[str], *, n_relevant: Optional[Tensor],
+                           ideal: Optional[Tensor], indexes: Optional[Tensor] = None, mask: Optional[Tensor] = None,
+                           ties: str = "stable", **options) -> MetricResults:
+    """:func:`~retrieval_core.evaluate_scores` with R (and the ideal gains) given: the
+    whole list ranked by its scores, then :func:`evaluate_ranked`."""
+    check_scores(preds, target, indexes=indexes, mask=mask)
+    check_values(preds, target)
+    if indexes is not None and options.get("categories") is not None:
+        raise ValueError("categories with the flat form and n_relevant: rank the lists and give one category per "
+                         "query to evaluate_ranked")
+    gains, valid, flat_indexes = rank_scores(preds, target, indexes=indexes, mask=mask, ties=ties)
+    return evaluate_ranked(gains, metrics, n_relevant=n_relevant, ideal=ideal, mask=valid, indexes=flat_indexes,
+                           **options)

@@ -136,3 +136,35 @@ def test_flat_form_in_rank_order_and_mask():
 def test_errors(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_evaluate_scores_with_n_relevant_ranks_the_whole_list():
+    # scores of the candidates a run returned; R counts relevant documents it missed too
+    gains, n_rel, ideal = _random_lists(5, q=12, depth=9)
+    g = torch.Generator().manual_seed(6)
+    order = torch.rand(12, 9, generator=g).argsort(1)  # the rank of each column
+    preds = (9 - order).double()  # column c is ranked at order[c]
+    target = gains.gather(1, order)  # so it holds the gain of that rank
+    want = rc.evaluate_ranked(gains, KEYS, n_relevant=n_rel, ideal=ideal, reduce="none", empty="zero")
+    got = rc.evaluate_scores(preds, target, KEYS, n_relevant=n_rel, ideal=ideal, reduce="none", empty="zero")
+    for key in KEYS:
+        assert torch.allclose(got[key], want[key], atol=1e-12), key
+    # the flat form: query ids per entry, any order
+    ids = torch.arange(12).repeat_interleave(9)
+    perm = torch.randperm(ids.numel(), generator=g)
+    flat = rc.evaluate_scores(preds.reshape(-1)[perm], target.reshape(-1)[perm], KEYS, indexes=ids[perm],
+                              n_relevant=n_rel, ideal=ideal, reduce="none", empty="zero")
+    for key in KEYS:
+        assert torch.allclose(flat[key], want[key], atol=1e-12), key
+
+
+def test_evaluate_scores_with_n_relevant_tie_orders():
+    preds = torch.tensor([[0.5, 0.5, 0.5, 0.1]])
+    target = torch.tensor([[0, 0, 1, 0]])
+    r = torch.tensor([2])
+    got = {t: rc.evaluate_scores(preds, target, ["mrr", "map"], n_relevant=r, ties=t) for t in
+           ("stable", "optimistic", "pessimistic")}
+    assert [got[t]["mrr"].item() for t in got] == [1 / 3, 1.0, 1 / 3]
+    assert got["optimistic"]["map"].item() == 0.5  # one of R = 2 relevant retrieved, at rank 1
+    with pytest.raises(ValueError, match='ties="expected" averages over orders'):
+        rc.evaluate_scores(preds, target, ["mrr"], n_relevant=r, ties="expected")
