@@ -37,7 +37,7 @@ from torch import Tensor
 
 from retrieval_core.aggregate import aggregate
 from retrieval_core.build import rank_flat
-from retrieval_core.distributed import drop_duplicates
+from retrieval_core.parallel.duplicates import drop_duplicates
 from retrieval_core.evaluate import score_values
 from retrieval_core.kernels import partial_auroc, recall_at_fixed_precision
 from retrieval_core.validate import (
