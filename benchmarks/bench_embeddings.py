@@ -294,6 +294,7 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
     Medians over ``repeat`` passes of the per-step totals. ``n_queries``: only the chunks of
     the first ``n_queries`` queries (against the whole gallery), for a sample of a large run."""
     from retrieval_core import build, embeddings, evaluate, search
+    from retrieval_core.ranking import dense
     from retrieval_core.registry import depth_needed, parse_metrics
 
     keys = parse_metrics(KEYS)
@@ -302,7 +303,7 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
     ids = torch.arange(x.shape[0])
     totals: Dict[str, List[float]] = {}
     top_name = "  of which _stable_top (topk d+1 + tie checks)"
-    original_top = build._stable_top
+    original_top = dense._stable_top
     for _ in range(repeat):
         t: Dict[str, float] = {}
 
@@ -328,7 +329,7 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
         nq = x.shape[0] if n_queries is None else min(n_queries, x.shape[0])
         values = torch.empty(nq, len(keys), dtype=torch.float64)
         n_chunks = 0
-        build._stable_top = timed_top
+        dense._stable_top = timed_top
         try:
             for start in range(0, nq, rows):
                 n_chunks += 1
@@ -349,7 +350,7 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
                 tick("ranking_values (9 kernels on [c, d])", t0)
                 del scores, ranking
         finally:
-            build._stable_top = original_top
+            dense._stable_top = original_top
         t0 = time.perf_counter()
         retrieval_core.aggregate(values, [m.key for m in keys])
         tick("aggregate (mean over queries)", t0)

@@ -16,13 +16,16 @@ if __name__ != "retrieval_core":  # one module identity: never a second copy und
 from importlib import metadata as _metadata
 
 from .aggregate import MetricResults, aggregate, reduce_values
-from .build import group_flat, rank_dense, rank_flat
+from .ranking.dense import rank_dense
+from .ranking.flat import rank_flat
+from .ranking.groups import group_flat
 from .comparison import Comparison, compare, compare_many
 from .confidence import rank_correlation
 from .embeddings import evaluate_embeddings
-from .evaluate import QueryValues, evaluate_scores, ranking_values, score_values
+from .evaluate import QueryValues, evaluate_scores, score_values
 from .ranking import Ranking
-from .registry import ALIASES, REGISTRY, MetricKey, known_metrics, metric_key, parse_metrics
+from .metrics.apply import ranking_values
+from .metrics.registry import ALIASES, REGISTRY, MetricKey, known_metrics, metric_key, parse_metrics
 
 __all__ = [
     "ALIASES",

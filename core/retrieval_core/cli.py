@@ -33,7 +33,7 @@ from .aggregate import MetricResults, _plain
 from .cli_io import (TENSOR_SUFFIXES, encode_names, fingerprint, is_tensor_file, load_labels, load_tensor,
                      refuse_overwrite)
 from .embeddings import evaluate_embeddings
-from .registry import CONFIDENCE_KINDS, parse_metrics
+from .metrics.registry import CONFIDENCE_KINDS, parse_metrics
 
 DEMO_METRICS = [
     "cmc@1", "cmc@5", "precision_capped@5", "map_hits@5", "map@r", "r_precision", "mrr", "ndcg@10",

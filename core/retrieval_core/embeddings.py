@@ -15,10 +15,10 @@ import torch
 from torch import Tensor
 
 from . import optional, search, sizing
+from .ranking.dense import _count_relevant, _depth, rank_binary, rank_dense
 from .aggregate import MetricResults, aggregate, encode_labels, reduce_values
-from .build import _count_relevant, _depth, rank_binary, rank_dense
-from .evaluate import ranking_values
-from .registry import MetricKey, depth_needed, parse_metrics, split_scopes
+from .metrics.apply import ranking_values, set_level_values
+from .metrics.registry import MetricKey, depth_needed, parse_metrics, split_scopes
 from .validate import (
     PER_CLASS,  # noqa: F401  (re-exported: retrieval_core.embeddings.PER_CLASS)
     check_backend,
@@ -435,8 +435,6 @@ def evaluate_embeddings(
                                     per_class=per_class, categories=categories, confidence=confidence, ties=ties,
                                     query_ids=given_ids, **stats)
     if set_keys:
-        from .set_level import set_level_values
-
         results.update(set_level_values(
             set_keys, query, query_labels, gallery=None if self_gallery else gallery,
             gallery_labels=None if self_gallery else gallery_labels, distance=distance,

@@ -14,17 +14,13 @@ from torch import Tensor
 
 from . import sizing
 from .aggregate import MetricResults, aggregate, encode_labels
-from .build import (
-    DEEP_BLOCK_DIVISOR,
-    _count_relevant,
-    iter_flat_blocks,
-    iter_groups,
-    rank_dense,
-    row_blocks,
-    sorted_flat_parts,
-)
-from .ranking import Ranking
-from .registry import MetricKey, depth_needed, parse_metrics
+from .ranking.dense import _count_relevant, rank_dense
+from .ranking.flat import sorted_flat_parts
+from .ranking.groups import iter_flat_blocks, iter_groups
+from .ranking.topk import DEEP_BLOCK_DIVISOR, row_blocks
+from .ranking.ranking import Ranking
+from .metrics.apply import ranking_values
+from .metrics.registry import MetricKey, depth_needed, parse_metrics
 from .validate import (
     check_categories,
     check_confidence,
@@ -49,13 +45,6 @@ class QueryValues:
     values: Tensor
     keys: Tuple[str, ...]
     query_ids: Optional[Tensor] = None
-
-
-def ranking_values(ranking: Ranking, keys: Sequence[MetricKey]) -> Tensor:
-    """Run the kernels of ``keys`` on one Ranking: ``[Q, M]`` float64, NaN where undefined."""
-    values = torch.stack([m(ranking) for m in keys], dim=1)
-    undefined = torch.stack([m.spec.empty(ranking) for m in keys], dim=1)
-    return values.masked_fill(undefined, float("nan"))
 
 
 def _block_ranking(preds, target, mask, keys, depth, at_r, whole, select="checked", max_relevant=None,

@@ -26,7 +26,8 @@ import torch
 from torch import Tensor
 
 from .special import beta_hdi
-from .validate import check_seed
+from .metrics.registry import parse_metrics
+from .validate import check_ci_keys, check_seed
 
 __all__ = ["intervals", "macro_intervals", "bootstrap_statistics", "check_binary"]
 
@@ -134,8 +135,6 @@ def _beta(values: Tensor, keys: Sequence[str], level: float) -> Tuple[Tensor, Te
 def check_binary(values: Tensor, keys: Sequence[str]) -> None:
     """``ci_method="beta"`` needs keys whose per-query values are 0 or 1 (the registry's
     ``binary`` keys), and values that are (``ties="expected"`` averages them)."""
-    from .registry import parse_metrics
-    from .validate import check_ci_keys
 
     try:
         parsed = parse_metrics(list(keys))

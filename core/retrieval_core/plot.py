@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from . import optional
-from .registry import parse_metrics
+from .metrics.registry import parse_metrics
 
 __all__ = [
     "at_k_keys",

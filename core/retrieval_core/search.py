@@ -12,7 +12,8 @@ import torch
 from torch import Tensor
 
 from . import optional
-from .ranking import GAIN_LIMIT
+from .ranking.ranking import GAIN_LIMIT
+from .ranking.topk import _stable_top, _stable_top_deferred
 
 DISTANCES = ("cosine", "dot", "euclidean", "squared_euclidean", "hamming")
 Distance = Union[str, Callable[[Tensor, Tensor], Tensor]]
@@ -338,7 +339,7 @@ class EuclideanOrder:
         if select == "deferred":
             return lambda scores, d: self._top_deferred(scores, d, q, qx, gain_at)
         if base_top is None:
-            from .build import _stable_top as base_top
+            base_top = _stable_top
 
         def top(scores: Tensor, d: int):
             return self._top(scores, d, q, qx, gain_at, base_top)
@@ -348,8 +349,6 @@ class EuclideanOrder:
     def _top_deferred(self, scores, d, q, qx, gain_at):
         """The float32 top ``d`` and the rows it may misorder, without a host read: a
         fixed prefix of ``d + 16 + d // 4`` (the first step of :meth:`_prefix`)."""
-        from .build import _stable_top_deferred
-
         c, n = scores.shape
         rows = torch.arange(c, device=scores.device)
         k = min(d + 16 + d // 4, n)
@@ -456,8 +455,6 @@ class EuclideanOrder:
         error bound to a neighbour) in that window gets the exact value (:meth:`exact`).
         Candidates below the window stay below the ``d``-th exact value. ``mask``:
         False where a candidate is excluded (ranked as padding by the builder)."""
-        from .build import _stable_top
-
         c = q.shape[0]
         s = _matmul(q, self.g, keep_float64=True).mul_(2.0).sub_(self.g_sq).sub_((q * q).sum(1, keepdim=True))
         if s.shape[1] == 0 or c == 0:

@@ -31,11 +31,11 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .. import optional, search
-from ..build import _stable_top
 from ..embeddings import DEFAULT_MEMORY_BUDGET
-from ..evaluate import ranking_values
-from ..ranking import Ranking
-from ..registry import depth_needed
+from ..metrics.apply import ranking_values
+from ..metrics.registry import depth_needed
+from ..ranking.ranking import Ranking
+from ..ranking.topk import _stable_top
 from ..validate import check_cutoffs
 from . import shares
 from .agree import agree

@@ -10,7 +10,7 @@ from .agree import agree
 from .collectives import gather_cat, gather_per_rank, rank_of, world_size
 from ..aggregate import MetricResults
 from ..embeddings import aggregate_queries, evaluate_embeddings as evaluate_one
-from ..registry import split_scopes
+from ..metrics.registry import split_scopes
 
 __all__ = []
 
