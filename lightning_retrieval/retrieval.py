@@ -40,17 +40,10 @@ from retrieval_core.build import rank_flat
 from retrieval_core.parallel.duplicates import drop_duplicates
 from retrieval_core.evaluate import score_values
 from retrieval_core.kernels import partial_auroc, recall_at_fixed_precision
-from retrieval_core.validate import (
-    check_binary_target,
-    check_indexed_not_empty,
-    check_indexed_triplet,
-    widen_unsigned,
-    check_rows,
-    check_scores,
-    check_values,
-)
+from retrieval_core.validate import check_rows, check_scores, check_values, widen_unsigned
 
 from ._base import CoreStateMetric
+from ._checks import check_binary_target, check_indexed_not_empty, check_indexed_triplet
 
 __all__ = [
     "RetrievalAUROC",
