@@ -29,7 +29,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 from . import optional, validate
-from .aggregate import MetricResults, _plain
+from .stats import comparison
+from .stats.aggregate import MetricResults, _plain
 from .cli_io import (TENSOR_SUFFIXES, encode_names, fingerprint, is_tensor_file, load_labels, load_tensor,
                      refuse_overwrite)
 from .embeddings import evaluate_embeddings
@@ -481,7 +482,6 @@ def _run_names(paths: Sequence[str]) -> List[str]:
 def _report_runs(args) -> int:
     """``report A.json B.json ...``: the saved runs side by side; with two or more, each
     run against the first by a paired test per key (Holm-corrected over the runs)."""
-    from .comparison import compare_many
     from .report import write_report
 
     _report_outputs(args.output, args.inputs)
@@ -500,7 +500,7 @@ def _report_runs(args) -> int:
         for key in paired:
             values = {name: _paired_values(records[base], records[name], key, args.inputs[0], path, args.by_position)
                       for name, path in zip(names, args.inputs)}
-            result = compare_many(values, baseline=base, test=args.test, n_resamples=args.n_resamples,
+            result = comparison.compare_many(values, baseline=base, test=args.test, n_resamples=args.n_resamples,
                                   seed=args.seed)
             rows += [[key, name, f"{c.mean_difference:+.4f}", f"[{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]", f"{c.p_value:.4g}",
                       str(c.n)] for name, c in result.items()]
@@ -645,8 +645,6 @@ def _paired_values(a: Run, b: Run, key: str, path_a: str, path_b: str, by_positi
 
 
 def cmd_compare(args) -> int:
-    from .comparison import compare
-
     a, b = _read_run(args.a), _read_run(args.b)
     for path, (r, _) in ((args.a, a), (args.b, b)):
         if not r.per_query:
@@ -661,7 +659,7 @@ def cmd_compare(args) -> int:
     rows = {}
     for key in keys:
         va, vb = a[0].per_query[key], _paired_values(a, b, key, args.a, args.b, args.by_position)
-        c = compare(va, vb, test=args.test, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci)
+        c = comparison.compare(va, vb, test=args.test, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci)
         rows[key] = {"a": float(torch.nanmean(va.double())), "b": float(torch.nanmean(vb.double())),
                      "mean_difference": float(c.mean_difference), "ci": [float(c.ci[0]), float(c.ci[1])],
                      "p_value": float(c.p_value), "n": int(c.n), "test": c.test}

@@ -16,7 +16,9 @@ from torch import Tensor
 
 from . import optional, search, sizing
 from .ranking.dense import _count_relevant, _depth, rank_binary, rank_dense
-from .aggregate import MetricResults, aggregate, encode_labels, reduce_values
+from .stats.aggregate import MetricResults, _category_groups, _fill_empty, aggregate, encode_labels, reduce_values
+from .stats.curves import split_key
+from .stats.intervals import macro_intervals
 from .metrics.apply import ranking_values, set_level_values
 from .metrics.registry import MetricKey, depth_needed, parse_metrics, split_scopes
 from .validate import (
@@ -486,10 +488,6 @@ def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, p
             if ci is not None and f"{key}/{label_names[0]}" in by_label.ci:
                 ci_out.update({f"{key}/class={n}": by_label.ci[f"{key}/{n}"] for n in label_names})
     if ci is not None:
-        from .aggregate import _category_groups, _fill_empty
-        from .confidence import split_key
-        from .intervals import macro_intervals
-
         plain = [j for j, k in enumerate(names) if split_key(k) is None]  # confidence keys: no interval
         filled = _fill_empty(values[:, plain], [names[j] for j in plain], empty)
         ci_out.update(macro_intervals(filled, [names[j] for j in plain], ci, _category_groups(labels, values.device),

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from . import sizing
-from .aggregate import MetricResults, aggregate, encode_labels
+from .stats.aggregate import MetricResults, aggregate, encode_labels
 from .ranking.dense import _count_relevant, rank_dense
 from .ranking.flat import sorted_flat_parts
 from .ranking.groups import iter_flat_blocks, iter_groups

@@ -35,7 +35,7 @@ import re
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .aggregate import MetricResults
+from .stats.aggregate import MetricResults
 
 __all__ = ["write_report", "markdown_report", "html_report", "report_figures", "format_value", "md_text"]
 

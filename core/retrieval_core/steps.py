@@ -16,7 +16,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .aggregate import MetricResults, aggregate
+from .stats.aggregate import MetricResults, aggregate
 from .parallel.collectives import all_reduce_sum, gather_cat, world_size
 from .parallel.duplicates import drop_duplicates
 from .parallel.evaluation import evaluate_split

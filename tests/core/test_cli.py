@@ -259,7 +259,7 @@ def test_compare_aligns_queries_by_id_and_prints_each_key(tmp_path, monkeypatch,
     (tmp_path / "a.json").write_text(json.dumps(a.to_dict()))
     (tmp_path / "b.json").write_text(json.dumps(b.to_dict()))
     calls = []
-    monkeypatch.setattr(rc.comparison, "compare", _fake_compare(calls))
+    monkeypatch.setattr(rc.stats.comparison, "compare", _fake_compare(calls))
     assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--test", "paired_t"]) == 0
     out = capsys.readouterr().out
     assert [c[2] for c in calls] == ["paired_t", "paired_t"]

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional
 
 from .agree import agree
 from .collectives import gather_cat, gather_per_rank, rank_of, world_size
-from ..aggregate import MetricResults
+from ..stats.aggregate import MetricResults
 from ..embeddings import aggregate_queries, evaluate_embeddings as evaluate_one
 from ..metrics.registry import split_scopes
 

@@ -1,0 +1,1 @@
+"""Statistics over per-query values: aggregation (MetricResults), intervals, comparisons, confidence metrics, special functions."""
