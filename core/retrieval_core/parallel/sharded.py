@@ -31,7 +31,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .. import optional, search
-from ..embeddings import DEFAULT_MEMORY_BUDGET
+from ..embedding_values import DEFAULT_MEMORY_BUDGET
 from ..metrics.apply import ranking_values
 from ..metrics.registry import depth_needed
 from ..ranking.ranking import Ranking
