@@ -13,8 +13,6 @@ if __name__ != "retrieval_core":  # one module identity: never a second copy und
         f"this package is imported as 'retrieval_core', not {__name__!r}; install the project "
         "(pip install -e .) and `import retrieval_core`"
     )
-from importlib import metadata as _metadata
-
 # The old flat module paths stay attributes of the package (``retrieval_core.comparison``...),
 # as before the layers; ``aggregate`` is imported before the function of that name, which
 # it would otherwise replace as the package attribute.
@@ -57,7 +55,4 @@ __all__ = [
     "score_values",
 ]
 
-try:  # the installed distribution's version: one source, pyproject.toml
-    __version__ = _metadata.version("retrieval-metrics")
-except _metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
-    __version__ = "0+unknown"
+from .version import __version__  # noqa: E402  (one source: pyproject.toml)

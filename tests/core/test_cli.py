@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import retrieval_core as rc
-from retrieval_core import cli
+from retrieval_core import cli, cli_commands, cli_demo
 
 
 @pytest.fixture()
@@ -301,7 +301,7 @@ def test_demo_report_of_the_digits(tmp_path):
     assert code == 0, err
     folder = tmp_path / "demo-report"
     assert f"report of the demo: {folder / 'report.html'}" in out
-    models, labels = cli._digits()
+    models, labels = cli_demo._digits()
     tables = _markdown_tables((folder / "report.md").read_text())
     header, *rows = tables["Metrics (value \\[interval\\])"]  # as escaped in Markdown
     assert header == ["metric", "raw pixels (64-d)", "random projection (16-d)"]
@@ -334,7 +334,7 @@ def test_report_shows_a_per_class_view_by_default(saved, tmp_path, capsys):
     assert "the query labels (a per-class view" in (tmp_path / "r" / "report.md").read_text()
 
 
-@pytest.mark.skipif(not cli._supports("confidence"), reason="evaluate_embeddings(confidence=) (issue 11, conf) is "
+@pytest.mark.skipif(not cli_commands._supports("confidence"), reason="evaluate_embeddings(confidence=) (issue 11, conf) is "
                     "not in this build")
 def test_confidence_file_gives_erc_values_and_plots(saved, tmp_path):
     pytest.importorskip("matplotlib")
