@@ -8,7 +8,7 @@ from typing import Iterator, Optional, Tuple
 from .. import sizing
 from .ranking import Ranking
 from .dense import rank_dense
-from . import groups
+from . import groups as grouping  # the module (BUCKET_ENTRIES: a test hook read at each call)
 from .groups import iter_flat_blocks, iter_groups
 from .topk import _int_scores, row_blocks
 
@@ -77,7 +77,7 @@ SORT_MEMORY_FLOOR = 64 * 2**20  # scratch below this is never split
 
 
 def _n_sorted_parts(n: int, input_bytes: int, device, span: int) -> int:
-    entries = sizing.bucket_entries(device) if groups.BUCKET_ENTRIES is None else groups.BUCKET_ENTRIES
+    entries = sizing.bucket_entries(device) if grouping.BUCKET_ENTRIES is None else grouping.BUCKET_ENTRIES
     parts = -(-n // entries)
     scratch = n * sizing.BYTES_PER_GROUPED_ENTRY
     if scratch > SORT_MEMORY_FLOOR:
