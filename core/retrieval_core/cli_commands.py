@@ -16,7 +16,7 @@ from .cli_parser import CommandError, PROG, REPORT_FILES, TEST_NAMES
 from .embeddings import evaluate_embeddings
 from .metrics.registry import CONFIDENCE_KINDS, parse_metrics
 from .stats import comparison
-from .stats.aggregate import MetricResults, _plain
+from .stats.results import MetricResults, _plain
 from .plot import at_k_keys
 from .report import format_value, number_or_list, write_report
 

@@ -228,7 +228,6 @@ def evaluate_embeddings(
     if confidence is not None:  # per-query values and confidences travel in the same (rank) order
         confidence = gather_cat(confidence, group)
     if shard_gallery:
-
         values = sharded_values(query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels,
                                 query_ids=query_ids, gallery_ids=gallery_ids, signatures=signatures,
                                 options=options, group=group, device=device)

@@ -228,7 +228,6 @@ def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: 
     values = torch.empty(query.shape[0], len(query_keys), dtype=torch.float64, device=query.device)
     chunks = [(owner, start) for owner in range(world) for start in range(0, q_rows[owner], rows)]
     if options["progress"] and rank == 0:
-
         chunks = optional.tqdm()(chunks, desc="retrieval-metrics (sharded)", unit="chunk")
     for owner, start in chunks:
         c = min(rows, q_rows[owner] - start)

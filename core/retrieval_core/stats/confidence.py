@@ -20,11 +20,13 @@ def confidence_results(
     reduce: str = "mean",
     ties: str = "stable",
     curves: bool = True,
+    checked: bool = False,
 ) -> Tuple[Dict[str, Tensor], Dict[str, Tuple[Tensor, Tensor]]]:
     """``({key: value}, {key: curve})`` of the confidence keys among ``keys`` (the
     columns of ``values[Q, M]``, each holding its inner key's per-query values,
     NaN = skipped query: left out before anything else). ``confidence``: ``[Q]``,
-    checked here (finite; within [0, 1] for ``conf:`` keys); None is an error
+    checked here (finite; within [0, 1] for ``conf:`` keys; ``checked=True``: the caller
+    checked it finite, one per query, on the values' device); None is an error
     when a confidence key is asked. ``reduce`` is the reduction of ``conf:`` keys.
 
     Example:
@@ -41,7 +43,8 @@ def confidence_results(
     if confidence is None:
         names = ", ".join(key for _, key, _ in wanted)
         raise ValueError(f"{names}: confidence keys need per-query confidences: pass confidence=[queries] floats")
-    confidence = check_confidence(confidence, values.shape[0]).to(values.device)
+    if not checked:
+        confidence = check_confidence(confidence, values.shape[0]).to(values.device)
     if any(kind == "conf" for _, _, kind in wanted):
         check_confidence_range(confidence, [key for _, key, kind in wanted if kind == "conf"])
     out, shapes = {}, {}
