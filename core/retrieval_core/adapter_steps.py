@@ -27,6 +27,7 @@ from .evaluate import score_values
 from .metrics.kernels import partial_auroc
 from .metrics.registry import MetricKey, parse_metrics
 from .ranking.flat import rank_flat
+
 from .validate import (
     check_batch_like_earlier,
     check_compact_inputs,

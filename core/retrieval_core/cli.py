@@ -29,7 +29,7 @@ from .cli_demo import demo, demo_results  # noqa: F401
 from .cli_io import load_labels, load_tensor  # noqa: F401
 from .cli_parser import DEMO_METRICS, EVAL_METRICS, PROG, CommandError, build_parser, parse_args  # noqa: F401
 
-__all__ = ['COMMANDS', 'main']
+__all__ = ["COMMANDS", "main"]
 
 COMMANDS = {"demo": cmd_demo, "eval": cmd_eval, "report": cmd_report, "compare": cmd_compare}
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 import inspect
 import json
 import sys
-import torch
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
+
+import torch
 
 from . import optional
 from .cli_compare import _paired_values, _read_run
@@ -15,12 +16,13 @@ from .cli_io import encode_names, fingerprint, load_labels, load_tensor, refuse_
 from .cli_parser import CommandError, PROG, REPORT_FILES, TEST_NAMES
 from .embeddings import evaluate_embeddings
 from .metrics.registry import CONFIDENCE_KINDS, parse_metrics
-from .stats import comparison
-from .stats.results import MetricResults, _plain
 from .plot import at_k_keys
 from .report import format_value, number_or_list, write_report
+from .stats import comparison
+from .stats.results import MetricResults, _plain
 
-__all__ = ['print_results', 'run_record', 'cmd_eval', 'MAX_CLASS_VIEW', 'cmd_report', 'neighbour_agreement', 'cmd_demo']
+__all__ = ["print_results", "run_record", "cmd_eval", "MAX_CLASS_VIEW", "cmd_report", "neighbour_agreement", "cmd_demo"]
+
 
 def _table(results: Dict[str, MetricResults], keys: Sequence[str]) -> str:
     """A text table: one row per key, one column per run; ``value [low, high]`` with intervals."""

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import json
 import os
-import torch
 from typing import Dict, List, Optional, Tuple
+
+import torch
 
 from .cli_parser import PROG, TEST_NAMES
 from .stats import comparison
 from .stats.aggregate import MetricResults
 
-__all__ = ['Run', 'cmd_compare']
+__all__ = ["Run", "cmd_compare"]
 
 Run = Tuple[MetricResults, Dict[str, object]]  # results, and what identifies their queries
 

@@ -1,14 +1,15 @@
 """The demo of the command line: two embeddings of scikit-learn's digits, evaluated."""
 from __future__ import annotations
 
-import torch
 from typing import Dict, Sequence
+
+import torch
 
 from . import optional
 from .embeddings import evaluate_embeddings
 from .stats.aggregate import MetricResults
 
-__all__ = ['demo_results', 'demo']
+__all__ = ["demo_results", "demo"]
 
 
 def _digits():

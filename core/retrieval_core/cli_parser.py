@@ -10,7 +10,10 @@ from .cli_demo import demo_results
 from .cli_io import TENSOR_SUFFIXES, is_tensor_file
 from .version import __version__
 
-__all__ = ['DEMO_METRICS', 'EVAL_METRICS', 'DATA_SUFFIXES', 'PROG', 'REPORT_FILES', 'TEST_NAMES', 'CommandError', 'LABELS_HELP', 'build_parser', 'parse_args']
+__all__ = [
+    "DEMO_METRICS", "EVAL_METRICS", "DATA_SUFFIXES", "PROG", "REPORT_FILES", "TEST_NAMES", "CommandError",
+    "LABELS_HELP", "build_parser", "parse_args",
+]
 
 DEMO_METRICS = [
     "cmc@1", "cmc@5", "precision_capped@5", "map_hits@5", "map@r", "r_precision", "mrr", "ndcg@10",

@@ -1,16 +1,17 @@
 """Per-query values of embeddings: query chunks under a memory budget, ranked against the whole gallery."""
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import torch
 from torch import Tensor
-from typing import Optional, Sequence
 
 from . import optional, search, sizing
 from .metrics.apply import ranking_values
 from .metrics.registry import MetricKey, depth_needed
 from .ranking.dense import _count_relevant, _depth, rank_binary, rank_dense
 
-__all__ = ['DEFAULT_MEMORY_BUDGET', 'embedding_values']
+__all__ = ["DEFAULT_MEMORY_BUDGET", "embedding_values"]
 
 # The CPU's default scratch of one query chunk; the default of every device is
 # sizing.memory_budget(device) (a share of a GPU's free memory).

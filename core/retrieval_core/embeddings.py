@@ -21,7 +21,11 @@ from .metrics.registry import MetricKey, depth_needed, parse_metrics, split_scop
 from .stats.aggregate import MetricResults, _category_groups, _fill_empty, aggregate, encode_labels, reduce_values
 from .stats.curves import split_key
 from .stats.intervals import macro_intervals
-from .validate import PER_CLASS, check_backend, check_categories, check_confidence, check_cutoffs, check_embedding_options, check_embedding_values, check_embeddings, check_labels, check_memory_budget, check_pairs, check_per_class, check_query_gallery, check_return_neighbours, check_rows, check_same_device, check_stats_options
+from .validate import (
+    PER_CLASS, check_backend, check_categories, check_confidence, check_cutoffs, check_embedding_options,
+    check_embedding_values, check_embeddings, check_labels, check_memory_budget, check_pairs, check_per_class,
+    check_query_gallery, check_return_neighbours, check_rows, check_same_device, check_stats_options,
+)
 
 __all__ = ["evaluate_embeddings", "embedding_values", "DEFAULT_MEMORY_BUDGET"]
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import re
-from torch import Tensor
 from typing import List
+
+from torch import Tensor
 
 from . import optional
 

@@ -1,13 +1,15 @@
 """Plots of curves: the error-versus-reject curve (with its baselines), the confidence curve, any curve."""
 from __future__ import annotations
 
+from typing import Optional, Tuple
+
 import torch
 from torch import Tensor
-from typing import Optional, Tuple
 
 from .plot_axes import _float_list, _new_axes, _plain_text
 
-__all__ = ['erc_baselines', 'plot_erc', 'plot_confidence', 'plot_curve']
+__all__ = ["erc_baselines", "plot_erc", "plot_confidence", "plot_curve"]
+
 
 def erc_baselines(errors: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
     """``(kept_fraction, oracle, random)`` of per-query errors ``[Q]`` (NaN skipped):

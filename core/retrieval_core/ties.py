@@ -1,4 +1,5 @@
-"""Old flat path of the tie-aware kernels (:mod:`retrieval_core.metrics.tie_kernels`) and tie groups, kept as re-exports.
+"""Old flat path of the tie-aware kernels (:mod:`retrieval_core.metrics.tie_kernels`) and
+tie groups, kept as re-exports.
 
 Tie-aware metric values: ``ties="expected"`` in closed form.
 

@@ -22,7 +22,6 @@ from torch import Tensor
 from .. import search
 from ..set_metrics import clustering_scores, fnmr_at_fmr_streaming, pcf
 
-
 class SetData:
     """The checked inputs of one embedding evaluation (see evaluate_embeddings);
     ``gallery`` is None when the queries are their own gallery."""

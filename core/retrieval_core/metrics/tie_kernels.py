@@ -1,16 +1,22 @@
 """Tie-aware kernels: ties="expected" per-query values in closed form (McSherry and Najork, 2008)."""
 from __future__ import annotations
 
-import torch
-from torch import Tensor
 from typing import Callable, Dict
 
-from . import kernels as K
+import torch
+from torch import Tensor
+
 from ..ranking.gains import exp_gain
 from ..ranking.ranking import Ranking
 from ..ranking.tie_groups import TieGroups, _safe_div
+from . import kernels as K
 
-__all__ = ['hit_rate', 'precision', 'precision_adaptive', 'precision_capped', 'recall', 'f1', 'fall_out', 'dcg', 'dcg_exp', 'ndcg', 'ndcg_exp', 'acg', 'average_precision', 'reciprocal_rank', 'average_precision_hits', 'wap', 'auroc', 'EXPECTED_KERNELS', 'expected_kernel']
+__all__ = [
+    "hit_rate", "precision", "precision_adaptive", "precision_capped", "recall", "f1", "fall_out", "dcg", "dcg_exp",
+    "ndcg", "ndcg_exp", "acg", "average_precision", "reciprocal_rank", "average_precision_hits", "wap", "auroc",
+    "EXPECTED_KERNELS", "expected_kernel",
+]
+
 
 def _log_choose(n: Tensor, k: Tensor) -> Tensor:
     """log C(n, k) for float64 tensors with 0 <= k <= n (garbage elsewhere: mask it)."""

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import json
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..agreement import disagreement, option_texts
 from .collectives import gather_per_rank, world_size
 
-__all__ = ['exchange_text', 'agree', 'agree_options']
+__all__ = ["exchange_text", "agree", "agree_options"]
 
 # -- agreement: the same error on every rank ------------------------------------------
 

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
+from typing import List
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from typing import List
 
-__all__ = ['world_size', 'rank_of', 'gather_per_rank', 'gather_cat', 'all_reduce_sum']
+__all__ = ["world_size", "rank_of", "gather_per_rank", "gather_cat", "all_reduce_sum"]
 
 _MAX_DIMS = 8
 # every dtype a state may hold; the index is what ranks exchange (uint16/32/64: torch >= 2.3)

@@ -1,11 +1,12 @@
 """Dropping the rows a DistributedSampler repeated to pad its ranks (by id, rows compared within a tolerance)."""
 from __future__ import annotations
 
-import torch
-from torch import Tensor
 from typing import Optional, Sequence, Tuple
 
-__all__ = ['ROW_TOL', 'ROW_TOL_16', 'row_rtol', 'drop_duplicates']
+import torch
+from torch import Tensor
+
+__all__ = ["ROW_TOL", "ROW_TOL_16", "row_rtol", "drop_duplicates"]
 
 # Floating rows of one id are the same row when every pair of entries is within a
 # few units of the dtype's precision of each other, entry by entry: a padding

@@ -1,19 +1,25 @@
 """An embedding evaluation divided between ranks: evaluate_embeddings (distributed) and evaluate_split."""
 from __future__ import annotations
 
-import torch
-from torch import Tensor
 from typing import Any, Dict, List, Optional, Sequence
 
+import torch
+from torch import Tensor
+
+from ..embeddings import evaluate_embeddings as evaluate_one
+from ..metrics.registry import depth_needed, parse_metrics, split_scopes
+from ..validate import (
+    check_backend, check_categories, check_confidence, check_embedding_options, check_embedding_values,
+    check_embeddings, check_labels, check_pairs, check_per_class, check_query_gallery, check_return_neighbours,
+    check_rows, check_same_device, check_stats_options,
+)
 from .agree import _comm_device, agree
 from .collectives import gather_cat, rank_of, world_size
 from .sharded import sharded_values
 from .shares import _combine, _evaluate_share, _gather_categories, _share
-from ..embeddings import evaluate_embeddings as evaluate_one
-from ..metrics.registry import depth_needed, parse_metrics, split_scopes
-from ..validate import check_backend, check_categories, check_confidence, check_embedding_options, check_embedding_values, check_embeddings, check_labels, check_pairs, check_per_class, check_query_gallery, check_return_neighbours, check_rows, check_same_device, check_stats_options
 
-__all__ = ['evaluate_embeddings', 'evaluate_split']
+__all__ = ["evaluate_embeddings", "evaluate_split"]
+
 
 def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
              stats: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:

@@ -1,18 +1,20 @@
 """One rank's share of an embedding evaluation and the combination of every rank's values."""
 from __future__ import annotations
 
+from typing import Any, Dict, List, Optional
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
-from typing import Any, Dict, List, Optional
 
-from .agree import agree
-from .collectives import gather_cat, gather_per_rank, rank_of, world_size
-from ..stats.aggregate import MetricResults
 from ..embeddings import aggregate_queries, evaluate_embeddings as evaluate_one
 from ..metrics.registry import split_scopes
+from ..stats.aggregate import MetricResults
+from .agree import agree
+from .collectives import gather_cat, gather_per_rank, rank_of, world_size
 
 __all__ = []
+
 
 def _from_rank0(value: Optional[Tensor], group, device) -> Tensor:
     """Rank 0's 0-d ``value`` on every rank (exact, any dtype)."""

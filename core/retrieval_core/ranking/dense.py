@@ -1,16 +1,19 @@
 """Rankings of dense rows: rank_dense (scores and gains) and rank_binary (relevance counts only)."""
 from __future__ import annotations
 
-import torch
-from torch import Tensor
 from typing import Callable, Optional, Tuple
 
-from .. import sizing
-from .ranking import EXP_HEADROOM, Ranking
-from .gains import exp_gain as scaled_exp_gain
-from .topk import SELECTS, _exact_top, _leading_top, _rank_rows, _score_view, _stable_top, _stable_top_deferred, _top_values
+import torch
+from torch import Tensor
 
-__all__ = ['rank_dense', 'rank_binary']
+from .. import sizing
+from .gains import exp_gain as scaled_exp_gain
+from .ranking import EXP_HEADROOM, Ranking
+from .topk import (
+    SELECTS, _exact_top, _leading_top, _rank_rows, _score_view, _stable_top, _stable_top_deferred, _top_values,
+)
+
+__all__ = ["rank_dense", "rank_binary"]
 
 # Counting 0/1 bytes: four of them read as one int32 word, whose four bytes then hold
 # four separate counts. A sum of at most 255 such words cannot carry from one byte into

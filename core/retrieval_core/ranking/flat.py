@@ -1,18 +1,19 @@
 """Rankings of the flat form: rank_flat, and sorted_flat_parts (one sort, no host read per block)."""
 from __future__ import annotations
 
-import torch
-from torch import Tensor
 from typing import Iterator, Optional, Tuple
 
+import torch
+from torch import Tensor
+
 from .. import sizing
-from .ranking import Ranking
-from .dense import rank_dense
 from . import groups as grouping  # the module (BUCKET_ENTRIES: a test hook read at each call)
+from .dense import rank_dense
 from .groups import iter_flat_blocks, iter_groups
+from .ranking import Ranking
 from .topk import _int_scores, row_blocks
 
-__all__ = ['SORT_MEMORY_SHARE', 'SORT_MEMORY_FLOOR', 'sorted_flat_parts', 'rank_flat']
+__all__ = ["SORT_MEMORY_SHARE", "SORT_MEMORY_FLOOR", "sorted_flat_parts", "rank_flat"]
 
 # Bits of the score part of a composite (query, score) sort key.
 _SCORE_BITS = 32

@@ -1,15 +1,17 @@
 """The flat form (indexes, preds, target) grouped by query and cut into padded dense blocks."""
 from __future__ import annotations
 
-import torch
 from dataclasses import dataclass
-from torch import Tensor
 from typing import Iterator, Optional, Tuple
+
+import torch
+from torch import Tensor
 
 from .. import sizing
 from .topk import BLOCK_ELEMENTS, row_blocks
 
-__all__ = ['Groups', 'BUCKET_ENTRIES', 'MAX_BUCKETS', 'iter_groups', 'group_flat', 'iter_flat_blocks']
+__all__ = ["Groups", "BUCKET_ENTRIES", "MAX_BUCKETS", "iter_groups", "group_flat", "iter_flat_blocks"]
+
 
 @dataclass
 class Groups:

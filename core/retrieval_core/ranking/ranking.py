@@ -234,7 +234,8 @@ class Ranking:
 
     @cached_property
     def tie_groups(self):
-        """The tied groups of the Ranking (:class:`retrieval_core.ranking.tie_groups.TieGroups`), for ``ties="expected"``."""
+        """The tied groups of the Ranking (:class:`~retrieval_core.ranking.tie_groups.TieGroups`),
+        for ``ties="expected"``."""
         return TieGroups(self)
 
     @cached_property

@@ -1,14 +1,16 @@
 """The tied groups of a Ranking (runs of equal scores), per rank: what ties="expected" averages over."""
 from __future__ import annotations
 
-import torch
 from functools import cached_property
-from torch import Tensor
 from typing import Optional
+
+import torch
+from torch import Tensor
 
 from .gains import exp_gain
 
-__all__ = ['TieGroups']
+__all__ = ["TieGroups"]
+
 
 def _safe_div(num: Tensor, den: Tensor) -> Tensor:
     """num / den, 0 where den == 0."""

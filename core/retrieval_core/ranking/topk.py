@@ -1,13 +1,18 @@
 """Top-k selection in the stable order (higher score, then lower column): multi-level, checked, deferred, exact."""
 from __future__ import annotations
 
+from typing import Iterator, Optional, Tuple
+
 import torch
 from torch import Tensor
-from typing import Iterator, Optional, Tuple
 
 from .. import sizing
 
-__all__ = ['BLOCK_ELEMENTS', 'DEEP_BLOCK_DIVISOR', 'SELECTS', 'row_blocks', 'SHORT_GROUP', 'LONG_GROUP', 'LONG_ROW', 'INNER_GROUP', 'TWO_LEVEL_MIN_RATIO', 'TWO_LEVEL_MIN_COLUMNS', 'DEVICE_TWO_LEVEL_MIN_COLUMNS', 'GAIN_TWO_LEVEL_MIN_COLUMNS']
+__all__ = [
+    "BLOCK_ELEMENTS", "DEEP_BLOCK_DIVISOR", "SELECTS", "row_blocks", "SHORT_GROUP", "LONG_GROUP", "LONG_ROW",
+    "INNER_GROUP", "TWO_LEVEL_MIN_RATIO", "TWO_LEVEL_MIN_COLUMNS", "DEVICE_TWO_LEVEL_MIN_COLUMNS",
+    "GAIN_TWO_LEVEL_MIN_COLUMNS",
+]
 
 # Block sizes come from sizing.block_elements(device); these are the CPU's, kept as
 # the defaults of the helpers that take an explicit size (benchmarks, tests).

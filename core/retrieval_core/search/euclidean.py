@@ -1,14 +1,16 @@
 """Exact Euclidean k-NN order: float32 products, with float64 rescoring of the candidates within the error window."""
 from __future__ import annotations
 
+from typing import Callable, Iterator, Optional
+
 import torch
 from torch import Tensor
-from typing import Callable, Iterator, Optional
 
 from ..ranking.topk import _stable_top, _stable_top_deferred
 from .frames import Frame, _matmul, _matmul_roundoff
 
-__all__ = ['EuclideanOrder']
+__all__ = ["EuclideanOrder"]
+
 
 def _exact_sq_distances(q: Tensor, g: Tensor, rows: Tensor, cols: Tensor, exponent: Optional[Tensor] = None) -> Tensor:
     """``|q[rows] - g[cols]|^2 * 2**(-2 exponent)`` in float64: the differences of the

@@ -6,7 +6,8 @@ from torch import Tensor
 
 from .. import optional
 
-__all__ = ['FaissSearch']
+__all__ = ["FaissSearch"]
+
 
 class FaissSearch:
     """Candidate lists from faiss' exact flat index (CPU, float32): the optional

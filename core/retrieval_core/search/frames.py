@@ -1,11 +1,17 @@
-"""Similarities of prepared embeddings (closer = larger), the power-of-two frames that keep them exact, and distances."""
+"""Similarities of prepared embeddings (closer = larger), the power-of-two frames that keep
+them exact, and distances.
+"""
 from __future__ import annotations
+
+from typing import Callable, Optional, Union
 
 import torch
 from torch import Tensor
-from typing import Callable, Optional, Union
 
-__all__ = ['DISTANCES', 'Distance', 'Relevance', 'prepare', 'pow2_factor', 'dot_scale', 'Frame', 'similarity', 'MIN_ROWS', 'distances', 'DISTANCE_ERROR']
+__all__ = [
+    "DISTANCES", "Distance", "Relevance", "prepare", "pow2_factor", "dot_scale", "Frame", "similarity", "MIN_ROWS",
+    "distances", "DISTANCE_ERROR",
+]
 
 DISTANCES = ("cosine", "dot", "euclidean", "squared_euclidean", "hamming")
 Distance = Union[str, Callable[[Tensor, Tensor], Tensor]]

@@ -1,14 +1,18 @@
-"""Gains, eligibility and self-exclusion of query-gallery pairs, and checks of callables' outputs kept for one host read."""
+"""Gains, eligibility and self-exclusion of query-gallery pairs, and checks of callables'
+outputs kept for one host read.
+"""
 from __future__ import annotations
+
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
-from typing import Optional, Tuple
 
 from ..ranking.ranking import GAIN_LIMIT
 from .frames import DISTANCE_ERROR, Relevance
 
-__all__ = ['Checks', 'gains', 'eligible', 'count_equal', 'label_counts', 'Exclusion']
+__all__ = ["Checks", "gains", "eligible", "count_equal", "label_counts", "Exclusion"]
+
 
 class Checks:
     """Value tests of callables' outputs kept for one host read after a chunk loop

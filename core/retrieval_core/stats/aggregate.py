@@ -6,9 +6,10 @@ which the metric is undefined (an "empty" query, e.g. no relevant candidate).
 """
 from __future__ import annotations
 
+from typing import List, Optional, Sequence, Tuple, Union
+
 import torch
 from torch import Tensor
-from typing import List, Optional, Sequence, Tuple, Union
 
 from ..validate import (
     EMPTY,

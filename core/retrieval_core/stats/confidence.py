@@ -1,16 +1,18 @@
 """Confidence metrics (erc, conf, spearman, kendall keys) of per-query values and confidences, and their intervals."""
 from __future__ import annotations
 
-import torch
-from torch import Tensor
 from typing import Dict, Optional, Sequence, Tuple
 
+import torch
+from torch import Tensor
+
+from ..validate import check_confidence, check_confidence_range
 from .confidence_batched import _batched, _one_key, _resampled
 from .curves import split_key
 from .intervals import percentile_bootstrap
-from ..validate import check_confidence, check_confidence_range
 
-__all__ = ['confidence_results', 'confidence_intervals']
+__all__ = ["confidence_results", "confidence_intervals"]
+
 
 def confidence_results(
     values: Tensor,

@@ -1,9 +1,10 @@
 """The confidence metrics of many bootstrap resamples at once, rows of one batched tensor (for their intervals)."""
 from __future__ import annotations
 
+from typing import Tuple
+
 import torch
 from torch import Tensor
-from typing import Tuple
 
 from .correlation import _correlation
 from .curves import confidence_curve, erc_curve, thresholds

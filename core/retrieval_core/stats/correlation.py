@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+
 from ..validate import check_correlation_inputs
 
-__all__ = ['rank_correlation']
+__all__ = ["rank_correlation"]
 
 _METHODS = ("spearman", "kendall")
 

@@ -1,11 +1,14 @@
-"""Confidence curves of per-query values: the error-versus-reject curve and the metric above each confidence threshold."""
+"""Confidence curves of per-query values: the error-versus-reject curve and the metric
+above each confidence threshold.
+"""
 from __future__ import annotations
+
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
-from typing import Optional, Tuple
 
-__all__ = ['KINDS', 'GRID_POINTS', 'split_key', 'erc_curve', 'thresholds', 'confidence_curve']
+__all__ = ["KINDS", "GRID_POINTS", "split_key", "erc_curve", "thresholds", "confidence_curve"]
 
 KINDS = ("erc", "conf", "spearman", "kendall")
 GRID_POINTS = 101  # thresholds 0, 0.01, ..., 1 of conf:<key>

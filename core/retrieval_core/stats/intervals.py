@@ -25,9 +25,9 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .special import beta_hdi
 from ..metrics.registry import parse_metrics
 from ..validate import check_ci_keys, check_seed
+from .special import beta_hdi
 
 __all__ = ["intervals", "macro_intervals", "bootstrap_statistics", "check_binary"]
 

@@ -1,12 +1,16 @@
-"""MetricResults: the results of an evaluation ({key: value} with counts, intervals, per-query values, curves), and their plain JSON form."""
+"""MetricResults: the results of an evaluation ({key: value} with counts, intervals,
+per-query values, curves), and their plain JSON form.
+"""
 from __future__ import annotations
 
 import math
-import torch
-from torch import Tensor
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-__all__ = ['MetricResults']
+import torch
+from torch import Tensor
+
+__all__ = ["MetricResults"]
+
 
 class MetricResults(dict):
     """``dict[str, Tensor]`` of results, with the bookkeeping of empty queries.

@@ -1,13 +1,17 @@
 """Checks of embedding-mode inputs: embeddings, labels, query/gallery pairs, ids, per-class, and their values."""
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import Tensor
-from typing import Optional
 
 from .tensors import _contains, _shape, check_tensor
 
-__all__ = ['check_embeddings', 'check_labels', 'check_batch_like_earlier', 'check_query_gallery', 'check_pairs', 'check_per_class', 'check_embedding_values']
+__all__ = [
+    "check_embeddings", "check_labels", "check_batch_like_earlier", "check_query_gallery", "check_pairs",
+    "check_per_class", "check_embedding_values",
+]
 
 # -- embedding mode: structure ------------------------------------------------------------
 

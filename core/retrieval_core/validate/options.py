@@ -1,15 +1,22 @@
-"""Option checks of score and embedding mode (ties, empty, reduce, memory, backend, cutoffs), where options are given."""
+"""Option checks of score and embedding mode (ties, empty, reduce, memory, backend,
+cutoffs), where options are given.
+"""
 from __future__ import annotations
 
 import numbers
+from typing import Optional, Sequence
+
 import torch
 from torch import Tensor
-from typing import Optional, Sequence
 
 from ..search.frames import DISTANCES
 from .tensors import check_compact_keys
 
-__all__ = ['TIES', 'EMPTY', 'REDUCE', 'PER_CLASS', 'BACKENDS', 'check_choice', 'check_per_query_keys', 'check_ties', 'check_tie_keys', 'check_embedding_ties', 'check_score_options', 'check_memory_budget', 'check_embedding_options', 'check_cutoffs', 'check_backend', 'check_return_neighbours']
+__all__ = [
+    "TIES", "EMPTY", "REDUCE", "PER_CLASS", "BACKENDS", "check_choice", "check_per_query_keys", "check_ties",
+    "check_tie_keys", "check_embedding_ties", "check_score_options", "check_memory_budget",
+    "check_embedding_options", "check_cutoffs", "check_backend", "check_return_neighbours",
+]
 
 TIES = ("stable", "expected", "optimistic", "pessimistic")
 EMPTY = ("skip", "zero", "one", "error")

@@ -2,14 +2,20 @@
 from __future__ import annotations
 
 import numbers
+from typing import Optional, Sequence
+
 import torch
 from torch import Tensor
-from typing import Optional, Sequence
 
 from .options import check_choice
 from .tensors import _shape, check_same_device, check_tensor
 
-__all__ = ['check_confidence', 'check_confidence_range', 'check_correlation_inputs', 'CI_METHODS', 'check_level', 'check_seed', 'check_resampling', 'check_ci_options', 'check_stats_options', 'check_keep_per_query', 'check_ci_keys']
+__all__ = [
+    "check_confidence", "check_confidence_range", "check_correlation_inputs", "CI_METHODS", "check_level",
+    "check_seed", "check_resampling", "check_ci_options", "check_stats_options", "check_keep_per_query",
+    "check_ci_keys",
+]
+
 
 def check_confidence(confidence, n: int, unit: str = "query", *, values: bool = True, lists: bool = False) -> Tensor:
     """Per-query confidences: a real 1-D tensor with ``n`` entries (one per ``unit``),

@@ -1,11 +1,15 @@
 """Structure checks of inputs (types, shapes, dtypes, devices): cheap, run wherever input arrives."""
 from __future__ import annotations
 
-import torch
-from torch import Tensor
 from typing import Optional, Tuple
 
-__all__ = ['check_tensor', 'widen_unsigned', 'check_same_device', 'check_rows', 'check_score_batch', 'check_scores', 'check_categories', 'check_compact_keys', 'check_compact_inputs']
+import torch
+from torch import Tensor
+
+__all__ = [
+    "check_tensor", "widen_unsigned", "check_same_device", "check_rows", "check_score_batch", "check_scores",
+    "check_categories", "check_compact_keys", "check_compact_inputs",
+]
 
 _KINDS = {"int": ("integer", "an integer", "integers"), "flag": ("bool", "a bool", "bools")}
 

@@ -1,15 +1,16 @@
 """Value checks read from the data (NaN, inf, negative or too large gains): once per evaluation, never per batch."""
 from __future__ import annotations
 
+from typing import Optional, Sequence, Tuple
+
 import torch
 from torch import Tensor
-from typing import Optional, Sequence, Tuple
 
 from .. import sizing
 from ..ranking.ranking import GAIN_LIMIT
 from .tensors import _contains
 
-__all__ = ['value_flags', 'raise_value_flags', 'check_values', 'check_representable']
+__all__ = ["value_flags", "raise_value_flags", "check_values", "check_representable"]
 
 # -- score mode: values (read from the data) -------------------------------------------
 
