@@ -18,7 +18,9 @@ from . import sizing
 from .embedding_values import DEFAULT_MEMORY_BUDGET, embedding_values
 from .metrics.apply import set_level_values
 from .metrics.registry import MetricKey, depth_needed, parse_metrics, split_scopes
-from .stats.aggregate import MetricResults, _category_groups, _fill_empty, aggregate, encode_labels, reduce_values
+from .stats.aggregate import (
+    MetricResults, _category_groups, _fill_empty, aggregate, aggregate_checked, encode_labels, reduce_values,
+)
 from .stats.curves import split_key
 from .stats.intervals import macro_intervals
 from .validate import (
@@ -213,9 +215,11 @@ def aggregate_queries(values: Tensor, names: Sequence[str], labels: Tensor, *, e
     """:func:`~retrieval_core.aggregate.aggregate` of the per-query values ``[Q, M]``,
     then the per-class views of ``per_class`` (``labels``: the queries' labels): the
     step that the single-process and the distributed evaluations share."""
-    results = aggregate(values, names, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
-                        ties=ties, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                        keep_per_query=keep_per_query, query_ids=query_ids)
+    # the options and confidence were checked by the entry point (evaluate_embeddings, single or distributed)
+    results = aggregate_checked(values, names, empty=empty, reduce=reduce, categories=categories,
+                                confidence=confidence, ties=ties, level=None if ci is None else float(ci),
+                                ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                keep_per_query=keep_per_query, query_ids=query_ids)
     if per_class is not None:
         results.update(_per_class(values, names, labels, empty, reduce, per_class, confidence, ties,
                                   ci=ci, ci_out=results.ci, n_resamples=n_resamples, seed=seed))
