@@ -293,7 +293,8 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
     ``embeddings.embedding_values`` with a timer around each step (private API; best effort).
     Medians over ``repeat`` passes of the per-step totals. ``n_queries``: only the chunks of
     the first ``n_queries`` queries (against the whole gallery), for a sample of a large run."""
-    from retrieval_core import build, embeddings, evaluate, search
+    from retrieval_core import build, embedding_values, embeddings, evaluate, search
+    from retrieval_core.ranking import dense
     from retrieval_core.registry import depth_needed, parse_metrics
 
     keys = parse_metrics(KEYS)
@@ -302,7 +303,7 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
     ids = torch.arange(x.shape[0])
     totals: Dict[str, List[float]] = {}
     top_name = "  of which _stable_top (topk d+1 + tie checks)"
-    original_top = build._stable_top
+    original_top = dense._stable_top
     for _ in range(repeat):
         t: Dict[str, float] = {}
 
@@ -324,11 +325,11 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
         n_rel, n_cand = search.label_counts(labels, labels, ids, ids)
         exclusion = search.Exclusion(ids, ids)
         tick("label_counts + Exclusion (R per query, self ids)", t0)
-        rows = embeddings._chunk_rows(x.shape[0], at_r or whole, embeddings.DEFAULT_MEMORY_BUDGET)
+        rows = embedding_values._chunk_rows(x.shape[0], at_r or whole, embeddings.DEFAULT_MEMORY_BUDGET)
         nq = x.shape[0] if n_queries is None else min(n_queries, x.shape[0])
         values = torch.empty(nq, len(keys), dtype=torch.float64)
         n_chunks = 0
-        build._stable_top = timed_top
+        dense._stable_top = timed_top
         try:
             for start in range(0, nq, rows):
                 n_chunks += 1
@@ -349,7 +350,7 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
                 tick("ranking_values (9 kernels on [c, d])", t0)
                 del scores, ranking
         finally:
-            build._stable_top = original_top
+            dense._stable_top = original_top
         t0 = time.perf_counter()
         retrieval_core.aggregate(values, [m.key for m in keys])
         tick("aggregate (mean over queries)", t0)
@@ -564,13 +565,13 @@ def main(argv=None) -> None:
     # ------------------------------------------------------------------ profile
     prof: List[Tuple[str, float, Optional[float]]] = []  # (step, median s, other load)
     if args.profile:
-        from retrieval_core import embeddings
+        from retrieval_core import embedding_values, embeddings
 
         n = args.profile_n or (sizes[0] if sizes else 20_000)
         x, labels = make_data(n, seed=args.seed)
         nq = min(args.profile_queries or n, n)
         ids = torch.arange(n)
-        rows0 = embeddings._chunk_rows(n, True, embeddings.DEFAULT_MEMORY_BUDGET)
+        rows0 = embedding_values._chunk_rows(n, True, embeddings.DEFAULT_MEMORY_BUDGET)
         print(f"\n## profile of ours, N = {n}, the first {nq} queries against all N "
               f"(step totals over their chunks, median of {repeat})\n", flush=True)
 
@@ -588,7 +589,7 @@ def main(argv=None) -> None:
         med, _, _ = bs.timed(lambda: ours_part(), repeat)
         prof.append((f"whole evaluate_embeddings (default memory_budget 256 MiB: {rows0}-row chunks)", med, bs.LAST_LOAD))
         for budget in (64, 1024, 4096):  # chunk size sensitivity (rows = budget / (128 B x N) for @r keys)
-            rows = embeddings._chunk_rows(n, True, budget * 2**20)
+            rows = embedding_values._chunk_rows(n, True, budget * 2**20)
             med, _, _ = bs.timed(lambda: ours_part(memory_budget=budget * 2**20), repeat)
             prof.append((f"whole evaluate_embeddings, memory_budget={budget} MiB ({rows}-row chunks)", med, bs.LAST_LOAD))
         q = torch.nn.functional.normalize(x, dim=1)

@@ -454,6 +454,7 @@ def time_steps(steps: List[Tuple[str, Callable[[], object]]], repeat: int) -> Li
 def profile_dense(preds, target, repeat: int) -> List[Tuple[str, float]]:
     """Rough split of ours dense into its steps (private helpers; best effort)."""
     from retrieval_core import build, evaluate, validate
+    from retrieval_core.ranking import dense, topk
     from retrieval_core.registry import parse_metrics
 
     keys = parse_metrics(KEYS)
@@ -461,14 +462,14 @@ def profile_dense(preds, target, repeat: int) -> List[Tuple[str, float]]:
         ("check_scores + check_values (sum of preds, aminmax of target)", lambda: (validate.check_scores(preds, target), validate.check_values(preds, target))),
         ("score_values (ranking + kernels, all blocks)", lambda: evaluate.score_values(preds, target, keys)),
     ]
-    if hasattr(build, "_stable_top"):
+    if hasattr(topk, "_stable_top"):
         steps.append(("  _stable_top(preds, 10) (topk 11 + tie checks), whole matrix in blocks",
-                      lambda: [build._stable_top(preds[r], K) for r in build.row_blocks(*preds.shape)]))
+                      lambda: [topk._stable_top(preds[r], K) for r in build.row_blocks(*preds.shape)]))
     steps.append(("  _top_values(target, 10) (ideal gains), in blocks",
-                  lambda: [build._top_values(target[r], K) for r in build.row_blocks(*preds.shape)]))
-    if hasattr(build, "_count_relevant"):
+                  lambda: [topk._top_values(target[r], K) for r in build.row_blocks(*preds.shape)]))
+    if hasattr(dense, "_count_relevant"):
         steps.append(("  _count_relevant (bool copy + packed byte sums), in blocks",
-                      lambda: [build._count_relevant(target[r]) for r in build.row_blocks(*preds.shape)]))
+                      lambda: [dense._count_relevant(target[r]) for r in build.row_blocks(*preds.shape)]))
     ranking = build.rank_dense(preds, target, K, need_ideal=True)
     steps.append(("  ranking_values (5 kernels on [Q, 10])", lambda: evaluate.ranking_values(ranking, keys)))
     qv = evaluate.score_values(preds, target, keys)

@@ -26,7 +26,8 @@ except ImportError as error:  # pragma: no cover - exercised only without ignite
         "ignite_retrieval needs PyTorch-Ignite: pip install 'retrieval-metrics[ignite]'"
     ) from error
 
-from retrieval_core.distributed import agree_options, all_reduce_sum, rank_of, world_size
+from retrieval_core.parallel.agree import agree_options
+from retrieval_core.parallel.collectives import all_reduce_sum, rank_of, world_size
 
 __all__ = ["RetrievalMetric", "NotComputableError", "to_python"]
 

@@ -7,18 +7,9 @@ import torch
 
 from ignite.metrics.metric import reinit__is_reduced
 
-from retrieval_core.aggregate import MetricResults
-from retrieval_core.registry import parse_metrics
+from retrieval_core.adapter_steps import agreed_embedding_options, check_embedding_batch, embedding_options
+from retrieval_core.stats.aggregate import MetricResults
 from retrieval_core.steps import finalize_embeddings
-from retrieval_core.validate import (
-    check_batch_like_earlier,
-    check_confidence,
-    check_embedding_options,
-    check_embeddings,
-    check_labels,
-    check_rows,
-    check_stats_options,
-)
 
 from ._base import Device, RetrievalMetric, _identity, to_python
 
@@ -105,22 +96,16 @@ class EmbeddingMetrics(RetrievalMetric):
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,
     ) -> None:
-        self._metrics = parse_metrics(metrics)
+        self._metrics, self._options = embedding_options(
+            metrics, distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
+            per_class=per_class, memory_budget=memory_budget, progress=progress, ci=ci, ci_method=ci_method,
+            n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
         self.metric_keys: Tuple[str, ...] = tuple(m.key for m in self._metrics)
-        check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                                per_class=per_class, memory_budget=memory_budget, keys=self._metrics)
-        stats = check_stats_options(self._metrics, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                    keep_per_query=keep_per_query, reduce=reduce, per_class=per_class)
-        self._options: Dict[str, Any] = dict(
-            distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-            per_class=per_class, memory_budget=memory_budget, progress=progress, **stats,
-        )
         self.last_results: Optional[MetricResults] = None
         super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
 
     def _agreed_options(self) -> Dict[str, Any]:
-        options = {k: v for k, v in self._options.items() if k != "progress"}  # progress: who prints
-        return dict(super()._agreed_options(), metrics=self.metric_keys, **options)
+        return dict(super()._agreed_options(), metrics=self.metric_keys, **agreed_embedding_options(self._options))
 
     @reinit__is_reduced
     def reset(self) -> None:
@@ -134,16 +119,11 @@ class EmbeddingMetrics(RetrievalMetric):
     def update(self, output: Any) -> None:
         fields = self._parse(output)
         with self._named_errors():
-            embeddings = check_embeddings("embeddings", fields["embeddings"], self._options["distance"], batch=True)
+            embeddings, labels, rows = check_embedding_batch(
+                fields["embeddings"], fields["labels"], fields, distance=self._options["distance"],
+                relevance=self._options["relevance"], dim=self._dim, label_shape=self._label_shape)
+            checked = {"embeddings": embeddings, "labels": labels, **rows}
             n = embeddings.shape[0]
-            labels = check_labels("labels", fields["labels"], n, custom=self._options["relevance"] is not None)
-            check_batch_like_earlier(embeddings, labels, self._dim, self._label_shape)
-            checked = {"embeddings": embeddings, "labels": labels}
-            for name, kind in (("ids", "int"), ("is_query", "flag"), ("is_gallery", "flag"), ("categories", "int")):
-                if fields[name] is not None:
-                    checked[name] = check_rows(name, fields[name], n, kind=kind, lists=True)
-            if fields["confidence"] is not None:  # values (finite) are read once, at compute
-                checked["confidence"] = check_confidence(fields["confidence"], n, values=False, lists=True)
         self._check_present(fields)
         if n == 0:
             return

@@ -8,21 +8,10 @@ from torch import Tensor
 
 from ignite.metrics.metric import reinit__is_reduced
 
-from retrieval_core.aggregate import MetricResults
-from retrieval_core.evaluate import score_values
-from retrieval_core.registry import parse_metrics
+from retrieval_core.adapter_steps import check_score_rows, ranking_options, score_batch_values
+from retrieval_core.stats.aggregate import MetricResults
 from retrieval_core.steps import compact_sums, finalize_compact, finalize_scores
-from retrieval_core.validate import (
-    check_compact_inputs,
-    check_confidence,
-    check_per_query_keys,
-    check_rows,
-    check_score_batch,
-    check_score_options,
-    check_stats_options,
-    raise_value_flags,
-    value_flags,
-)
+from retrieval_core.validate import raise_value_flags
 
 from ._base import Device, RetrievalMetric, _identity, to_python
 
@@ -108,12 +97,9 @@ class RankingMetrics(RetrievalMetric):
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,
     ) -> None:
-        keys = parse_metrics(metrics)
-        check_per_query_keys(keys, "use EmbeddingMetrics")
-        check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact, keys=keys)
-        self._stats: Dict[str, Any] = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples,
-                                                          seed=seed, keep_per_query=keep_per_query, reduce=reduce,
-                                                          compact=compact)
+        keys, self._stats = ranking_options(metrics, ties=ties, empty=empty, reduce=reduce, compact=compact, ci=ci,
+                                            ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                            keep_per_query=keep_per_query)
         self._keys = keys
         self.metric_keys: Tuple[str, ...] = tuple(m.key for m in keys)
         self._ties, self._empty, self._reduce, self._compact = ties, empty, reduce, bool(compact)
@@ -144,22 +130,15 @@ class RankingMetrics(RetrievalMetric):
         fields = self._parse(output)
         y_pred, y = fields["y_pred"], fields["y"]
         with self._named_errors():
-            check_score_batch(y_pred, y, names=_NAMES, dims="[batch, items]")
-            n = y_pred.shape[0]
-            ids = None if fields["ids"] is None else check_rows("ids", fields["ids"], n, lists=True)
-            categories = fields.get("categories")
-            if categories is not None:
-                categories = check_rows("categories", categories, n, lists=True)
-            confidence = fields.get("confidence")
-            if confidence is not None:  # values (finite) are read once, at compute
-                confidence = check_confidence(confidence, n, values=False, lists=True)
-            check_compact_inputs(self._compact, ids=ids, categories=categories, confidence=confidence)
+            n, ids, categories, confidence = check_score_rows(
+                y_pred, y, ids=fields["ids"], categories=fields.get("categories"),
+                confidence=fields.get("confidence"), compact=self._compact, names=_NAMES, dims="[batch, items]")
         self._check_present(fields)
         if n == 0:
             return
         y_pred, y = self._prepare(y_pred, y)
-        values = score_values(y_pred, y, self._keys, ties=self._ties).values
-        self._checks += value_flags(y_pred, y).to(self._device)
+        values, flags = score_batch_values(y_pred, y, self._keys, ties=self._ties)
+        self._checks += flags.to(self._device)
         self._n_rows += n
         if self._compact:
             self._sums += compact_sums(values).to(self._device)

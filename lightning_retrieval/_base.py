@@ -38,7 +38,8 @@ from torchmetrics import Metric
 
 from retrieval_core.aggregate import MetricResults
 from retrieval_core.agreement import option_texts
-from retrieval_core.distributed import agree_options, gather_per_rank, rank_of, world_size
+from retrieval_core.parallel.agree import agree_options
+from retrieval_core.parallel.collectives import gather_per_rank, rank_of, world_size
 
 __all__ = ["CoreStateMetric"]
 

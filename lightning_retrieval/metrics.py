@@ -9,24 +9,16 @@ from typing import Any, Dict, Optional, Sequence
 import torch
 from torch import Tensor
 
-from retrieval_core.evaluate import score_values
-from retrieval_core.registry import parse_metrics
-from retrieval_core.steps import compact_sums, finalize_compact, finalize_embeddings, finalize_scores
-from retrieval_core.validate import (
-    check_batch_like_earlier,
-    check_compact_inputs,
-    check_confidence,
-    check_embedding_options,
-    check_embeddings,
-    check_labels,
-    check_per_query_keys,
-    check_rows,
-    check_score_batch,
-    check_score_options,
-    check_stats_options,
-    raise_value_flags,
-    value_flags,
+from retrieval_core.adapter_steps import (
+    agreed_embedding_options,
+    check_embedding_batch,
+    check_score_rows,
+    embedding_options,
+    ranking_options,
+    score_batch_values,
 )
+from retrieval_core.steps import compact_sums, finalize_compact, finalize_embeddings, finalize_scores
+from retrieval_core.validate import raise_value_flags
 
 from ._base import CoreStateMetric
 
@@ -110,11 +102,9 @@ class RankingMetrics(CoreStateMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        parsed = parse_metrics(metrics)
-        check_per_query_keys(parsed, "use EmbeddingMetrics")
-        check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact, keys=parsed)
-        self.stats = check_stats_options(parsed, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                         keep_per_query=keep_per_query, reduce=reduce, compact=compact)
+        parsed, self.stats = ranking_options(metrics, ties=ties, empty=empty, reduce=reduce, compact=compact, ci=ci,
+                                             ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                             keep_per_query=keep_per_query)
         self._parsed = parsed
         self.keys = tuple(m.key for m in parsed)
         self.ties, self.empty, self.reduce, self.compact = ties, empty, reduce, compact
@@ -143,16 +133,11 @@ class RankingMetrics(CoreStateMetric):
         confidence: Optional[Tensor] = None,
     ) -> None:
         """Compute the batch's per-query values (structure checked here, values in ``compute``)."""
-        check_score_batch(preds, target, mask=mask)
-        n = preds.shape[0]
-        if ids is not None:
-            ids = check_rows("ids", ids, n, lists=True).to(preds.device)
-        if categories is not None:
-            categories = check_rows("categories", categories, n, lists=True).to(preds.device)
-        if confidence is not None:
-            confidence = check_confidence(confidence, n, values=False, lists=True).to(preds.device)
-        check_compact_inputs(self.compact, ids=ids, categories=categories, confidence=confidence)
-        values = score_values(preds, target, self._parsed, mask=mask, ties=self.ties).values
+        rows = check_score_rows(preds, target, ids=ids, categories=categories, confidence=confidence,
+                                compact=self.compact, mask=mask)
+        ids, categories, confidence = (None if t is None else t.to(preds.device)
+                                       for t in (rows.ids, rows.categories, rows.confidence))
+        values, flags = score_batch_values(preds, target, self._parsed, mask=mask, ties=self.ties)
         if self.compact:
             self.sums += compact_sums(values)
         else:
@@ -163,7 +148,7 @@ class RankingMetrics(CoreStateMetric):
                 self.categories.append(categories)
             if confidence is not None:
                 self.confidence.append(confidence)
-        self.invalid += value_flags(preds, target).to(self.invalid.device)
+        self.invalid += flags.to(self.invalid.device)
 
     def compute(self):
         """``{key: value}`` over every query seen (on every rank, when synced)."""
@@ -245,20 +230,16 @@ class EmbeddingMetrics(CoreStateMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        parsed = parse_metrics(metrics)
-        check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                                per_class=per_class, memory_budget=memory_budget, keys=parsed)
-        stats = check_stats_options(parsed, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                    keep_per_query=keep_per_query, reduce=reduce, per_class=per_class)
+        parsed, self.options = embedding_options(
+            metrics, distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
+            per_class=per_class, memory_budget=memory_budget, progress=progress, ci=ci, ci_method=ci_method,
+            n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
         self.keys = tuple(m.key for m in parsed)
-        self.options = dict(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                            per_class=per_class, memory_budget=memory_budget, progress=progress, **stats)
         for name in ("embeddings", "labels", "ids", "is_query", "is_gallery", "categories", "confidence"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
 
     def _agreed_options(self) -> Dict[str, Any]:
-        options = {k: v for k, v in self.options.items() if k != "progress"}  # progress: who prints
-        return dict(super()._agreed_options(), metrics=self.keys, **options)
+        return dict(super()._agreed_options(), metrics=self.keys, **agreed_embedding_options(self.options))
 
     def update(
         self,
@@ -272,18 +253,13 @@ class EmbeddingMetrics(CoreStateMetric):
         confidence: Optional[Tensor] = None,
     ) -> None:
         """Store one batch (detached). Shapes and dtypes are checked here, values in ``compute``."""
-        embeddings = check_embeddings("embeddings", embeddings, self.options["distance"], batch=True)
-        n = embeddings.shape[0]
-        labels = check_labels("labels", labels, n, custom=self.options["relevance"] is not None)
         earlier_embeddings, earlier_labels = self._last_batch("embeddings"), self._last_batch("labels")
-        check_batch_like_earlier(embeddings, labels, None if earlier_embeddings is None else earlier_embeddings.shape[1],
-                                 None if earlier_labels is None else tuple(earlier_labels.shape[1:]))
-        rows = {name: check_rows(name, value, n, kind=kind, lists=True)
-                for name, value, kind in (("ids", ids, "int"), ("is_query", is_query, "flag"),
-                                          ("is_gallery", is_gallery, "flag"), ("categories", categories, "int"))
-                if value is not None}
-        if confidence is not None:  # values (finite) are read once, at compute
-            rows["confidence"] = check_confidence(confidence, n, values=False, lists=True)
+        embeddings, labels, rows = check_embedding_batch(
+            embeddings, labels, dict(ids=ids, is_query=is_query, is_gallery=is_gallery, categories=categories,
+                                     confidence=confidence),
+            distance=self.options["distance"], relevance=self.options["relevance"],
+            dim=None if earlier_embeddings is None else earlier_embeddings.shape[1],
+            label_shape=None if earlier_labels is None else tuple(earlier_labels.shape[1:]))
         self.embeddings.append(embeddings.detach())
         self.labels.append(labels.detach())
         for name, value in rows.items():

@@ -35,22 +35,15 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from retrieval_core.aggregate import aggregate
-from retrieval_core.build import rank_flat
-from retrieval_core.distributed import drop_duplicates
+from retrieval_core.adapter_steps import auroc_values
+from retrieval_core.stats.aggregate import aggregate
+from retrieval_core.parallel.duplicates import drop_duplicates
 from retrieval_core.evaluate import score_values
-from retrieval_core.kernels import partial_auroc, recall_at_fixed_precision
-from retrieval_core.validate import (
-    check_binary_target,
-    check_indexed_not_empty,
-    check_indexed_triplet,
-    widen_unsigned,
-    check_rows,
-    check_scores,
-    check_values,
-)
+from retrieval_core.metrics.kernels import recall_at_fixed_precision
+from retrieval_core.validate import check_rows, check_scores, check_values, widen_unsigned
 
 from ._base import CoreStateMetric
+from ._checks import check_binary_target, check_indexed_not_empty, check_indexed_triplet
 
 __all__ = [
     "RetrievalAUROC",
@@ -414,17 +407,8 @@ class RetrievalAUROC(_TopKMetric):
         return "expected" if self.top_k is None else "stable"
 
     def _query_values(self, indexes: Tensor, preds: Tensor, target: Tensor) -> Tensor:
-        if self.max_fpr is None or self.max_fpr == 1.0:
-            # "mrr" is undefined exactly for the queries without a relevant entry
-            values = score_values(preds, target, self._keys(preds.numel()) + ["mrr"], indexes=indexes,
-                                  ties=self._ties()).values
-            auroc, relevant = values[:, :1], ~torch.isnan(values[:, 1:])
-        else:
-            depth = preds.numel() if self.top_k is None else self.top_k
-            _, ranking = rank_flat(indexes, preds, target, depth)
-            auroc, relevant = partial_auroc(ranking, self.top_k, self.max_fpr).unsqueeze(1), ranking.n_relevant > 0
-            relevant = relevant.unsqueeze(1)
-        return torch.where(torch.isnan(auroc) & relevant, 0.0, auroc)
+        return auroc_values(indexes, preds, target, key=self._keys(preds.numel())[0], ties=self._ties(),
+                            top_k=self.top_k, max_fpr=self.max_fpr)
 
 
 class RetrievalPrecisionRecallCurve(_FlatRetrievalMetric):

@@ -40,11 +40,7 @@ def is_tensor_file(spec: str) -> bool:
 
 
 def _numpy(path: str):
-    try:
-        import numpy as np
-    except ImportError:
-        raise ImportError(f"reading {path} needs numpy: {optional.install_hint('numpy')}") from None
-    return np
+    return optional.numpy(path)
 
 
 def load_array(spec: str) -> Labels:

@@ -13,18 +13,15 @@ import torch
 from torch import Tensor
 
 from . import sizing
-from .aggregate import MetricResults, aggregate, encode_labels
-from .build import (
-    DEEP_BLOCK_DIVISOR,
-    _count_relevant,
-    iter_flat_blocks,
-    iter_groups,
-    rank_dense,
-    row_blocks,
-    sorted_flat_parts,
-)
-from .ranking import Ranking
-from .registry import MetricKey, depth_needed, parse_metrics
+from .stats.aggregate import MetricResults, aggregate_checked, encode_labels
+from .ranking.dense import _count_relevant, rank_dense
+from .ranking.flat import sorted_flat_parts
+from .ranking.groups import iter_flat_blocks, iter_groups
+from .ranking.topk import DEEP_BLOCK_DIVISOR, row_blocks
+from .ranking.ranking import Ranking
+from .metrics.apply import ranking_values
+from .metrics.registry import MetricKey, depth_needed, parse_metrics
+from .ranked import evaluate_scores_ranked
 from .validate import (
     check_categories,
     check_confidence,
@@ -49,13 +46,6 @@ class QueryValues:
     values: Tensor
     keys: Tuple[str, ...]
     query_ids: Optional[Tensor] = None
-
-
-def ranking_values(ranking: Ranking, keys: Sequence[MetricKey]) -> Tensor:
-    """Run the kernels of ``keys`` on one Ranking: ``[Q, M]`` float64, NaN where undefined."""
-    values = torch.stack([m(ranking) for m in keys], dim=1)
-    undefined = torch.stack([m.spec.empty(ranking) for m in keys], dim=1)
-    return values.masked_fill(undefined, float("nan"))
 
 
 def _block_ranking(preds, target, mask, keys, depth, at_r, whole, select="checked", max_relevant=None,
@@ -134,6 +124,12 @@ def score_values(
     check_tie_keys(keys, ties)
     check_scores(preds, target, indexes=indexes, mask=mask)
     target, indexes = widen_unsigned("target", target), widen_unsigned("indexes", indexes)
+    return _score_values(preds, target, keys, indexes=indexes, mask=mask, ties=ties, block_elements=block_elements)
+
+
+def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, indexes: Optional[Tensor],
+                  mask: Optional[Tensor], ties: str, block_elements: Optional[int] = None) -> QueryValues:
+    """:func:`score_values` of checked inputs (parsed ``keys``, widened ``target`` and ``indexes``)."""
     depth, at_r, whole = depth_needed(keys)
     device = preds.device
     deep_elements = sizing.block_elements(device, deep=True)
@@ -291,17 +287,17 @@ def evaluate_scores(
         >>> r["erc:cmc@1"].item(), r.curves["erc:cmc@1"][1].tolist()  # the confident query is right
         (0.25, [0.0, 0.5])
     """
-    if n_relevant is not None or ideal is not None:
+    if n_relevant is not None or ideal is not None:  # R given: the whole list ranked, then evaluate_ranked
         if confidence is not None:
             raise ValueError("confidence keys are not available with n_relevant or ideal")
-        from .ranked import evaluate_scores_ranked  # noqa: PLC0415 - ranked builds on this module
-
         return evaluate_scores_ranked(preds, target, metrics, n_relevant=n_relevant, ideal=ideal, indexes=indexes,
                                       mask=mask, ties=ties, empty=empty, reduce=reduce, categories=categories, ci=ci,
                                       ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                       keep_per_query=keep_per_query)
+    # every input is checked here, once, and the checked values passed down
     check_score_options(ties=ties, empty=empty, reduce=reduce)
-    stats = check_stats_options(parse_metrics(metrics), ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+    keys = parse_metrics(metrics)
+    stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                 keep_per_query=keep_per_query, reduce=reduce)
     check_scores(preds, target, indexes=indexes, mask=mask)
     target, indexes = widen_unsigned("target", target), widen_unsigned("indexes", indexes)
@@ -310,10 +306,15 @@ def evaluate_scores(
         check_confidence(confidence, preds.shape[0] if indexes is None else indexes.numel(),
                          "query (row)" if indexes is None else "prediction (the flat form takes one per entry)",
                          values=False)
-    qv = score_values(preds, target, metrics, indexes=indexes, mask=mask, ties=ties)
+    check_per_query_keys(keys, "evaluate_embeddings computes them")
+    check_tie_keys(keys, ties)
+    qv = _score_values(preds, target, keys, indexes=indexes, mask=mask, ties=ties)
     if categories is not None:
         categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])
     if confidence is not None:
         confidence = _query_confidence(confidence, indexes, qv.query_ids, qv.values.shape[0])
-    return aggregate(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories, query_ids=qv.query_ids,
-                     confidence=confidence, ties=ties, **stats)
+    return aggregate_checked(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories,
+                             query_ids=qv.query_ids, confidence=confidence, ties=ties,
+                             level=None if stats["ci"] is None else float(stats["ci"]), ci_method=stats["ci_method"],
+                             n_resamples=stats["n_resamples"], seed=stats["seed"],
+                             keep_per_query=stats["keep_per_query"])

@@ -51,6 +51,22 @@ def require(module: str, *, feature: str, package: str) -> ModuleType:
         raise ImportError(f"{feature} needs {top}: {install_hint(package)}") from err
 
 
+def numpy(path: str) -> ModuleType:
+    """numpy, for reading the array file ``path`` (.npy/.npz)."""
+    try:
+        return importlib.import_module("numpy")
+    except ImportError:
+        raise ImportError(f"reading {path} needs numpy: {install_hint('numpy')}") from None
+
+
+def load_digits():
+    """scikit-learn's ``load_digits``, for the command line's demo."""
+    try:
+        return importlib.import_module("sklearn.datasets").load_digits
+    except ImportError:
+        raise ImportError(f"the demo uses scikit-learn's digits: {install_hint('scikit-learn')}") from None
+
+
 def faiss() -> ModuleType:
     """The faiss module, for ``backend='faiss'``."""
     return require("faiss", feature="backend='faiss'", package="faiss-cpu")

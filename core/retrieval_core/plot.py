@@ -21,17 +21,18 @@ Example:
     >>> fig = plot.plot_at_k(r)
     >>> [line.get_label() for line in fig.axes[0].get_lines()]
     ['CMC', 'precision@k']
+
+Shared helpers are in ``plot_axes``, the curve plots in ``plot_curves`` (re-exported here).
 """
 from __future__ import annotations
 
-import re
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
-
 import torch
 from torch import Tensor
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import optional
-from .registry import parse_metrics
+from .metrics.registry import parse_metrics
+from .plot_curves import erc_baselines, plot_confidence, plot_curve, plot_erc
+from .plot_axes import _AT_INT, _fit_values, _new_axes, _plain_text, _pretty
 
 __all__ = [
     "at_k_keys",
@@ -45,49 +46,6 @@ __all__ = [
     "plot_erc",
     "plot_values",
 ]
-
-_AT_INT = re.compile(r"^([A-Za-z_]+)@([0-9]+)$")
-_PRETTY = {"cmc": "CMC", "hit_rate": "hit rate"}
-
-
-def _pretty(name: str) -> str:
-    return _PRETTY.get(name, f"{name}@k")
-
-
-def _float_list(t) -> List[float]:
-    if isinstance(t, Tensor):
-        return t.detach().cpu().double().reshape(-1).tolist()
-    return [float(v) for v in t]
-
-
-def _new_axes(ax, feature: str, figsize=(6.4, 4.4)):
-    """(figure, axes): the given axes and its figure, or a new figure on an Agg canvas."""
-    if ax is not None:
-        return ax.figure, ax
-    fig = optional.figure(feature, figsize=figsize, layout="constrained")
-    return fig, fig.add_subplot()
-
-
-def _plain_text(fig):
-    """``fig`` with every text drawn as written: names, categories and titles come from
-    the data, and a ``$`` in one must not start matplotlib's math mode (which fails on
-    ``a$$b`` or ``$\\foo{$``)."""
-    text_class = optional.require("matplotlib.text", feature="plots", package="matplotlib").Text
-    for text in fig.findobj(text_class):
-        text.set_parse_math(False)
-    return fig
-
-
-def _fit_values(ax) -> None:
-    """Fit the value axis to everything drawn (lines and bands), within [0, 1] plus a margin."""
-    ys = [float(y) for line in ax.get_lines() for y in line.get_ydata()]
-    ys += [float(y) for c in ax.collections for p in c.get_paths() for y in p.vertices[:, 1]]
-    ys = [y for y in ys if y == y]
-    if not ys:
-        return
-    low, high = min(ys), max(ys)
-    pad = max(0.05 * (high - low), 0.002)
-    ax.set_ylim(max(low - pad, -0.01), min(high + pad, 1.01) if high <= 1 else high + pad)
 
 
 def at_k_keys(names: Union[str, Sequence[str]], k: Union[int, Iterable[int]]) -> List[str]:
@@ -182,95 +140,6 @@ def plot_at_k(results: Mapping[str, Tensor], names: Optional[Sequence[str]] = No
     return _plain_text(fig)
 
 
-def erc_baselines(errors: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    """``(kept_fraction, oracle, random)`` of per-query errors ``[Q]`` (NaN skipped):
-    the oracle rejects the largest errors first (errors sorted ascending, running
-    mean); a random order keeps the mean error at every kept fraction.
-
-    Example:
-        >>> kept, oracle, random = erc_baselines(torch.tensor([1.0, 0.0, 1.0, 0.0]))
-        >>> kept.tolist(), oracle.tolist(), random.tolist()
-        ([0.25, 0.5, 0.75, 1.0], [0.0, 0.0, 0.3333333333333333, 0.5], [0.5, 0.5, 0.5, 0.5])
-    """
-    e = torch.as_tensor(errors).detach().cpu().double().reshape(-1)
-    e = e[~torch.isnan(e)]
-    n = e.numel()
-    if n == 0:
-        raise ValueError("erc_baselines needs at least one defined (non-NaN) per-query error")
-    j = torch.arange(1, n + 1, dtype=torch.float64)
-    oracle = e.sort().values.cumsum(0) / j
-    return j / n, oracle, torch.full((n,), float(e.mean()), dtype=torch.float64)
-
-
-def _curve(results, prefix: str, key: str) -> Tuple[str, str, Tensor, Tensor]:
-    base = key.split(":", 1)[1] if key.startswith(prefix) else key
-    name = f"{prefix}{base}"
-    curves = getattr(results, "curves", {}) or {}
-    if name not in curves:
-        have = ", ".join(curves) or "none"
-        raise ValueError(f"the results hold no curve {name!r} (curves: {have}); evaluate the key {name!r} "
-                         "with confidence=...")
-    x, y = curves[name]
-    return name, base, torch.as_tensor(x).detach().cpu().double(), torch.as_tensor(y).detach().cpu().double()
-
-
-def plot_erc(results, key: str, *, ax=None, title: Optional[str] = None, label: Optional[str] = None,
-             baselines: bool = True):
-    """The error-versus-reject curve of ``key`` (``"erc:cmc@1"`` or ``"cmc@1"``): the
-    mean error 1 − value of the most confident queries against the fraction kept,
-    from ``results.curves["erc:<key>"]``, with the oracle (the largest errors rejected
-    first; needs ``results.per_query[key]``) and the random baseline (the mean
-    error). The legend gives each curve's area (AUERC, lower is better).
-
-    Example:
-        >>> from retrieval_core import MetricResults
-        >>> r = MetricResults({"erc:cmc@1": torch.tensor(0.25)})
-        >>> r.curves["erc:cmc@1"] = (torch.tensor([0.5, 1.0]), torch.tensor([0.0, 0.5]))
-        >>> r.per_query["cmc@1"] = torch.tensor([1.0, 0.0])
-        >>> ax = plot_erc(r, "cmc@1").axes[0]
-        >>> [line.get_label() for line in ax.get_lines()]
-        ['confidence order (AUERC 0.250)', 'oracle (AUERC 0.250)', 'random (AUERC 0.500)']
-    """
-    name, base, kept, error = _curve(results, "erc:", key)
-    fig, ax = _new_axes(ax, "plot_erc()")
-    auerc = float(results[name]) if name in results else float(error.mean())
-    ax.plot(kept.tolist(), error.tolist(), label=f"{label or 'confidence order'} (AUERC {auerc:.3f})", linewidth=2)
-    if baselines:
-        per_query = getattr(results, "per_query", {}) or {}
-        if base in per_query:
-            x, oracle, random = erc_baselines(1 - torch.as_tensor(per_query[base]).detach().cpu().double())
-            ax.plot(x.tolist(), oracle.tolist(), linestyle="--", color="tab:green",
-                    label=f"oracle (AUERC {float(oracle.mean()):.3f})")
-            mean_error = float(random[0])
-        else:
-            mean_error = float(error[-1])
-        ax.plot([0.0, 1.0], [mean_error, mean_error], linestyle=":", color="tab:gray",
-                label=f"random (AUERC {mean_error:.3f})")
-    ax.set_xlabel("fraction of queries kept (most confident first)")
-    ax.set_ylabel(f"error = 1 − {base}")
-    ax.set_xlim(0, 1.0)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="best")
-    ax.set_title(title or f"error versus reject: {base}")
-    return _plain_text(fig)
-
-
-def plot_confidence(results, key: str, *, ax=None, title: Optional[str] = None, label: Optional[str] = None):
-    """``key`` over the queries whose confidence is at least t, against the threshold t,
-    from ``results.curves["conf:<key>"]`` (``key`` may carry the ``conf:`` prefix)."""
-    _, base, thresholds, values = _curve(results, "conf:", key)
-    fig, ax = _new_axes(ax, "plot_confidence()")
-    ax.plot(thresholds.tolist(), values.tolist(), marker="o", markersize=3, label=label or base)
-    ax.set_xlabel("confidence threshold t")
-    ax.set_ylabel(f"{base} of queries with confidence ≥ t")
-    ax.set_xlim(0, 1)
-    ax.grid(True, alpha=0.3)
-    if label is not None:
-        ax.legend(loc="best")
-    ax.set_title(title or f"{base} against confidence")
-    return _plain_text(fig)
-
-
 def category_values(results: Mapping[str, Tensor], key: str, kind: Optional[str] = None
                     ) -> Tuple[str, List[str], List[float], Optional[List[Tuple[float, float]]]]:
     """``(kind, labels, values, intervals or None)`` of the per-category
@@ -345,20 +214,6 @@ def plot_categories(results: Mapping[str, Tensor], key: str, *, kind: Optional[s
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="best", framealpha=0.9)
     ax.set_title(title or f"{key} per {label_name}")
-    return _plain_text(fig)
-
-
-def plot_curve(x, y, *, xlabel: str, ylabel: str, ax=None, title: Optional[str] = None, label: Optional[str] = None):
-    """A plain line of ``y`` over ``x`` with axis labels (used for curves computed elsewhere)."""
-    fig, ax = _new_axes(ax, "plot_curve()")
-    ax.plot(_float_list(x), _float_list(y), marker="o", markersize=3, label=label)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(True, alpha=0.3)
-    if label is not None:
-        ax.legend(loc="best")
-    if title:
-        ax.set_title(title)
     return _plain_text(fig)
 
 

@@ -21,10 +21,10 @@ from typing import Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .aggregate import MetricResults, aggregate
-from .evaluate import ranking_values
-from .ranking import Ranking
-from .registry import AT_R, parse_metrics
+from .metrics.apply import ranking_values
+from .metrics.registry import AT_R, parse_metrics
+from .ranking.ranking import Ranking
+from .stats.aggregate import MetricResults, aggregate
 from .validate import check_per_query_keys, check_score_options, check_scores, check_stats_options, check_values
 
 __all__ = ["evaluate_ranked", "ranked_lists", "rank_scores"]

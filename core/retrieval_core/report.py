@@ -35,7 +35,8 @@ import re
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .aggregate import MetricResults
+from .stats.aggregate import MetricResults
+from . import plot
 
 __all__ = ["write_report", "markdown_report", "html_report", "report_figures", "format_value", "md_text"]
 
@@ -240,7 +241,6 @@ def report_figures(results: Union[MetricResults, Runs], *, metrics: Optional[Seq
     """``[(file name, caption, Figure)]`` of every plot the results allow (needs matplotlib):
     metric@k curves (all runs on one plot per metric), per-class/per-category bars of the
     first ``max_category_plots`` keys of each run (or of ``category_keys``), ERC and confidence curves."""
-    from . import plot
 
     runs = _runs(results)
     figures: List[Tuple[str, str, object]] = []

@@ -16,8 +16,10 @@ from typing import Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .aggregate import MetricResults, aggregate
-from .distributed import all_reduce_sum, drop_duplicates, evaluate_split, gather_cat, world_size
+from .stats.aggregate import MetricResults, aggregate
+from .parallel.collectives import all_reduce_sum, gather_cat, world_size
+from .parallel.duplicates import drop_duplicates
+from .parallel.evaluation import evaluate_split
 from .embeddings import evaluate_embeddings
 from .validate import check_representable
 

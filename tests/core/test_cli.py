@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import retrieval_core as rc
-from retrieval_core import cli
+from retrieval_core import cli, cli_commands, cli_demo
 
 
 @pytest.fixture()
@@ -259,7 +259,7 @@ def test_compare_aligns_queries_by_id_and_prints_each_key(tmp_path, monkeypatch,
     (tmp_path / "a.json").write_text(json.dumps(a.to_dict()))
     (tmp_path / "b.json").write_text(json.dumps(b.to_dict()))
     calls = []
-    monkeypatch.setattr(rc.comparison, "compare", _fake_compare(calls))
+    monkeypatch.setattr(rc.stats.comparison, "compare", _fake_compare(calls))
     assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--test", "paired_t"]) == 0
     out = capsys.readouterr().out
     assert [c[2] for c in calls] == ["paired_t", "paired_t"]
@@ -301,7 +301,7 @@ def test_demo_report_of_the_digits(tmp_path):
     assert code == 0, err
     folder = tmp_path / "demo-report"
     assert f"report of the demo: {folder / 'report.html'}" in out
-    models, labels = cli._digits()
+    models, labels = cli_demo._digits()
     tables = _markdown_tables((folder / "report.md").read_text())
     header, *rows = tables["Metrics (value \\[interval\\])"]  # as escaped in Markdown
     assert header == ["metric", "raw pixels (64-d)", "random projection (16-d)"]
@@ -334,7 +334,7 @@ def test_report_shows_a_per_class_view_by_default(saved, tmp_path, capsys):
     assert "the query labels (a per-class view" in (tmp_path / "r" / "report.md").read_text()
 
 
-@pytest.mark.skipif(not cli._supports("confidence"), reason="evaluate_embeddings(confidence=) (issue 11, conf) is "
+@pytest.mark.skipif(not cli_commands._supports("confidence"), reason="evaluate_embeddings(confidence=) (issue 11, conf) is "
                     "not in this build")
 def test_confidence_file_gives_erc_values_and_plots(saved, tmp_path):
     pytest.importorskip("matplotlib")

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import retrieval_core as rc
-from retrieval_core import cli, optional
+from retrieval_core import cli, cli_commands, cli_demo, optional
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = np.array(["cat", "dog", "eel", "fox", "gnu"])
@@ -81,7 +81,7 @@ def test_an_unexpected_exception_is_one_line_too(files, monkeypatch, capsys):
     def broken(*args, **kwargs):
         raise AssertionError("internal\ncheck failed")
 
-    monkeypatch.setattr(cli, "evaluate_embeddings", broken)
+    monkeypatch.setattr(cli_commands, "evaluate_embeddings", broken)
     assert cli.main(["eval", str(path / "x.pt"), str(path / "labels.npy")]) == 1
     assert capsys.readouterr().err == "retrieval-metrics eval: error: AssertionError: internal check failed\n"
 
@@ -229,13 +229,13 @@ def test_report_reads_eval_outputs_side_by_side_with_paired_tests(files):
 
 def test_missing_packages_are_named_by_their_extra(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
-    assert cli._plots_available() is False
+    assert cli_commands._plots_available() is False
     assert capsys.readouterr().err.strip() == ("retrieval-metrics: note: tables only, no plots: drawing the report's "
                                                "plots needs matplotlib: pip install 'retrieval-metrics[plot]'")
     monkeypatch.setitem(sys.modules, "sklearn", None)
     monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
     with pytest.raises(ImportError, match=r"pip install 'retrieval-metrics\[demo\]'$"):
-        cli._digits()
+        cli_demo._digits()
     assert optional.install_hint("numpy") == "pip install 'retrieval-metrics[cli]'"
 
 

@@ -6,6 +6,7 @@ import torch
 
 import retrieval_core as rc
 from retrieval_core import search
+from retrieval_core.search import euclidean
 from retrieval_core.build import rank_dense
 
 # Counts beyond what each dtype holds exactly: float16 integers stop at 2048,
@@ -291,7 +292,7 @@ def test_near_ties_with_self_exclusion_and_multi_hot_labels():
 
 def test_few_near_ties_are_rescored_pairwise_many_with_a_float64_product(monkeypatch):
     calls = {"pairs": 0, "product": 0}
-    pairs, product = search._exact_sq_distances, search.EuclideanOrder._scores64
+    pairs, product = euclidean._exact_sq_distances, search.EuclideanOrder._scores64
 
     def count_pairs(*a):
         calls["pairs"] += 1
@@ -301,7 +302,7 @@ def test_few_near_ties_are_rescored_pairwise_many_with_a_float64_product(monkeyp
         calls["product"] += 1
         return product(self, *a)
 
-    monkeypatch.setattr(search, "_exact_sq_distances", count_pairs)
+    monkeypatch.setattr(euclidean, "_exact_sq_distances", count_pairs)
     monkeypatch.setattr(search.EuclideanOrder, "_scores64", count_product)
     # two near-equal candidates among 200 far ones: a few pairs re-scored, no product
     g = torch.cat([torch.tensor([[1e4, 0.0], [1e4, 1e-3]]), 100.0 * torch.randn(200, 2, generator=_gen(7))])

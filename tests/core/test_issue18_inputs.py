@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import retrieval_core as rc
-from retrieval_core import comparison, sizing
+from retrieval_core import sizing
+from retrieval_core.stats import comparison
 from retrieval_core.intervals import intervals
 from retrieval_core.set_metrics import kmeans
 

@@ -13,6 +13,7 @@ import torch
 import ignite_retrieval as ir
 import lightning_retrieval as lr
 from retrieval_core import distributed as D
+from retrieval_core.parallel import evaluation
 from retrieval_core.agreement import canonical, disagreement, option_texts
 
 # each rank's own data (rows, ids, categories, ...) and the communicator: never compared
@@ -102,8 +103,8 @@ def test_distributed_entry_points_compare_every_option(entry, monkeypatch):
         captured.update(options=options, what=what)
         raise _Captured
 
-    monkeypatch.setattr(D, "world_size", lambda group=None: 2)
-    monkeypatch.setattr(D, "agree", agree)
+    monkeypatch.setattr(evaluation, "world_size", lambda group=None: 2)
+    monkeypatch.setattr(evaluation, "agree", agree)
     with pytest.raises(_Captured):
         entry(torch.zeros(2, 2), torch.zeros(2, dtype=torch.int64), **markers)
     got = captured["options"]

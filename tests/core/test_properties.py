@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import retrieval_core as rc
-from retrieval_core import build
+from retrieval_core.ranking import groups
 from retrieval_core.build import group_flat, iter_flat_blocks
 from retrieval_core.evaluate import score_values
 from tests.devices import on_device
@@ -157,8 +157,8 @@ def test_flat_form_equals_dense_for_any_grouping(device, problem, seed, shuffle)
         flat_i, flat_p, flat_t = flat_i[order], flat_p[order], flat_t[order]
     dense = on_device(device, rc.evaluate_scores, preds, target, KEYS, mask=mask, reduce="none")
     sort = torch.argsort(ids)
-    for bucket_entries in (build.BUCKET_ENTRIES, 3):  # one id range, or many small ones
-        with mock.patch.object(build, "BUCKET_ENTRIES", bucket_entries):
+    for bucket_entries in (groups.BUCKET_ENTRIES, 3):  # one id range, or many small ones
+        with mock.patch.object(groups, "BUCKET_ENTRIES", bucket_entries):
             flat = on_device(device, score_values, flat_p, flat_t, KEYS, indexes=flat_i)
             _, ranking = on_device(device, rc.rank_flat, flat_i, flat_p, flat_t, 3)
         assert flat.query_ids.tolist() == ids[sort].tolist()

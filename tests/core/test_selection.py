@@ -1,9 +1,9 @@
-"""The two-level top-k of long rows (build._topk, build._top_values) and the stable
+"""The two-level top-k of long rows (topk._topk, topk._top_values) and the stable
 top built on it give exactly what a full stable sort gives, ties included."""
 import pytest
 import torch
 
-from retrieval_core import build
+from retrieval_core.ranking import dense, topk
 from retrieval_core.evaluate import score_values
 
 
@@ -24,7 +24,7 @@ def sorted_prefix(x: torch.Tensor, d: int):
 @pytest.mark.parametrize("levels", [0, 3, 50, 4000])
 def test_two_level_topk_values_equal_topk(n, k, levels):
     x = rows(7, n, levels, seed=n + k + levels)
-    vals, idx = build._topk(x, k)
+    vals, idx = topk._topk(x, k)
     assert torch.equal(vals, x.topk(k, dim=1).values)
     assert torch.equal(x.gather(1, idx), vals)  # the columns hold those values
     assert all(r.unique().numel() == k for r in idx)  # no column twice
@@ -32,21 +32,21 @@ def test_two_level_topk_values_equal_topk(n, k, levels):
     gains[0, ::3] = -0.0
     for dtype in (torch.float32, torch.float64, torch.float16, torch.int64):
         g = gains.to(dtype)
-        assert torch.equal(build._top_values(g, k), g.topk(k, dim=1).values), dtype
+        assert torch.equal(topk._top_values(g, k), g.topk(k, dim=1).values), dtype
 
 
 def test_the_two_level_path_runs_where_it_pays():
-    assert build._group_width(20000, 11) == build.LONG_GROUP and build._group_width(6000, 60) == build.SHORT_GROUP
-    assert build._group_width(1000, 11) == build.SHORT_GROUP
-    assert build._group_width(200, 11) == 0  # a plain top-k is as fast there
-    assert build._group_width(1000, 101) == 0  # deep cuts: too many candidates
-    assert build._group_width(5000, 115, inner=True) > 0 and build._group_width(500, 115, inner=True) == 0
-    assert build._candidates(torch.zeros(2, 200), 11) is None
+    assert topk._group_width(20000, 11) == topk.LONG_GROUP and topk._group_width(6000, 60) == topk.SHORT_GROUP
+    assert topk._group_width(1000, 11) == topk.SHORT_GROUP
+    assert topk._group_width(200, 11) == 0  # a plain top-k is as fast there
+    assert topk._group_width(1000, 101) == 0  # deep cuts: too many candidates
+    assert topk._group_width(5000, 115, inner=True) > 0 and topk._group_width(500, 115, inner=True) == 0
+    assert topk._candidates(torch.zeros(2, 200), 11) is None
     # other devices keep the levels for long rows (short-row gains measured on CPU only)
-    assert build._candidates(torch.zeros(2, 1000, device="meta"), 11) is None
-    assert build._candidates(torch.zeros(2, 5000, device="meta"), 11) is not None
+    assert topk._candidates(torch.zeros(2, 1000, device="meta"), 11) is None
+    assert topk._candidates(torch.zeros(2, 5000, device="meta"), 11) is not None
     # the ideal gains (mostly equal zeros) take the levels in long rows only
-    assert build._candidates(torch.zeros(2, 1000), 11, min_columns=build.GAIN_TWO_LEVEL_MIN_COLUMNS) is None
+    assert topk._candidates(torch.zeros(2, 1000), 11, min_columns=topk.GAIN_TWO_LEVEL_MIN_COLUMNS) is None
 
 
 @pytest.mark.parametrize("levels", [0, 2, 7, 300])
@@ -56,10 +56,10 @@ def test_stable_top_of_long_rows_equals_the_stable_sort(levels, d):
     x[0] = 1.0  # one row all tied
     x[1, :] = 0.0
     x[1, 5000:5000 + 2 * d] = 5.0  # the tied top at the end of the row, past the cut
-    vals, idx = build._stable_top(x, d)
+    vals, idx = topk._stable_top(x, d)
     v, i = sorted_prefix(x, d)
     assert torch.equal(vals, v) and torch.equal(idx, i)
-    vals, idx, crossing = build._stable_top_deferred(x, d)
+    vals, idx, crossing = topk._stable_top_deferred(x, d)
     exact = crossing.logical_not()
     assert torch.equal(vals[exact], v[exact]) and torch.equal(idx[exact], i[exact])
     assert bool(crossing[0]) and bool(crossing[1])  # ties at the cut are flagged
@@ -71,7 +71,7 @@ def test_int64_scores_and_padding_in_long_rows():
     x = torch.randint(-3, 3, (6, 5000), generator=g) * 2**60
     x[2, 100:4000] = low
     for d in (1, 10, 70):
-        vals, idx = build._stable_top(x, d, floor=None)
+        vals, idx = topk._stable_top(x, d, floor=None)
         v, i = sorted_prefix(x, d)
         assert torch.equal(vals, v) and torch.equal(idx, i)
 
@@ -83,7 +83,7 @@ def test_ideal_of_short_rows_on_integer_bits():
     gains[4, :5] = torch.tensor([float("inf"), 2.5, 1e-30, 3e38, 0.5])
     for dtype in (torch.float32, torch.float64, torch.bfloat16):
         t = gains.to(dtype)
-        assert torch.equal(build._top_values(t, 10), t.topk(10, dim=1).values), dtype
+        assert torch.equal(topk._top_values(t, 10), t.topk(10, dim=1).values), dtype
 
 
 @pytest.mark.parametrize("levels", [0, 4])
@@ -95,12 +95,12 @@ def test_score_values_of_long_rows_equal_short_blocks(levels):
     target = torch.randint(1, 4, x.shape, generator=g) * (torch.rand(x.shape, generator=g) < 0.02)
     keys = ["ndcg@10", "map@10", "mrr@10", "precision@10", "recall@10", "map@r", "ndcg@100"]
     fast = score_values(x, target, keys).values
-    old = build.TWO_LEVEL_MIN_COLUMNS
+    old = topk.TWO_LEVEL_MIN_COLUMNS
     try:
-        build.TWO_LEVEL_MIN_COLUMNS = 10**9
+        topk.TWO_LEVEL_MIN_COLUMNS = 10**9
         plain = score_values(x, target, keys).values
     finally:
-        build.TWO_LEVEL_MIN_COLUMNS = old
+        topk.TWO_LEVEL_MIN_COLUMNS = old
     assert torch.equal(fast.nan_to_num(-1.0), plain.nan_to_num(-1.0))
 
 
@@ -131,7 +131,7 @@ def test_count_relevant_equals_a_plain_count(n, dtype):
     g = torch.Generator().manual_seed(n)
     for t in (torch.rand(5, n, generator=g) < 0.5, torch.ones(5, n, dtype=torch.bool)):
         t = t.to(dtype)
-        assert torch.equal(build._count_relevant(t), (t != 0).sum(1)), (n, dtype)
+        assert torch.equal(dense._count_relevant(t), (t != 0).sum(1)), (n, dtype)
 
 
 def test_count_relevant_of_views():
@@ -141,4 +141,4 @@ def test_count_relevant_of_views():
     for t in (flat[1:].view(4, 8), (torch.rand(4, 9, generator=g) < 0.5)[:, 1:],
               (torch.rand(8, 6, generator=g) < 0.5).t(), (torch.rand(1, 6, generator=g) < 0.5)[:, :4],
               torch.zeros(3, 0, dtype=torch.bool), torch.zeros(0, 8)):
-        assert torch.equal(build._count_relevant(t), (t != 0).sum(1))
+        assert torch.equal(dense._count_relevant(t), (t != 0).sum(1))

@@ -4,6 +4,7 @@ import torch
 
 import retrieval_core as rc
 from retrieval_core import set_level
+from retrieval_core.metrics import set_level as metrics_set_level
 from retrieval_core.registry import REGISTRY, WHOLE, MetricKey, MetricSpec
 
 
@@ -33,8 +34,8 @@ def test_a_new_set_level_spec_needs_no_change_in_set_level(embeddings_labels):
 def test_nmi_and_ami_share_one_clustering(monkeypatch, embeddings_labels):
     x, labels = embeddings_labels
     runs = []
-    real = set_level.clustering_scores
-    monkeypatch.setattr(set_level, "clustering_scores", lambda *a, **k: runs.append(1) or real(*a, **k))
+    real = metrics_set_level.clustering_scores
+    monkeypatch.setattr(metrics_set_level, "clustering_scores", lambda *a, **k: runs.append(1) or real(*a, **k))
     r = rc.evaluate_embeddings(x, labels, ["ami", "cmc@1", "nmi"])
     assert len(runs) == 1
     nmi, ami = real(x, labels)

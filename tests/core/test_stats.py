@@ -153,7 +153,7 @@ def test_bootstrap_seed_and_device(device):
 
 
 def test_bootstrap_resample_chunks_do_not_change_the_interval(monkeypatch):
-    import retrieval_core.intervals as iv
+    import retrieval_core.stats.intervals as iv
 
     v = torch.rand(300, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     monkeypatch.setattr(iv, "_CPU_CHUNK_ELEMENTS", 1 << 24)  # one chunk

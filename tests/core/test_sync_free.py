@@ -260,16 +260,16 @@ def test_flat_sort_split_by_memory_reads_per_part_only(parts, monkeypatch, small
     """Past its memory bounds the flat sort takes id ranges one at a time (here forced
     by a small bucket): the id range is read once, then each range's entries, its
     number of queries and its bucket sizes; values stay those of the CPU policy."""
-    from retrieval_core import build
+    from retrieval_core.ranking import flat, groups
 
     preds, target, mask = tied_dense(8 * parts, 40, seed=parts)
     ids, p, t = flat_of(preds, target, mask, parts, shuffle=True)  # ids -50, -47, ...: ranges of 8 queries
-    monkeypatch.setattr(build, "BUCKET_ENTRIES", -(-ids.numel() // parts))
+    monkeypatch.setattr(groups, "BUCKET_ENTRIES", -(-ids.numel() // parts))
     reads = HostReads(monkeypatch)
     for keys in (TOPK_KEYS, AT_R_KEYS):
         with sizing.force_sync_free(True):
             counted = reads.count(lambda: score_values(p, t, keys, indexes=ids))
-            assert build._n_sorted_parts(ids.numel(), 1, ids, 10**6) == parts
+            assert flat._n_sorted_parts(ids.numel(), 1, ids, 10**6) == parts
         assert sum(counted.values()) == 1 + 3 * parts, counted
         cpu, free = both_policies(lambda: score_values(p, t, keys, indexes=ids))
         assert torch.equal(free.query_ids, cpu.query_ids)

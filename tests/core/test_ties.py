@@ -396,7 +396,7 @@ def test_joined_rankings_keep_each_parts_ties_at_the_cut():
 
 def test_distributed_checks_of_tie_modes():
     """What every process checks before a multi-process evaluation (tests/distributed runs them)."""
-    from retrieval_core.distributed import _check_options, _check_shard_options, _options
+    from retrieval_core.parallel.evaluation import _check_options, _check_shard_options, _options
     from retrieval_core.registry import parse_metrics
 
     def check(keys, options, shard_gallery):

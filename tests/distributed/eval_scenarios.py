@@ -20,6 +20,7 @@ import torch
 
 import retrieval_core
 from retrieval_core import distributed as D
+from retrieval_core.parallel import evaluation, shares
 
 N = 53
 DIM = 6
@@ -89,18 +90,18 @@ def _case(metrics, *, layout: str = "uneven", gallery: bool = False, ids: bool =
                         gallery_labels=lab[:m].flip(0), gallery_ids=(item_ids[:m] + 3 * 20) if ids else None)
         mine = {k: _rows(v, rank, world, layout) for k, v in full.items()}
         recorded: List[tuple] = []
-        original = D.gather_cat
+        original = D.gather_cat  # the distributed evaluation's gathers (its modules' own names)
 
         def recording(t, group=None):
             recorded.append((tuple(t.shape), str(t.dtype)))
             return original(t, group)
 
-        D.gather_cat = recording
+        evaluation.gather_cat = shares.gather_cat = recording
         try:
             got = D.evaluate_embeddings(_rows(x, rank, world, layout), _rows(lab, rank, world, layout), metrics,
                                         shard_gallery=shard, **mine, **options)
         finally:
-            D.gather_cat = original
+            evaluation.gather_cat = shares.gather_cat = original
         one = retrieval_core.evaluate_embeddings(x, lab, metrics, **{k: v for k, v in full.items()}, **options)
         gathered_embeddings = [s for s, d in recorded if d == str(x.dtype) and len(s) == 2 and s[1] == DIM]
         return {"dist": plain(got), "one": plain(one), "gathered_embeddings": gathered_embeddings}
@@ -299,17 +300,17 @@ ADAPTER_KEYS = ["cmc@1", "map@r", "ndcg@3", "mrr", "nmi"]
 def _counting(fn):
     """Run ``fn()`` counting the queries this rank evaluates per-query values for."""
     counted: List[int] = []
-    original = D._share_values
+    original = shares._share_values
 
     def share_values(query, *args, **kwargs):
         counted.append(int(query.shape[0]))
         return original(query, *args, **kwargs)
 
-    D._share_values = share_values
+    shares._share_values = share_values
     try:
         return fn(), sum(counted)
     finally:
-        D._share_values = original
+        shares._share_values = original
 
 
 def _adapter_rows(rank: int, world: int):

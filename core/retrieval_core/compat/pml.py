@@ -25,8 +25,8 @@ from typing import Dict, List
 import torch
 from torch import Tensor
 
-from .. import evaluate_embeddings
-from .pml_knn import ExactKNN, equal_rows, label_match_counts, lone_queries
+from .. import evaluate_embeddings, optional
+from .pml_knn import ExactKNN, equal_rows, label_match_counts, lone_queries, relevant_per_query
 from .pml_values import KNN_METRICS, keys_for, knn_label_values, nan_accuracy, pml_reduce, pml_values
 
 __all__ = ["AccuracyCalculator", "ExactKNN"]
@@ -39,12 +39,8 @@ def _tensor(x, device, name: str) -> Tensor:
     """numpy arrays (as PML accepts them), lists and tensors, on ``device``."""
     if isinstance(x, Tensor):
         return x.to(device)
-    try:
-        import numpy as np
-        if isinstance(x, np.ndarray):
-            return torch.from_numpy(x).to(device)
-    except ImportError:  # pragma: no cover - numpy is optional
-        pass
+    if type(x).__module__ == "numpy" and hasattr(x, "__array__"):  # a numpy array (numpy itself is optional)
+        return torch.as_tensor(x).to(device)
     if isinstance(x, (list, tuple)):
         return torch.as_tensor(x, device=device)
     raise TypeError(f"{name} must be a torch.Tensor or a numpy array; got {type(x).__name__}")
@@ -140,19 +136,17 @@ class AccuracyCalculator:
     def get_cluster_labels(self, query, query_labels, **kwargs):
         n_clusters = len(torch.unique(query_labels.flatten()))
         if self.kmeans_func is None:
-            try:
-                from sklearn.cluster import KMeans
-            except ImportError as err:  # pragma: no cover - scikit-learn is installed with the tests
-                raise ImportError("cluster labels for a custom NMI/AMI need kmeans_func or scikit-learn") from err
-            return torch.as_tensor(KMeans(n_clusters, n_init=1, random_state=0).fit_predict(query.cpu().numpy()))
+            kmeans = optional.require("sklearn.cluster", feature="cluster labels for a custom NMI/AMI without "
+                                      "kmeans_func", package="scikit-learn").KMeans
+            return torch.as_tensor(kmeans(n_clusters, n_init=1, random_state=0).fit_predict(query.cpu().numpy()))
         return self.kmeans_func(query, n_clusters)
 
     # ------------------------------------------------------------------ the metrics
     def _mutual_info(self, name, query_labels, cluster_labels):
         if name in self._computed:
             return self._computed[name]
-        from sklearn.metrics import adjusted_mutual_info_score, normalized_mutual_info_score
-        score = normalized_mutual_info_score if name == "NMI" else adjusted_mutual_info_score
+        scores = optional.require("sklearn.metrics", feature="NMI/AMI of custom cluster labels", package="scikit-learn")
+        score = scores.normalized_mutual_info_score if name == "NMI" else scores.adjusted_mutual_info_score
         return float(score(*(torch.as_tensor(x).cpu().numpy() for x in (query_labels, cluster_labels))))
 
     def calculate_NMI(self, query_labels, cluster_labels=None, **kwargs):
@@ -282,7 +276,6 @@ class AccuracyCalculator:
             compare = self.label_comparison_fn
             labels = (kwargs["query_labels"], kwargs["reference_labels"])
             relevance = lambda q, g: compare(q.unsqueeze(1), g.unsqueeze(0)).to(torch.float64)  # noqa: E731
-            from .pml_knn import relevant_per_query
             relevant = relevant_per_query(labels[0], kwargs["label_counts"], riq)
             groups = labels[0]
         truncated = bool((relevant[keep] > k).any()) if fast else False

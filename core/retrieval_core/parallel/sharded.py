@@ -1,5 +1,5 @@
 """Exact k-NN over a gallery sharded across ranks (``shard_gallery=True`` of
-:func:`retrieval_core.distributed.evaluate_embeddings`).
+:func:`retrieval_core.parallel.evaluation.evaluate_embeddings`).
 
 The gallery never leaves its rank. Every rank walks the same sequence of query
 chunks (rank 0's queries, then rank 1's, ...): the chunk's owner broadcasts it,
@@ -30,13 +30,16 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from . import search
-from .build import _stable_top
-from .distributed import agree, all_reduce_sum, gather_cat, rank_of, world_size
-from .evaluate import ranking_values
-from .ranking import Ranking
-from .registry import depth_needed
-from .validate import check_cutoffs
+from .. import optional, search
+from ..embedding_values import DEFAULT_MEMORY_BUDGET
+from ..metrics.apply import ranking_values
+from ..metrics.registry import depth_needed
+from ..ranking.ranking import Ranking
+from ..ranking.topk import _stable_top
+from ..validate import check_cutoffs
+from . import shares
+from .agree import agree
+from .collectives import all_reduce_sum, gather_cat, rank_of, world_size
 
 __all__ = ["sharded_values"]
 
@@ -191,8 +194,6 @@ def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: 
     """``[q, M]`` per-query values of this rank's queries (checked inputs, ids as
     global positions for a self-gallery) against every rank's gallery shard;
     ``gallery=None``: each rank's queries are its shard."""
-    from .distributed import _share_values
-    from .embeddings import DEFAULT_MEMORY_BUDGET
 
     world, rank = world_size(group), rank_of(group)
     self_gallery = gallery is None
@@ -207,7 +208,7 @@ def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: 
     if n_total < search.MIN_ROWS:  # a tiny gallery: gathered, evaluated unsharded
         g, gl = gather_cat(gallery, group), gather_cat(gallery_labels, group)
         gi = None if gallery_ids is None else gather_cat(gallery_ids, group)
-        values, _ = agree(lambda: (_share_values(query, query_labels, query_keys, g, gl, query_ids, gi, options,
+        values, _ = agree(lambda: (shares._share_values(query, query_labels, query_keys, g, gl, query_ids, gi, options,
                                                  show=False), None), group=group, device=device)
         return values
     distance, relevance = options["distance"], options["relevance"]
@@ -227,8 +228,6 @@ def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: 
     values = torch.empty(query.shape[0], len(query_keys), dtype=torch.float64, device=query.device)
     chunks = [(owner, start) for owner in range(world) for start in range(0, q_rows[owner], rows)]
     if options["progress"] and rank == 0:
-        from . import optional
-
         chunks = optional.tqdm()(chunks, desc="retrieval-metrics (sharded)", unit="chunk")
     for owner, start in chunks:
         c = min(rows, q_rows[owner] - start)

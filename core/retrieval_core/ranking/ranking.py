@@ -12,6 +12,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .tie_groups import TieGroups
+
 __all__ = ["Ranking", "EXP_HEADROOM", "GAIN_LIMIT"]
 
 # Exponential gains 2^g - 1 of a query are scaled down by a power of two once its largest
@@ -232,9 +234,8 @@ class Ranking:
 
     @cached_property
     def tie_groups(self):
-        """The tied groups of the Ranking (:class:`retrieval_core.ties.TieGroups`), for ``ties="expected"``."""
-        from .ties import TieGroups
-
+        """The tied groups of the Ranking (:class:`~retrieval_core.ranking.tie_groups.TieGroups`),
+        for ``ties="expected"``."""
         return TieGroups(self)
 
     @cached_property

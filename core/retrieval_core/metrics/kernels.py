@@ -1,0 +1,237 @@
+"""Per-query metric kernels: pure functions ``f(ranking, k) -> Tensor[Q]`` (float64).
+
+``k`` is the cutoff: a positive int, a ``[Q]`` int64 tensor of per-query cutoffs
+(``@r``: each query's R), or None for the whole candidate list. No kernel
+averages, syncs or loops over queries. Values of queries for which a metric is
+undefined (see :data:`EMPTY_RULES`) are arbitrary here; the evaluator marks them.
+
+Notation (docs/metrics.md): hits@k = relevant candidates among the first k,
+R = ``ranking.n_relevant``, P@i = hits@i / i, rel_i = 1 if rank i is relevant.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Union
+
+import torch
+from torch import Tensor
+
+from ..ranking.gains import exp_gain
+from ..ranking.ranking import Ranking
+
+Cutoff = Optional[Union[int, Tensor]]
+Kernel = Callable[[Ranking, Cutoff], Tensor]
+
+
+def cut_length(r: Ranking, k: Cutoff) -> Union[int, Tensor]:
+    """How many ranked positions the cutoff covers (k clipped to the depth)."""
+    if k is None:
+        return r.depth
+    if isinstance(k, Tensor):
+        return k.clamp(max=r.depth)
+    return min(k, r.depth)
+
+
+def value_at(cum: Tensor, c: Union[int, Tensor]) -> Tensor:
+    """Row-wise value of a cumulative ``[Q, d]`` array after ``c`` positions (0 if c = 0)."""
+    if isinstance(c, Tensor):
+        got = cum.gather(1, (c - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+        return torch.where(c > 0, got, torch.zeros_like(got))
+    if c <= 0:
+        return cum.new_zeros(cum.shape[0])
+    return cum[:, c - 1]
+
+
+def nominal_k(r: Ranking, k: Cutoff) -> Tensor:
+    """The cutoff as a float64 divisor: k itself, R for @r, the list length for None."""
+    if k is None:
+        return r.n_candidates.to(torch.float64)
+    if isinstance(k, Tensor):
+        return k.to(torch.float64)
+    return torch.full((r.n_queries,), float(k), dtype=torch.float64, device=r.relevance.device)
+
+
+def _hits(r: Ranking, k: Cutoff) -> Tensor:
+    """hits@k as float64 (counted exactly in integers)."""
+    return value_at(r.cum_hits, cut_length(r, k)).to(torch.float64)
+
+
+def _ratio_or_zero(num: Tensor, den: Tensor) -> Tensor:
+    """num / den, 0 where den == 0 (for 'no hit gives 0' definitions)."""
+    return torch.where(den > 0, num / den.clamp(min=1e-300), torch.zeros_like(num))
+
+
+def hit_rate(r: Ranking, k: Cutoff) -> Tensor:
+    """1 if any of the first k candidates is relevant."""
+    return (_hits(r, k) > 0).to(torch.float64)
+
+
+def precision(r: Ranking, k: Cutoff) -> Tensor:
+    """hits@k / k."""
+    return _hits(r, k) / nominal_k(r, k)
+
+
+def precision_adaptive(r: Ranking, k: Cutoff) -> Tensor:
+    """hits@k / min(k, n_candidates)."""
+    return _hits(r, k) / torch.minimum(nominal_k(r, k), r.n_candidates.to(torch.float64))
+
+
+def precision_capped(r: Ranking, k: Cutoff) -> Tensor:
+    """hits@k / min(k, R)."""
+    return _hits(r, k) / torch.minimum(nominal_k(r, k), r.n_relevant.to(torch.float64))
+
+
+def recall(r: Ranking, k: Cutoff) -> Tensor:
+    """hits@k / R."""
+    return _hits(r, k) / r.n_relevant.to(torch.float64)
+
+
+def f1(r: Ranking, k: Cutoff) -> Tensor:
+    """Harmonic mean of precision@k and recall@k, which is 2 hits@k / (k + R)."""
+    return 2.0 * _hits(r, k) / (nominal_k(r, k) + r.n_relevant.to(torch.float64))
+
+
+def average_precision(r: Ranking, k: Cutoff) -> Tensor:
+    """sum_{i<=k} P@i rel_i / R (trec map_cut, PML map@r with k = R)."""
+    return value_at(r.cum_precision_hits, cut_length(r, k)) / r.n_relevant.to(torch.float64)
+
+
+def average_precision_hits(r: Ranking, k: Cutoff) -> Tensor:
+    """sum_{i<=k} P@i rel_i / hits@k, 0 without a hit (OML map@k, torchmetrics MAP top_k)."""
+    c = cut_length(r, k)
+    return _ratio_or_zero(value_at(r.cum_precision_hits, c), _hits(r, k))
+
+
+def reciprocal_rank(r: Ranking, k: Cutoff) -> Tensor:
+    """1 / rank of the first relevant candidate within k, else 0."""
+    first = r.first_hit
+    inside = (first > 0) & (first <= cut_length(r, k))
+    return torch.where(inside, 1.0 / first.clamp(min=1).to(torch.float64), torch.zeros_like(first, dtype=torch.float64))
+
+
+def _dcg(gains: Tensor, r: Ranking, k: Cutoff) -> Tensor:
+    return value_at((gains * r.discount).cumsum(1), cut_length(r, k))
+
+
+def _ideal(r: Ranking) -> Tensor:
+    if r.ideal is None:
+        raise ValueError("this Ranking was built without ideal gains; nDCG needs them")
+    return r.ideal
+
+
+def unscale(x: Tensor, shift: Tensor) -> Tensor:
+    """``x * 2^shift`` (x >= 0), inf where float64 cannot hold it and never NaN: a power of
+    two 2^shift alone may overflow where the product does not (x < 1), so the exponent is
+    added to x's own (frexp) instead."""
+    mantissa, exponent = torch.frexp(x)  # x = mantissa * 2^exponent, mantissa in [0.5, 1)
+    big = 2.0 * mantissa * torch.exp2(exponent.to(x.dtype) - 1.0 + shift)  # 2^(e-1+s) <= 2^1023 when it fits
+    return torch.where((x > 0) & (shift > 0), big, x)
+
+
+def dcg(r: Ranking, k: Cutoff) -> Tensor:
+    """sum_{i<=k} g_i / log2(i + 1) with linear gain g = relevance."""
+    return _dcg(r.relevance, r, k)
+
+
+def dcg_exp(r: Ranking, k: Cutoff) -> Tensor:
+    """sum_{i<=k} (2^g_i - 1) / log2(i + 1); inf where float64 cannot hold it (the
+    aggregation refuses that)."""
+    return unscale(_dcg(exp_gain(r.relevance, r.exp_shift), r, k), r.exp_shift)
+
+
+def ndcg(r: Ranking, k: Cutoff) -> Tensor:
+    """DCG@k over the DCG@k of the ideal order, linear gain."""
+    return dcg(r, k) / _dcg(_ideal(r), r, k)
+
+
+def ndcg_exp(r: Ranking, k: Cutoff) -> Tensor:
+    """nDCG@k with gain 2^rel - 1 (both DCGs scaled by 2^-exp_shift: the ratio stays exact)."""
+    shift = r.exp_shift
+    return _dcg(exp_gain(r.relevance, shift), r, k) / _dcg(exp_gain(_ideal(r), shift), r, k)
+
+
+def fall_out(r: Ranking, k: Cutoff) -> Tensor:
+    """Non-relevant candidates in the top k over all non-relevant candidates."""
+    c = cut_length(r, k)
+    retrieved = value_at(r.cum_valid, c).to(torch.float64)
+    negatives = (r.n_candidates - r.n_relevant).to(torch.float64)
+    return (retrieved - _hits(r, k)) / negatives
+
+
+def acg(r: Ranking, k: Cutoff) -> Tensor:
+    """Average cumulative gain: sum_{i<=k} g_i / k."""
+    return value_at(r.cum_gain, cut_length(r, k)) / nominal_k(r, k)
+
+
+def wap(r: Ranking, k: Cutoff) -> Tensor:
+    """Weighted mean average precision: sum_{i<=k} 1[g_i>0] acg@i / hits@k, 0 without a hit."""
+    c = cut_length(r, k)
+    weighted = (r.hit * r.cum_gain / r.positions).cumsum(1)
+    return _ratio_or_zero(value_at(weighted, c), _hits(r, k))
+
+
+def partial_auroc(r: Ranking, k: Cutoff, max_fpr: Optional[float] = None) -> Tensor:
+    """ROC AUC of each query's first ``k`` candidates (the whole list with None),
+    up to a false-positive rate ``max_fpr`` with McClish's standardisation (as
+    scikit-learn's ``roc_auc_score(max_fpr=...)``); NaN where either class is missing.
+
+    In the stable order the ROC curve is a staircase: each non-relevant candidate
+    moves the false-positive rate by 1/N at a true-positive rate of (relevant
+    above it) / P.
+    """
+    if k is None and not r.complete:
+        raise ValueError("auroc needs the whole candidate list in the Ranking")
+    c = r.depth if k is None else min(int(k), r.depth)
+    hit = r.hit[:, :c]
+    negative = r.valid[:, :c] & ~hit  # relevant candidates are valid ones
+    n_pos, n_neg = hit.sum(1).to(torch.float64), negative.sum(1).to(torch.float64)
+    tpr = r.cum_hits[:, :c] / n_pos.unsqueeze(1)
+    if max_fpr is None or max_fpr >= 1.0:
+        auc = (tpr * negative).sum(1) / n_neg
+    else:
+        step = negative.cumsum(1, dtype=r.count_dtype).to(torch.float64)  # j at the j-th non-relevant candidate
+        width = (torch.clamp(step / n_neg.unsqueeze(1), max=max_fpr) - (step - 1) / n_neg.unsqueeze(1)).clamp(min=0.0)
+        partial = (tpr * negative * width).sum(1)
+        min_area = 0.5 * max_fpr**2
+        auc = 0.5 * (1.0 + (partial - min_area) / (max_fpr - min_area))
+    return auc.masked_fill((n_pos == 0) | (n_neg == 0), float("nan"))
+
+
+def auroc(r: Ranking, k: Cutoff) -> Tensor:
+    """ROC AUC of the ranking (of its first k candidates for ``auroc@k``): the fraction
+    of (relevant, non-relevant) pairs in which the relevant candidate is ranked first."""
+    return partial_auroc(r, k)
+
+
+def no_relevant(r: Ranking) -> Tensor:
+    """The usual empty query: R = 0."""
+    return r.n_relevant == 0
+
+
+def no_irrelevant(r: Ranking) -> Tensor:
+    """Fall-out's empty query: every candidate is relevant."""
+    return r.n_candidates == r.n_relevant
+
+
+def no_relevant_or_irrelevant(r: Ranking) -> Tensor:
+    """AUROC's empty query: it needs at least one of each."""
+    return no_relevant(r) | no_irrelevant(r)
+
+
+def recall_at_fixed_precision(precision: Tensor, recall: Tensor, k: Tensor, min_precision: float):
+    """From a precision/recall curve over ``k`` (1-D, one point per k): the largest
+    recall whose precision is at least ``min_precision``, and its k (the largest k
+    among equal recalls). No such point, or a best recall of 0: recall 0 and k = the
+    curve's length (torchmetrics' RetrievalRecallAtFixedPrecision documents this).
+
+    Example:
+        >>> p, r = torch.tensor([1.0, 0.5, 0.67]), torch.tensor([0.5, 0.5, 1.0])
+        >>> recall_at_fixed_precision(p, r, torch.tensor([1, 2, 3]), 0.6)
+        (tensor(1.), tensor(3))
+    """
+    reached = precision >= min_precision
+    if not bool(reached.any()):
+        return torch.zeros((), dtype=recall.dtype, device=recall.device), torch.tensor(len(k))
+    best = recall[reached].max()
+    if best == 0:
+        return best, torch.tensor(len(k), dtype=k.dtype, device=k.device)
+    return best, k[reached & (recall == best)].max()

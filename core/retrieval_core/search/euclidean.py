@@ -1,0 +1,325 @@
+"""Exact Euclidean k-NN order: float32 products, with float64 rescoring of the candidates within the error window."""
+from __future__ import annotations
+
+from typing import Callable, Iterator, Optional
+
+import torch
+from torch import Tensor
+
+from ..ranking.topk import _stable_top, _stable_top_deferred
+from .frames import Frame, _matmul, _matmul_roundoff
+
+__all__ = ["EuclideanOrder"]
+
+
+def _exact_sq_distances(q: Tensor, g: Tensor, rows: Tensor, cols: Tensor, exponent: Optional[Tensor] = None) -> Tensor:
+    """``|q[rows] - g[cols]|^2 * 2**(-2 exponent)`` in float64: the differences of the
+    embeddings in float64, scaled by ``2**-exponent`` (exact: no square overflows or
+    underflows), squared and summed in a fixed pairwise order (the same value for a
+    pair in any chunk, on any device; equal for identical embeddings)."""
+    out = torch.empty(rows.shape[0], dtype=torch.float64, device=q.device)
+    dim = q.shape[1]
+    width = 1 << max(0, (dim - 1).bit_length())
+    step = max(1, (1 << 22) // width)
+    for start in range(0, rows.shape[0], step):
+        part = slice(start, start + step)
+        diff = q[rows[part]].to(torch.float64) - g[cols[part]].to(torch.float64)
+        if exponent is not None:
+            diff = torch.ldexp(diff, -exponent)
+        sq = torch.nn.functional.pad(diff * diff, (0, width - dim))
+        while sq.shape[1] > 1:
+            half = sq.shape[1] // 2
+            sq = sq[:, :half] + sq[:, half:]
+        out[part] = sq[:, 0]
+    return out
+
+
+def _relative_bound(dim: int, u_products: float, u_final: float, u_prepared: float = 0.0) -> float:
+    """Largest error of a ranking score ``2 q.g - |g|^2`` (or ``-|q - g|^2``) against the
+    exact float64 distance (:func:`_exact_sq_distances`), over ``(|q| + |g|)^2``, doubled
+    for margin: products and sums over ``dim`` terms in any order err by at most
+    ``gamma = dim u / (1 - dim u)`` (u: unit roundoff of the product arithmetic), plus
+    three final roundings (to the score's dtype, of |g|^2, of the difference); the
+    prepared embeddings' own rounding (``u_prepared`` + float64's, per entry: ``|q - g|^2``
+    moves by at most 3 of each) and the exact distance's (a sum of ``dim`` squares)."""
+    u64 = 2.0**-53
+    if dim * u_products >= 1 or dim * u64 >= 1:
+        return float("inf")
+    exact = dim * u64 / (1 - dim * u64) + 3 * u64
+    return 2.0 * (dim * u_products / (1 - dim * u_products) + 3 * u_final + 3 * (u_prepared + u64) + exact)
+
+
+class EuclideanOrder:
+    """Exact euclidean order on top of the ranking score ``2 q.g - |g|^2`` of embeddings
+    prepared by a :class:`Frame` (float32 products).
+
+    Each score is within a bound ``e`` (per query, from :func:`_relative_bound` and the
+    largest prepared gallery norm) of the exact value ``|q|^2 - |q - g|^2`` (prepared
+    ``q``; exact distance of the embeddings themselves, in the frame's units), so two
+    candidates whose scores differ by more than ``2e`` are in exact order. In the
+    score order only runs of candidates closer than that to their neighbour (clusters)
+    may be misordered, and only among themselves; a cluster whose gains are not all
+    equal is re-ranked by the exact float64 squared distance, then by gallery index.
+    Candidates more than ``2e`` below the cut cannot enter the top, so only that window
+    past it is looked at. Rows with many such candidates, and whole-list rankings, are
+    re-scored with a float64 product instead (its bound is ~1e-15 relative: clusters
+    are then exact ties, such as identical embeddings). The metric values are those of
+    the exact order: float64 squared distances of the embeddings, ties by gallery
+    index. They do not depend on the chunk size: the float64 distances are summed in a
+    fixed order, and the result does not depend on how scores were rounded.
+
+    Methods take each chunk's queries twice: ``q`` prepared (as ``g``), ``qx`` as given.
+
+    Example:
+        >>> from retrieval_core.search.frames import similarity
+        >>> g = torch.tensor([[1e4, 0.0], [1e4, 1e-3], [0.0, 0.0]])
+        >>> q = torch.tensor([[1e4, 5.1e-4]])  # nearer to g[1] than to g[0]
+        >>> frame = Frame.of(q, g)
+        >>> gp, qp = frame.apply(g), frame.apply(q)
+        >>> top = EuclideanOrder(gp, g, frame).top(qp, lambda rows, idx: idx == 1, qx=q)
+        >>> top(similarity(qp, gp, "euclidean"), 1)[1].tolist()
+        [[1]]
+    """
+
+    # a row with more than 1/HEAVY of its candidates to re-score gets a float64 product
+    HEAVY = 32
+
+    def __init__(self, g: Tensor, g_exact: Tensor, frame: Frame):
+        self.g, self.g_exact, self.frame = g, g_exact, frame
+        dim = g.shape[1]
+        self._g_sq: Optional[Tensor] = None
+        # the largest norm, rounded up past its own rounding error (inf on overflow)
+        norm = float(torch.linalg.vector_norm(g, dim=1).max()) if g.shape[0] else 0.0
+        self.g_norm = norm * (1.0 + 4.0 * (dim + 2) * torch.finfo(g.dtype).eps)
+        u_prepared = torch.finfo(g.dtype).eps / 2
+        self.rel32 = _relative_bound(dim, _matmul_roundoff(g.dtype), 2.0**-24, u_prepared)
+        self.rel64 = _relative_bound(dim, 2.0**-53, 2.0**-53, 2.0**-53)
+
+    def _prepared64(self, x: Tensor) -> Tensor:
+        return self.frame.apply(x, torch.float64)
+
+    @property
+    def g_sq(self) -> Tensor:
+        """``[G]`` float64 squared norms of the gallery prepared in float64."""
+        if self._g_sq is None:
+            if self.g.dtype == torch.float64:
+                self._g_sq = (self.g * self.g).sum(1)
+            else:
+                self._g_sq = torch.cat([(g * g).sum(1) for g in self._gallery64_blocks()]) if self.g.shape[0] \
+                    else self.g.new_zeros(0, dtype=torch.float64)
+        return self._g_sq
+
+    def _gallery64_blocks(self) -> Iterator[Tensor]:
+        step = max(1, (1 << 22) // max(self.g.shape[1], 1))
+        for start in range(0, self.g.shape[0], step):
+            yield self._prepared64(self.g_exact[start:start + step])
+
+    def exact(self, qx: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
+        """Exact squared distances of ``qx[rows]`` and gallery ``cols``, in the frame's units."""
+        return _exact_sq_distances(qx, self.g_exact, rows, cols, self.frame.exponent)
+
+    def _width(self, q: Tensor, rel: float) -> Tensor:
+        """``[c]`` float64: twice the largest score error of each (prepared) query."""
+        eps = torch.finfo(q.dtype).eps
+        q_norm = (q.to(torch.float64) ** 2).sum(1).sqrt() * (1.0 + 4.0 * (q.shape[1] + 2) * eps)
+        return 2.0 * rel * (q_norm + self.g_norm) ** 2
+
+    def top(self, q: Tensor, gain_at: Callable[[Tensor, Tensor], Tensor], base_top=None, select: str = "checked",
+            qx: Optional[Tensor] = None):
+        """A ``top(scores, d) -> (vals, idx)`` for the ranking builders: the first ``d``
+        candidates of the chunk's queries in exact order. ``gain_at(rows, idx)``
+        gives the gains of candidates ``idx[h, k]`` of chunk rows ``rows[h]``;
+        excluded candidates score -inf.
+
+        ``select`` (as the builders'): ``"checked"`` repairs the float32 order in place
+        (host reads per chunk); ``"deferred"`` reads nothing and returns ``(vals, idx,
+        inexact)``, flagging the rows whose order it cannot prove (a cluster of unequal
+        gains in the window, or a window longer than the prefix); ``"exact"`` ranks by
+        the exact distance itself (:meth:`exact_top`, no host read), for those rows."""
+        if select == "exact":
+            return lambda scores, d: self.exact_top(scores, d, qx)
+        if select == "deferred":
+            return lambda scores, d: self._top_deferred(scores, d, q, qx, gain_at)
+        if base_top is None:
+            base_top = _stable_top
+
+        def top(scores: Tensor, d: int):
+            return self._top(scores, d, q, qx, gain_at, base_top)
+
+        return top
+
+    def _top_deferred(self, scores, d, q, qx, gain_at):
+        """The float32 top ``d`` and the rows it may misorder, without a host read: a
+        fixed prefix of ``d + 16 + d // 4`` (the first step of :meth:`_prefix`)."""
+        c, n = scores.shape
+        rows = torch.arange(c, device=scores.device)
+        k = min(d + 16 + d // 4, n)
+        if k == n:  # whole rows (dense in ties at float32 resolution): float64 scores, as _top64
+            s64 = self._scores64(qx).masked_fill_(torch.isneginf(scores), float("-inf"))
+            vals, idx = torch.sort(s64, dim=1, descending=True, stable=True)
+            del s64
+            mixed = self._mixed_rows(vals, self._width(q, self.rel64), gain_at(rows, idx))
+            return vals[:, :d], idx[:, :d], mixed
+        # (a tie at the prefix's end lies outside the window of covered rows: no flag needed)
+        vals, idx, _ = _stable_top_deferred(scores, k)
+        width = self._width(q, self.rel32)
+        last = vals[:, d - 1].to(torch.float64)
+        covered = torch.isneginf(last) | (vals[:, -1].to(torch.float64) < last - width)
+        mixed = self._mixed_rows(vals, width, gain_at(rows, idx))
+        return vals[:, :d], idx[:, :d], ~covered | mixed
+
+    @staticmethod
+    def _close(vals: Tensor, width: Tensor) -> Tensor:
+        """``[c, k - 1]``: neighbours in the score order closer than ``width``."""
+        v = vals.to(torch.float64)
+        return ((v[:, :-1] - v[:, 1:]) <= width.unsqueeze(1)) & torch.isfinite(v[:, 1:])
+
+    @classmethod
+    def _mixed_rows(cls, vals: Tensor, width: Tensor, gain: Tensor) -> Tensor:
+        """``[c]``: rows with two neighbours closer than ``width`` and of unequal gains
+        (where the float32 order may be wrong in a way that changes the values)."""
+        if vals.shape[1] < 2:
+            return torch.zeros(vals.shape[0], dtype=torch.bool, device=vals.device)
+        return (cls._close(vals, width) & (gain[:, :-1] != gain[:, 1:])).any(1)
+
+    def exact_top(self, scores: Tensor, d: int, qx: Tensor):
+        """The first ``d`` by the exact squared distance (:meth:`exact`, the order the
+        checked path repairs to), then gallery index; excluded (-inf) candidates last.
+        No host read: every pair of the rows is measured, so it is meant for the few
+        rows that the deferred path flags. Returns the negated distances as scores
+        (-inf for excluded candidates)."""
+        c, n = scores.shape
+        rows = torch.arange(c, device=scores.device).repeat_interleave(n, output_size=c * n)
+        cols = torch.arange(n, device=scores.device).repeat(c)
+        dist = self.exact(qx, rows, cols).view(c, n)
+        dist.masked_fill_(torch.isneginf(scores), float("inf"))
+        vals, idx = torch.sort(dist, dim=1, stable=True)
+        return -vals[:, :d], idx[:, :d]
+
+    def _top(self, scores, d, q, qx, gain_at, base_top):
+        c, n = scores.shape
+        rows = torch.arange(c, device=scores.device)
+        if d >= n:  # whole lists are dense in ties at float32 resolution
+            return self._top64(scores, rows, d, q, qx, gain_at, base_top)
+        width = self._width(q, self.rel32)
+        vals, idx = self._prefix(scores, d, width, base_top)
+        marked, cluster = self._marks(vals, idx, width, gain_at(rows, idx))
+        if marked is None:
+            return vals[:, :d], idx[:, :d]
+        heavy = marked.sum(1) * self.HEAVY > n
+        vals, idx = self._reorder(vals, idx, marked & ~heavy.unsqueeze(1), cluster, qx)
+        vals, idx = vals[:, :d], idx[:, :d]
+        if bool(heavy.any()):
+            h = heavy.nonzero().squeeze(1)
+            v, i = self._top64(scores[h], h, d, q[h], qx[h], gain_at, base_top)
+            vals, idx = vals.to(torch.float64), idx.clone()
+            vals[h], idx[h] = v, i
+        return vals, idx
+
+    def _top64(self, scores, rows, d, q, qx, gain_at, base_top):
+        """The top ``d`` of ``rows`` from float64 scores, computed in row blocks."""
+        n = scores.shape[1]
+        step = max(16, (1 << 23) // max(n, 1))
+        out_v, out_i = [], []
+        for start in range(0, rows.shape[0], step):
+            part = slice(start, start + step)
+            s = self._scores64(qx[part]).masked_fill_(torch.isneginf(scores[part]), float("-inf"))
+            width = self._width(q[part], self.rel64)
+            vals, idx = self._prefix(s, d, width, base_top)
+            del s
+            marked, cluster = self._marks(vals, idx, width, gain_at(rows[part], idx))
+            if marked is not None:
+                vals, idx = self._reorder(vals, idx, marked, cluster, qx[part])
+            out_v.append(vals[:, :d])
+            out_i.append(idx[:, :d])
+        if len(out_v) == 1:
+            return out_v[0], out_i[0]
+        return torch.cat(out_v), torch.cat(out_i)
+
+    def _scores64(self, qx: Tensor) -> Tensor:
+        """``2 q.g - |g|^2`` in float64 of the embeddings prepared in float64 (in blocks)."""
+        q = self._prepared64(qx)
+        if self.g.dtype == torch.float64:
+            s = q @ self.g.T
+        else:
+            s = torch.empty(q.shape[0], self.g.shape[0], dtype=torch.float64, device=q.device)
+            start = 0
+            for g in self._gallery64_blocks():
+                s[:, start:start + g.shape[0]] = q @ g.T
+                start += g.shape[0]
+        return s.mul_(2.0).sub_(self.g_sq)
+
+    def tie_scores(self, q: Tensor, qx: Tensor, d: int, mask: Optional[Tensor] = None) -> Tensor:
+        """``[c, G]`` float64 scores for the tie modes, whose order and equality among the
+        candidates that reach the first ``d`` (or tie with the ``d``-th) are those of
+        the exact distance: ``-|q - g|^2`` from the float64 product of the float64
+        prepared ``q`` and gallery, where every candidate of a cluster (closer than the
+        error bound to a neighbour) in that window gets the exact value (:meth:`exact`).
+        Candidates below the window stay below the ``d``-th exact value. ``mask``:
+        False where a candidate is excluded (ranked as padding by the builder)."""
+        c = q.shape[0]
+        s = _matmul(q, self.g, keep_float64=True).mul_(2.0).sub_(self.g_sq).sub_((q * q).sum(1, keepdim=True))
+        if s.shape[1] == 0 or c == 0:
+            return s
+        width = self._width(q, self.rel64)
+        vals, idx = self._prefix(s if mask is None else s.masked_fill(~mask, float("-inf")), d, width, _stable_top)
+        if vals.shape[1] < 2:
+            return s
+        close = self._close(vals, width)
+        member = torch.zeros_like(vals, dtype=torch.bool)
+        member[:, 1:] |= close
+        member[:, :-1] |= close
+        rows, pos = member.nonzero(as_tuple=True)
+        cols = idx[rows, pos]
+        s[rows, cols] = -self.exact(qx, rows, cols)
+        return s
+
+    @staticmethod
+    def _prefix(scores: Tensor, d: int, width: Tensor, base_top):
+        """The stable top of each row, long enough to hold every candidate within
+        ``width`` of the ``d``-th score."""
+        n = scores.shape[1]
+        extra = 16 + d // 4
+        while True:
+            k = min(d + extra, n)
+            vals, idx = base_top(scores, k)
+            if k == n:
+                return vals, idx
+            last = vals[:, d - 1].to(torch.float64)
+            if bool((torch.isneginf(last) | (vals[:, -1].to(torch.float64) < last - width)).all()):
+                return vals, idx
+            extra *= 4
+
+    @classmethod
+    def _marks(cls, vals: Tensor, idx: Tensor, width: Tensor, gain: Tensor):
+        """``(marked[c, k], cluster[c, k])``: positions in a cluster of unequal gains, and
+        the cluster number of each position (row-major); (None, None) when none is."""
+        c, k = vals.shape
+        if k < 2:
+            return None, None
+        close = cls._close(vals, width)
+        mixed = close & (gain[:, :-1] != gain[:, 1:])
+        if not bool(mixed.any()):
+            return None, None
+        cluster = torch.cat([torch.zeros(c, 1, dtype=torch.int64, device=vals.device), (~close).cumsum(1)], 1)
+        cluster += torch.arange(c, device=vals.device).unsqueeze(1) * k
+        is_mixed = torch.zeros(c * k, dtype=torch.bool, device=vals.device)
+        is_mixed[cluster[:, :-1][mixed]] = True
+        return is_mixed[cluster], cluster
+
+    def _reorder(self, vals, idx, marked, cluster, qx):
+        """Re-rank the marked clusters by (exact distance, gallery index) in place of
+        their score order; each cluster keeps its positions."""
+        k = vals.shape[1]
+        pos = marked.reshape(-1).nonzero().squeeze(1)  # row-major: a cluster's positions in a run
+        if pos.numel() == 0:
+            return vals, idx
+        rows, cols = torch.div(pos, k, rounding_mode="floor"), idx.reshape(-1)[pos]
+        dist = self.exact(qx, rows, cols)
+        order = torch.argsort(cols, stable=True)
+        order = order[torch.argsort(dist[order], stable=True)]
+        order = order[torch.argsort(cluster.reshape(-1)[pos][order], stable=True)]
+        idx, vals = idx.clone(), vals.clone()
+        idx.view(-1)[pos] = cols[order]
+        vals.view(-1)[pos] = vals.reshape(-1)[pos][order]
+        return vals, idx

@@ -1,0 +1,228 @@
+"""Similarities of prepared embeddings (closer = larger), the power-of-two frames that keep
+them exact, and distances.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Union
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "DISTANCES", "Distance", "Relevance", "prepare", "pow2_factor", "dot_scale", "Frame", "similarity", "MIN_ROWS",
+    "distances", "DISTANCE_ERROR",
+]
+
+DISTANCES = ("cosine", "dot", "euclidean", "squared_euclidean", "hamming")
+Distance = Union[str, Callable[[Tensor, Tensor], Tensor]]
+Relevance = Callable[[Tensor, Tensor], Tensor]
+
+
+def prepare(x: Tensor, distance: Distance) -> Tensor:
+    """Embeddings in the form the similarity of ``distance`` multiplies.
+
+    cosine: rows scaled to unit norm (each first scaled by a power of two, which is
+    exact, so that tiny or huge rows neither underflow nor overflow); hamming: binary
+    codes as +-1 floats; others: float32 (or float64 when given). Dot products are
+    scaled by :func:`dot_scale`, euclidean embeddings moved by a :class:`Frame`.
+
+    Example:
+        >>> prepare(torch.tensor([[0, 1, 1]]), "hamming").tolist()
+        [[-1.0, 1.0, 1.0]]
+    """
+    if callable(distance):
+        return x
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    x = x.to(dtype)
+    if distance == "cosine":
+        x = x * pow2_factor(torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True), dtype)
+        return x.div_(torch.linalg.vector_norm(x, dim=1, keepdim=True).clamp_min(1e-12))  # F.normalize, in place
+    if distance == "hamming":
+        return torch.where(x > 0, 1.0, -1.0).to(x.dtype)
+    return x
+
+
+def pow2_factor(m: Tensor, dtype: torch.dtype = torch.float64) -> Tensor:
+    """``2**-e`` in ``dtype`` where ``m = f * 2**e``, ``0.5 <= f < 1`` (1 where ``m`` is 0):
+    multiplying by it is exact and brings ``m`` into [0.5, 1) (float32: ``e`` clamped to
+    [-126, 127], ``m`` below float32's normal range lands below 0.5).
+
+    Example:
+        >>> m = torch.tensor([3.0e38, 0.0, 1e-30], dtype=torch.float64)
+        >>> (pow2_factor(m) * m).tolist()
+        [0.8816207631167157, 0.0, 0.6338253001141148]
+    """
+    e = _exponent(m)
+    if dtype == torch.float32:
+        e = e.clamp(-126, 127)
+    return torch.ldexp(torch.ones_like(m, dtype=torch.float64), -e).to(dtype)
+
+
+def _exponent(m: Tensor) -> Tensor:
+    """int64 ``e`` with ``m = f * 2**e``, ``0.5 <= f < 1`` (0 where ``m`` is 0), clamped
+    so that ``2**-e`` is a normal float64."""
+    return torch.frexp(m.to(torch.float64)).exponent.to(torch.int64).clamp(-1000, 1000)
+
+
+def dot_scale(x: Tensor, largest: Optional[Tensor] = None) -> "tuple[Tensor, Tensor]":
+    """Prepared dot-product embeddings scaled by powers of two (exact) so that their
+    products neither overflow nor underflow: ``(scaled, factors)``. Queries
+    (``largest=None``) are scaled row by row (each query's order is unchanged); a
+    gallery as a whole, by its largest entry ``largest`` (a 0-d tensor). The dot product
+    is the scaled one divided by both factors."""
+    if largest is None:
+        f = pow2_factor(x.abs().amax(1, keepdim=True)) if x.shape[0] else x.new_ones(0, 1, dtype=torch.float64)
+    else:
+        f = pow2_factor(largest).reshape(1, 1)
+    return (x.to(torch.float64) * f).to(x.dtype), f
+
+
+class Frame:
+    """Euclidean embeddings moved and scaled for the similarity products.
+
+    ``apply(x) = (x * 2**-e1 - centre) * 2**-e2``: ``2**-e1`` brings the largest entry of
+    queries and gallery into [0.5, 1), ``centre`` is the gallery's mean, ``2**-e2`` brings
+    the largest entry left into [0.5, 1). A shift leaves distances unchanged and a power
+    of two scales them exactly, so the products ``2 q.g - |g|^2`` lose nothing to an
+    offset (norms large next to the distances) and never overflow or underflow; only
+    the subtraction rounds (in float64, then to the product's dtype), which the bounds
+    of :class:`EuclideanOrder` include. Exact distances are taken of the embeddings
+    themselves, scaled by ``2**-(e1 + e2)`` (:attr:`exponent`): in the units of the products.
+
+    ``reduce_max``/``reduce_sum``: how a 0-d maximum and a sum combine over processes
+    (a gallery sharded across ranks); identity in one process.
+
+    Example:
+        >>> x = torch.tensor([[1e4], [1e4 + 4], [1e4 - 4]])
+        >>> Frame.of(x, x).apply(x).flatten().tolist()
+        [0.0, 0.5, -0.5]
+    """
+
+    def __init__(self, e1: Tensor, centre: Tensor, e2: Tensor):
+        self.e1, self.centre, self.e2 = e1, centre, e2
+        self.exponent = e1 + e2
+
+    @classmethod
+    def of(cls, query: Tensor, gallery: Tensor, reduce_max=None, reduce_sum=None) -> "Frame":
+        reduce_max = reduce_max or (lambda t: t)
+        reduce_sum = reduce_sum or (lambda t: t)
+
+        def largest(*xs):
+            return reduce_max(torch.stack([x.abs().amax() if x.numel() else x.new_zeros(()) for x in xs]).amax()
+                              .to(torch.float64))
+
+        e1 = _exponent(largest(query, gallery))
+        sums = torch.cat([torch.ldexp(gallery.to(torch.float64), -e1).sum(0),
+                          gallery.new_full((1,), gallery.shape[0], dtype=torch.float64)])
+        sums = reduce_sum(sums)
+        mean = sums[:-1] / sums[-1].clamp(min=1)
+        spread = largest(torch.ldexp(query.to(torch.float64), -e1) - mean,
+                         torch.ldexp(gallery.to(torch.float64), -e1) - mean)
+        # the centre on a grid 16 times finer than the spread: it still removes the offset,
+        # and x - centre is then exact (x's own last bit is finer than the grid), so equal
+        # distances (integer or quantised embeddings) stay equal
+        grid = torch.ldexp(torch.ones((), dtype=torch.float64, device=mean.device), _exponent(spread) - 5)
+        centre = torch.round(mean / grid) * grid
+        spread = largest(torch.ldexp(query.to(torch.float64), -e1) - centre,
+                         torch.ldexp(gallery.to(torch.float64), -e1) - centre)
+        return cls(e1, centre, _exponent(spread))
+
+    def apply(self, x: Tensor, dtype: Optional[torch.dtype] = None) -> Tensor:
+        """``x`` moved and scaled, in ``dtype`` (default: float64 for float64 ``x``, else float32)."""
+        if dtype is None:
+            dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        return torch.ldexp(torch.ldexp(x.to(torch.float64), -self.e1) - self.centre, -self.e2).to(dtype)
+
+
+def similarity(
+    q: Tensor,
+    g: Tensor,
+    distance: Distance,
+    g_sq_norm: Optional[Tensor] = None,
+    out: Optional[Tensor] = None,
+    checks: Optional["Checks"] = None,
+) -> Tensor:
+    """``[c, G]`` similarity of prepared queries and gallery (larger = closer).
+
+    ``out``: a ``[c', G]`` buffer (``c' >= c``) that the product may be written to
+    (named distances, float32): a chunk loop reuses it instead of allocating a fresh
+    block per chunk (blocks past glibc's mmap threshold page-fault on every use).
+    The values are those of a fresh product. ``checks``: a :class:`Checks` that keeps
+    the test of a callable's distances for one host read after the chunk loop
+    (None: tested here, a host read per chunk).
+
+    euclidean and squared_euclidean rank by ``2 q.g - |g|^2``, which orders the
+    gallery as ``-|q - g|^2`` does for each query (``|q|^2`` is constant per row)
+    up to float32 rounding, which :class:`EuclideanOrder` bounds and repairs;
+    hamming gives ``D - 2 * hamming`` (integers, exact in float32).
+    """
+    if callable(distance):
+        d = distance(q, g)
+        if not isinstance(d, Tensor) or d.shape != (q.shape[0], g.shape[0]):
+            got = tuple(d.shape) if isinstance(d, Tensor) else type(d).__name__
+            raise ValueError(f"a distance callable must return [queries, gallery] = {(q.shape[0], g.shape[0])}; got {got}")
+        if d.is_floating_point():
+            finite = torch.isfinite(d).all()
+            if checks is not None:
+                checks.distances.append(finite)
+            elif not bool(finite):
+                raise ValueError(DISTANCE_ERROR)
+        # integer distances become float64 (exact below 2**53) so exclusion can write -inf
+        return -(d if d.is_floating_point() else d.to(torch.float64))
+    s = _matmul(q, g, out)
+    if distance in ("euclidean", "squared_euclidean"):
+        g_sq = g_sq_norm if g_sq_norm is not None else (g * g).sum(1)
+        if out is not None and s.dtype == torch.float32 and g_sq.dtype == torch.float32:
+            return s.mul_(2.0).sub_(g_sq)  # the same two roundings, in place
+        s = 2.0 * s - g_sq
+    return s
+
+
+# Rows of one similarity product. BLAS gives a row the same values in any product
+# of at least this many rows (matrix-vector kernels round differently), so chunks
+# are padded to it: values do not depend on the chunk size.
+MIN_ROWS = 16
+
+
+def _matmul(q: Tensor, g: Tensor, out: Optional[Tensor] = None, keep_float64: bool = False) -> Tensor:
+    """``q @ g.T`` whose values do not depend on the chunk: at least MIN_ROWS rows, and
+    float64 products rounded to float32 (float64 BLAS gives identical columns values
+    that differ in the last bit, which would break ties that are exact). ``out``: a
+    float32 buffer of at least ``max(rows, MIN_ROWS)`` rows to write into. ``keep_float64``:
+    float64 products stay float64 (callers that repair near-equal values exactly)."""
+    n = q.shape[0]
+    if n < MIN_ROWS:
+        q = torch.cat([q, q.new_zeros(MIN_ROWS - n, q.shape[1])])
+    if out is not None and q.dtype == torch.float32 and g.dtype == torch.float32 and out.dtype == torch.float32:
+        return torch.mm(q, g.T, out=out[: q.shape[0]])[:n]
+    s = q @ g.T
+    if s.dtype == torch.float64 and not keep_float64:
+        s = s.to(torch.float32)
+    return s[:n]
+
+
+def _matmul_roundoff(dtype: torch.dtype) -> float:
+    """Unit roundoff of the products of :func:`_matmul` (float32 matmul precision as set
+    by ``torch.set_float32_matmul_precision``: TF32 or bfloat16 round coarser)."""
+    if dtype == torch.float64:
+        return 2.0**-53
+    return {"highest": 2.0**-24, "high": 2.0**-11, "medium": 2.0**-8}.get(torch.get_float32_matmul_precision(), 2.0**-8)
+
+
+def distances(q: Tensor, g: Tensor, distance: Distance) -> Tensor:
+    """``[c, G]`` distances of prepared embeddings, in the named distance's own units
+    (cosine: 1 - cos, dot: -dot, euclidean: L2, hamming: differing bits)."""
+    if callable(distance):
+        return distance(q, g)
+    if distance in ("euclidean", "squared_euclidean"):
+        d2 = ((q * q).sum(1, keepdim=True) - 2.0 * (q @ g.T) + (g * g).sum(1)).clamp(min=0)
+        return d2.sqrt() if distance == "euclidean" else d2
+    s = q @ g.T
+    if distance == "cosine":
+        return 1.0 - s
+    if distance == "hamming":
+        return (q.shape[1] - s) / 2.0
+    return -s
+
+
+DISTANCE_ERROR = "a distance callable returned NaN or inf; distances must be finite"

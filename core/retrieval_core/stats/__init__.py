@@ -1,0 +1,3 @@
+"""Statistics over per-query values: aggregation (MetricResults), intervals, comparisons,
+confidence metrics, special functions.
+"""

@@ -1,0 +1,182 @@
+"""The layer contract of retrieval_core (``retrieval_core.layers``) holds over the import
+graph: every module is listed, imports point down (or within a layer), no import cycle,
+no import inside a function (optional dependencies go through ``optional``), old flat
+module paths are re-exports only, and every module is small and says what it owns."""
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+from typing import Dict, Iterator, List, Set
+
+import pytest
+
+# found and read without importing retrieval_core: a broken layering may break its import
+ROOT = Path(importlib.util.find_spec("retrieval_core").origin).resolve().parent
+_spec = importlib.util.spec_from_file_location("_retrieval_core_layers", ROOT / "layers.py")
+_layers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_layers)
+ALIASES, LAYERS, layer_of = _layers.ALIASES, _layers.LAYERS, _layers.layer_of
+PACKAGE = "retrieval_core"
+MAX_LINES = 400
+RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
+
+
+def _name(path: Path) -> str:
+    """Dotted name below retrieval_core (``search.frames``; ``__init__`` for the package,
+    ``search`` for a sub-package's __init__)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES: Dict[str, Path] = {_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+TREES: Dict[str, ast.Module] = {name: ast.parse(p.read_text(encoding="utf-8")) for name, p in MODULES.items()}
+
+
+def _package_of(name: str) -> List[str]:
+    """The package a module's relative imports start from, as parts below retrieval_core."""
+    path = MODULES[name]
+    parts = list(path.relative_to(ROOT).parts[:-1])
+    return parts
+
+
+def _targets(name: str, node: ast.AST) -> Iterator[str]:
+    """The retrieval_core modules an import statement loads (by name below retrieval_core)."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name == PACKAGE:
+                yield "__init__"
+            elif alias.name.startswith(PACKAGE + "."):
+                yield _existing(alias.name[len(PACKAGE) + 1:])
+        return
+    assert isinstance(node, ast.ImportFrom)
+    if node.level == 0:
+        if node.module == PACKAGE:
+            base = ""
+        elif node.module and node.module.startswith(PACKAGE + "."):
+            base = node.module[len(PACKAGE) + 1:]
+        else:
+            return
+    else:
+        package = _package_of(name)
+        up = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+        base = ".".join(up + ([node.module] if node.module else []))
+    for alias in node.names:  # ``from pkg import sub``: the submodule when there is one
+        sub = f"{base}.{alias.name}" if base else alias.name
+        yield sub if sub in MODULES else _existing(base) if base else "__init__"
+
+
+def _existing(dotted: str) -> str:
+    while dotted and dotted not in MODULES:
+        dotted = dotted.rpartition(".")[0]
+    return dotted or "__init__"
+
+
+def _imports(name: str) -> Iterator[Tuple[ast.AST, bool]]:
+    """Every import statement of a module, with whether it sits inside a function."""
+    def walk(node: ast.AST, inside: bool):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, inside
+            yield from walk(child, inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    yield from walk(TREES[name], False)
+
+
+EDGES: Dict[str, Set[str]] = {
+    name: {t for node, _ in _imports(name) for t in _targets(name, node) if t != name} for name in MODULES
+}
+
+
+def test_the_walk_finds_the_modules_and_their_imports():
+    assert {"__init__", "search.frames", "parallel.collectives", "metrics.registry", "distributed"} <= set(MODULES)
+    assert "ranking.ranking" in EDGES["metrics.kernels"]
+    assert "parallel.collectives" in EDGES["steps"]
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_module_is_in_a_layer(name):
+    assert layer_of(name) is not None, f"retrieval_core.{name} is in no layer: list it in retrieval_core/layers.py"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_imports_point_down(name):
+    mine = RANK[layer_of(name)]
+    upward = sorted(t for t in EDGES[name] if RANK[layer_of(t)] > mine)
+    assert not upward, (f"retrieval_core.{name} ({layer_of(name)}) imports a higher layer: "
+                        + ", ".join(f"{t} ({layer_of(t)})" for t in upward))
+
+
+def test_no_import_cycle():
+    # Tarjan's strongly connected components over the module graph
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    cycles: List[List[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(EDGES[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(EDGES):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_import_inside_a_function(name):
+    if name == "optional":
+        return
+    inside = [ast.unparse(node) for node, in_function in _imports(name) if in_function]
+    assert not inside, f"retrieval_core.{name} imports inside a function (use retrieval_core.optional): {inside}"
+
+
+@pytest.mark.parametrize("name", sorted(ALIASES))
+def test_old_flat_paths_only_re_export(name):
+    assert name in MODULES, name
+    code = [n for n in TREES[name].body
+            if not isinstance(n, (ast.Import, ast.ImportFrom))
+            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+            and not (isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["__all__"])]
+    assert not code, f"retrieval_core.{name} is a re-export module: move its code to {ALIASES[name]}"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_modules_are_small_and_say_what_they_own(name):
+    lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"retrieval_core.{name} has {lines} lines (at most {MAX_LINES}): split it"
+    assert ast.get_docstring(TREES[name]), f"retrieval_core.{name} has no module docstring"
+
+
+def test_a_violation_is_caught(tmp_path):
+    # the checks above are not vacuous: an upward import and a function-level one are seen
+    tree = ast.parse("from ..cli import main\n\ndef f():\n    from . import plot\n")
+    TREES["ranking.fake"], MODULES["ranking.fake"] = tree, ROOT / "ranking" / "fake.py"
+    try:
+        targets = {t for node, _ in _imports("ranking.fake") for t in _targets("ranking.fake", node)}
+        assert targets == {"cli", "ranking"}
+        assert RANK[layer_of("cli")] > RANK[layer_of("ranking.fake")]
+        assert [in_function for _, in_function in _imports("ranking.fake")] == [False, True]
+    finally:
+        del TREES["ranking.fake"], MODULES["ranking.fake"]
