@@ -106,32 +106,46 @@ class Frame:
     def of(cls, query: Tensor, gallery: Tensor, reduce_max=None, reduce_sum=None) -> "Frame":
         reduce_max = reduce_max or (lambda t: t)
         reduce_sum = reduce_sum or (lambda t: t)
-
-        def largest(*xs):
-            return reduce_max(torch.stack([x.abs().amax() if x.numel() else x.new_zeros(()) for x in xs]).amax()
-                              .to(torch.float64))
-
-        e1 = _exponent(largest(query, gallery))
-        sums = torch.cat([torch.ldexp(gallery.to(torch.float64), -e1).sum(0),
-                          gallery.new_full((1,), gallery.shape[0], dtype=torch.float64)])
-        sums = reduce_sum(sums)
+        # each column's range, exact in the embeddings' own dtype (one pass, no copy); the
+        # largest |x - c| over rows is then max(high - c, c - low) per column, the same
+        # rounded value as the entry-wise difference (subtraction rounds monotonically)
+        parts = [x for x in ((query,) if query is gallery else (query, gallery)) if x.shape[0] and x.shape[1]]
+        dim = query.shape[1]
+        if parts:
+            ranges = [torch.aminmax(x, dim=0) for x in parts]
+            low = torch.stack([r.min.to(torch.float64) for r in ranges]).amin(0)
+            high = torch.stack([r.max.to(torch.float64) for r in ranges]).amax(0)
+        else:
+            low = high = torch.zeros(dim, dtype=torch.float64, device=query.device)
+        e1 = _exponent(reduce_max(torch.maximum(low.abs(), high.abs()).amax() if dim else low.new_zeros(())))
+        scale = torch.ldexp(torch.ones((), dtype=torch.float64, device=low.device), -e1)
+        if gallery.dtype == torch.float64:  # scaled first: a float64 sum of huge entries could overflow
+            total = (gallery * scale).sum(0)
+        else:  # float32 or narrower: the float64 sum cannot overflow, and scaling after it is exact
+            total = gallery.sum(0, dtype=torch.float64) * scale
+        sums = reduce_sum(torch.cat([total, gallery.new_full((1,), gallery.shape[0], dtype=torch.float64)]))
         mean = sums[:-1] / sums[-1].clamp(min=1)
-        spread = largest(torch.ldexp(query.to(torch.float64), -e1) - mean,
-                         torch.ldexp(gallery.to(torch.float64), -e1) - mean)
+        low, high = low * scale, high * scale
+
+        def spread(centre: Tensor) -> Tensor:
+            if not parts or not dim:
+                return reduce_max(low.new_zeros(()))
+            return reduce_max(torch.maximum(high - centre, centre - low).amax())
+
         # the centre on a grid 16 times finer than the spread: it still removes the offset,
         # and x - centre is then exact (x's own last bit is finer than the grid), so equal
         # distances (integer or quantised embeddings) stay equal
-        grid = torch.ldexp(torch.ones((), dtype=torch.float64, device=mean.device), _exponent(spread) - 5)
+        grid = torch.ldexp(torch.ones((), dtype=torch.float64, device=mean.device), _exponent(spread(mean)) - 5)
         centre = torch.round(mean / grid) * grid
-        spread = largest(torch.ldexp(query.to(torch.float64), -e1) - centre,
-                         torch.ldexp(gallery.to(torch.float64), -e1) - centre)
-        return cls(e1, centre, _exponent(spread))
+        return cls(e1, centre, _exponent(spread(centre)))
 
     def apply(self, x: Tensor, dtype: Optional[torch.dtype] = None) -> Tensor:
         """``x`` moved and scaled, in ``dtype`` (default: float64 for float64 ``x``, else float32)."""
         if dtype is None:
             dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-        return torch.ldexp(torch.ldexp(x.to(torch.float64), -self.e1) - self.centre, -self.e2).to(dtype)
+        one = torch.ones((), dtype=torch.float64, device=x.device)
+        out = x.to(torch.float64, copy=True).mul_(torch.ldexp(one, -self.e1)).sub_(self.centre)
+        return out.mul_(torch.ldexp(one, -self.e2)).to(dtype)
 
 
 def similarity(
