@@ -21,16 +21,25 @@ def _exact_sq_distances(q: Tensor, g: Tensor, rows: Tensor, cols: Tensor, expone
     dim = q.shape[1]
     width = 1 << max(0, (dim - 1).bit_length())
     step = max(1, (1 << 22) // width)
+    one = torch.ones((), dtype=torch.float64, device=q.device)
+    # float64 embeddings are scaled before squaring (their squares could overflow); the
+    # squares of narrower ones cannot, so their sums are scaled after: the same values, as
+    # a power of two commutes with every rounding here
+    wide = q.dtype == torch.float64 or g.dtype == torch.float64
+    before = None if exponent is None or not wide else torch.ldexp(one, -exponent)
+    after = None if exponent is None or wide else torch.ldexp(one, -2 * exponent)
     for start in range(0, rows.shape[0], step):
         part = slice(start, start + step)
         diff = q[rows[part]].to(torch.float64) - g[cols[part]].to(torch.float64)
-        if exponent is not None:
-            diff = torch.ldexp(diff, -exponent)
-        sq = torch.nn.functional.pad(diff * diff, (0, width - dim))
+        if before is not None:
+            diff = diff.mul_(before)
+        sq = diff.mul_(diff)
+        if width > dim:  # zeros up to a power of two, for the pairwise sum
+            sq = torch.nn.functional.pad(sq, (0, width - dim))
         while sq.shape[1] > 1:
             half = sq.shape[1] // 2
             sq = sq[:, :half] + sq[:, half:]
-        out[part] = sq[:, 0]
+        out[part] = sq[:, 0] if after is None else sq[:, 0] * after
     return out
 
 
