@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 
 import pytest
-import torch
 
 from retrieval_core.compat.pml import AccuracyCalculator
 from tests.distributed import harness
