@@ -71,7 +71,7 @@ def _watch(fn):
         pml_dist.Shards.search, pml_dist.Shards.embeddings = search, embeddings
 
 
-def _case(*, reference: bool = False, riq: bool = False, layout: str = "uneven", make=AccuracyCalculator, **options):
+def _case(*, reference=False, riq: bool = False, layout: str = "uneven", make=AccuracyCalculator, **options):
     def run(rank: int, world: int):
         x, y, ref, ref_y = _data()
         args = dict(options, device=torch.device("cpu"))
@@ -79,6 +79,8 @@ def _case(*, reference: bool = False, riq: bool = False, layout: str = "uneven",
         if reference and riq:  # each rank's reference: its queries, then its share of the others
             rx, ry = torch.cat([qx, _part(ref, rank, world)]), torch.cat([qy, _part(ref_y, rank, world)])
             one_ref = (torch.cat([x, ref]), torch.cat([y, ref_y]))
+        elif reference == "itself":  # the query tensors passed as the reference too: self-matches count
+            rx, ry, one_ref = qx, qy, (x, y)
         elif reference:  # reference shards cut differently from the query shards
             rx, ry = _part(ref, rank, world, "first_empty"), _part(ref_y, rank, world, "first_empty")
             one_ref = (ref, ref_y)
@@ -155,6 +157,7 @@ CASES = {
     "reference": _case(include=KNN, reference=True),
     "reference_avg_of_avgs": _case(include=KNN, reference=True, avg_of_avgs=True, k=6),
     "reference_includes_query": _case(include=KNN, reference=True, riq=True),
+    "reference_is_query": _case(include=KNN, reference="itself"),
     "label_comparison": _case(include=KNN, label_comparison_fn=lambda a, b: (a % 2) == (b % 2)),
     "cosine": _case(include=KNN, knn_func=ExactKNN("cosine")),
     "user_knn_func": _case(include=KNN, knn_func=_user_knn),
@@ -170,4 +173,4 @@ ERRORS = {  # name: (kind, part of the message)
 SCENARIOS = dict(CASES, error_options=_error_options, error_k=_error_k, error_input=_error_input,
                  error_no_neighbours=_no_data_anywhere, per_rank=_per_rank)
 DIVIDED = {"self_all", "self_first_empty", "avg_of_avgs", "per_class_k", "reference", "reference_avg_of_avgs",
-           "label_comparison", "cosine"}
+           "reference_is_query", "label_comparison", "cosine"}

@@ -16,6 +16,13 @@ Example:
     >>> calc = AccuracyCalculator(include=("precision_at_1", "r_precision"), device=torch.device("cpu"))
     >>> calc.get_accuracy(x, labels)  # the query set is its own reference, self-matches removed
     {'precision_at_1': 0.8, 'r_precision': 0.8}
+
+Under ``torch.distributed``, ``gather=True`` makes every rank return these values
+of all ranks' rows together (docs/compat.md, "Several processes"); in one process
+it is the plain call:
+
+    >>> AccuracyCalculator(include=("precision_at_1",), device="cpu", gather=True).get_accuracy(x, labels)
+    {'precision_at_1': 0.8}
 """
 from __future__ import annotations
 
