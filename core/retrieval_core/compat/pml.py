@@ -16,6 +16,13 @@ Example:
     >>> calc = AccuracyCalculator(include=("precision_at_1", "r_precision"), device=torch.device("cpu"))
     >>> calc.get_accuracy(x, labels)  # the query set is its own reference, self-matches removed
     {'precision_at_1': 0.8, 'r_precision': 0.8}
+
+Under ``torch.distributed``, ``gather=True`` makes every rank return these values
+of all ranks' rows together (docs/compat.md, "Several processes"); in one process
+it is the plain call:
+
+    >>> AccuracyCalculator(include=("precision_at_1",), device="cpu", gather=True).get_accuracy(x, labels)
+    {'precision_at_1': 0.8}
 """
 from __future__ import annotations
 
@@ -25,7 +32,8 @@ from typing import Dict, List
 import torch
 from torch import Tensor
 
-from .. import evaluate_embeddings, optional
+from .. import distributed, evaluate_embeddings, optional
+from .pml_dist import Shards, exchange_options
 from .pml_knn import ExactKNN, equal_rows, label_match_counts, lone_queries, relevant_per_query
 from .pml_values import KNN_METRICS, keys_for, knn_label_values, nan_accuracy, pml_reduce, pml_values
 
@@ -63,10 +71,20 @@ class AccuracyCalculator:
             (distances, indices)``; default :class:`ExactKNN` (exact, no faiss).
         kmeans_func: ``(embeddings, n_clusters) -> cluster ids`` for NMI/AMI; default
             None: the core's k-means (``nmi``/``ami`` keys).
+        gather: several processes (an initialised ``torch.distributed`` group of
+            more than one rank; docs/compat.md, "Several processes"). None
+            (default): PML's behaviour, each rank's values of its own tensors, no
+            collective. True: every rank must call ``get_accuracy`` with its shard
+            (uneven, or empty ``[0, D]``); every rank returns the values of one
+            process on every rank's rows concatenated in rank order, the search
+            divided between ranks. False: each rank's own values, but every rank
+            must call, and the ranks' options are compared (so a rank gathering
+            while another does not is an error on both, not a hang).
+        group: the process group (default: the whole world).
     """
 
     def __init__(self, include=(), exclude=(), avg_of_avgs=False, return_per_class=False, k=None,
-                 label_comparison_fn=None, device=None, knn_func=None, kmeans_func=None):
+                 label_comparison_fn=None, device=None, knn_func=None, kmeans_func=None, gather=None, group=None):
         self.function_keyword = "calculate_"
         names = [x for x in dir(self) if x.startswith(self.function_keyword)]
         self.original_function_dict = {x[len(self.function_keyword):]: getattr(self, x) for x in names}
@@ -87,6 +105,9 @@ class AccuracyCalculator:
         self.label_comparison_fn = label_comparison_fn or equal_rows
         if label_comparison_fn and any(x in self.requires_clustering() for x in self.get_curr_metrics()):
             raise NotImplementedError("Unsupported: clustering + custom label comparison")
+        if gather is not None and not isinstance(gather, bool):
+            raise TypeError(f"gather must be None, True or False; got {gather!r}")
+        self.gather, self.group = gather, group
         self._computed: Dict[str, object] = {}
 
     # ------------------------------------------------------------------ PML's protocol
@@ -189,7 +210,35 @@ class AccuracyCalculator:
     def get_accuracy(self, query, query_labels, reference=None, reference_labels=None, ref_includes_query=False,
                      include=(), exclude=()):
         """PML's accuracies of ``query`` against ``reference`` (None: the query set itself,
-        self-matches removed): ``{name: float}`` (lists with ``return_per_class``)."""
+        self-matches removed): ``{name: float}`` (lists with ``return_per_class``).
+        With ``gather=True`` on several processes: the values of every rank's rows together."""
+        self.curr_function_dict = self.get_function_dict(include, exclude)
+        prepare = lambda: self._prepare(query, query_labels, reference, reference_labels,  # noqa: E731
+                                        ref_includes_query)
+        if self.gather is None or distributed.world_size(self.group) == 1:
+            return self._accuracy(*prepare())
+        options = {"gather": self.gather, "metrics": self.get_curr_metrics(), "k": self.k,
+                   "avg_of_avgs": self.avg_of_avgs, "return_per_class": self.return_per_class,
+                   "reference": reference is not None, "ref_includes_query": bool(ref_includes_query),
+                   "label_comparison_fn": self.label_comparison_fn, "knn_func": type(self.knn_func).__name__,
+                   "kmeans_func": self.kmeans_func is not None, "calculator": type(self).__name__}
+        if not self.gather:  # each rank its own values, once the ranks agree on that
+            exchange_options(lambda: None, options, self.group)
+            return self._accuracy(*prepare())
+        query, reference, _, _, raw_q, raw_r, riq = exchange_options(prepare, options, self.group)
+        own = reference is query and riq  # the query set is its own reference
+        shards = Shards(query, raw_q, None if own else reference, raw_r, riq, self.group)
+        raw_q, raw_r = shards.raw_q, shards.raw_r
+        labels = raw_q.to(torch.float32), raw_r.to(torch.float32)
+        if shards.divisible and self._divisible():
+            return self._accuracy(query, reference, *labels, raw_q, raw_r, riq, shards)
+        query, reference = shards.embeddings()
+        return self._accuracy(query, reference, *labels, raw_q, raw_r, riq)
+
+    def _prepare(self, query, query_labels, reference, reference_labels, ref_includes_query):
+        """The inputs as tensors on ``self.device``, checked as PML checks them:
+        ``(query, reference, query_labels, reference_labels, raw_q, raw_r, riq)``
+        (float32 embeddings and labels, the labels as given, ``ref_includes_query``)."""
         if reference is None:
             reference, reference_labels, ref_includes_query = query, query_labels, True
         elif reference_labels is None:
@@ -211,56 +260,75 @@ class AccuracyCalculator:
             raise ValueError(
                 "When ref_includes_query is True, the first len(query) elements of reference must be equal to query.\n"
                 "Likewise, the first len(query_labels) elements of reference_labels must be equal to query_labels.\n")
-        self.curr_function_dict = self.get_function_dict(include, exclude)
+        return query, reference, query_labels, reference_labels, raw_q, raw_r, bool(ref_includes_query)
+
+    def _accuracy(self, query, reference, query_labels, reference_labels, raw_q, raw_r, riq, shards=None):
+        """The accuracies of the prepared inputs (``shards``: the search divided between ranks)."""
         kwargs = {"query": query, "reference": reference, "query_labels": query_labels,
-                  "reference_labels": reference_labels, "ref_includes_query": ref_includes_query,
+                  "reference_labels": reference_labels, "ref_includes_query": riq,
                   "label_comparison_fn": self.label_comparison_fn}
         try:
             self._computed = {}
-            self._evaluate(kwargs, raw_q, raw_r)
+            self._evaluate(kwargs, raw_q, raw_r, shards)
             return self._get_accuracy(self.curr_function_dict, **kwargs)
         finally:
             self._computed = {}
 
-    def _evaluate(self, kwargs, raw_q: Tensor, raw_r: Tensor) -> None:
+    def _plan(self):
+        """``(knn metrics, those the core computes, cluster metrics, clusters by the core)``."""
+        names = self.get_curr_metrics()
+        ours = isinstance(self.knn_func, ExactKNN)
+        knn_names = [n for n in names if n in self.requires_knn() or (n in KNN_METRICS and self._builtin(n))]
+        fast = [n for n in knn_names if ours and n in KNN_METRICS and self._builtin(n)]
+        clusters = [n for n in names if n in self.requires_clustering()]
+        core_clusters = self.kmeans_func is None and \
+            type(self).get_cluster_labels is AccuracyCalculator.get_cluster_labels and \
+            all(n in CLUSTER_METRICS and self._builtin(n) for n in clusters)
+        return knn_names, fast, clusters, core_clusters
+
+    def _divisible(self) -> bool:
+        """Whether every metric asked for comes from the core's search (no embeddings
+        needed whole on one rank)."""
+        knn_names, fast, clusters, core_clusters = self._plan()
+        return len(fast) == len(knn_names) and (not clusters or core_clusters) and \
+            all(n in KNN_METRICS or n in CLUSTER_METRICS for n in self.get_curr_metrics())
+
+    def _evaluate(self, kwargs, raw_q: Tensor, raw_r: Tensor, shards=None) -> None:
         """Fill ``kwargs`` (knn and cluster entries that the metrics need) and
         ``self._computed`` (built-in metrics computed by the core)."""
-        names = self.get_curr_metrics()
         query, reference = kwargs["query"], kwargs["reference"]
         riq = bool(kwargs["ref_includes_query"])
         ours = isinstance(self.knn_func, ExactKNN)
-        knn_names = [n for n in names if n in self.requires_knn() or (n in KNN_METRICS and self._builtin(n))]
+        knn_names, fast, clusters, core_clusters = self._plan()
         if knn_names:
-            fast = [n for n in knn_names if ours and n in KNN_METRICS and self._builtin(n)]
             need_labels = len(fast) < len(knn_names)
             label_counts = label_match_counts(kwargs["query_labels"], kwargs["reference_labels"],
                                               self.label_comparison_fn)
             lone, keep = lone_queries(kwargs["query_labels"], label_counts, riq, self.label_comparison_fn)
-            n_candidates = len(reference) - int(riq)
+            n_candidates = len(kwargs["reference_labels"]) - int(riq)
             if n_candidates < 1:
                 raise ValueError("the reference set holds no item other than the query itself: no neighbours")
-            k = self.determine_k(label_counts[1], len(reference), riq)
+            k = self.determine_k(label_counts[1], len(kwargs["reference_labels"]), riq)
             k = max(1, min(int(k), n_candidates))  # PML asks faiss for more than exist (-1 indices)
             if not bool(keep.any()):
                 LOGGER.warning("None of the query labels are in the reference set.")
             kwargs.update(label_counts=label_counts, lone_query_labels=lone, not_lone_query_mask=keep)
             if ours:
                 LOGGER.info("running exact k-nn with k=%d", k)
-                self._knn_fast(kwargs, fast, k, need_labels, raw_q, raw_r, keep)
+                self._knn_fast(kwargs, fast, k, need_labels, raw_q, raw_r, keep, shards)
             else:
                 distances, indices = self.knn_func(query, k, reference, riq)
                 kwargs.update(knn_labels=kwargs["reference_labels"][indices], knn_distances=distances)
-        clusters = [n for n in names if n in self.requires_clustering()]
         if clusters:
-            if self.kmeans_func is None and type(self).get_cluster_labels is AccuracyCalculator.get_cluster_labels \
-                    and all(n in CLUSTER_METRICS and self._builtin(n) for n in clusters):
+            if core_clusters:
                 codes = torch.unique(raw_q, dim=0, return_inverse=True)[1]
-                found = evaluate_embeddings(query, codes, [n.lower() for n in clusters])
+                found = evaluate_embeddings(query, codes, [n.lower() for n in clusters]) if shards is None else \
+                    shards.set_values(codes, [n.lower() for n in clusters])
                 self._computed.update({n: float(found[n.lower()]) for n in clusters})
             else:
                 kwargs["cluster_labels"] = self.get_cluster_labels(**kwargs)
 
-    def _knn_fast(self, kwargs, fast, k, need_labels, raw_q, raw_r, keep) -> None:
+    def _knn_fast(self, kwargs, fast, k, need_labels, raw_q, raw_r, keep, shards=None) -> None:
         """One exact search: the built-in metrics ``fast`` from the core's keys, and
         ``knn_labels`` / ``knn_distances`` when a subclass's metric needs them."""
         query, reference, riq = kwargs["query"], kwargs["reference"], bool(kwargs["ref_includes_query"])
@@ -280,8 +348,11 @@ class AccuracyCalculator:
             groups = labels[0]
         truncated = bool((relevant[keep] > k).any()) if fast else False
         keys = sorted({key for n in fast for key in keys_for(n, k, truncated)}) or ["cmc@1"]
-        results, index, distances = self.knn_func.search(query, k if need_labels else 0, reference, riq,
-                                                         labels=labels, keys=keys, relevance=relevance)
+        if shards is None:
+            results, index, distances = self.knn_func.search(query, k if need_labels else 0, reference, riq,
+                                                             labels=labels, keys=keys, relevance=relevance)
+        else:  # divided between ranks: built-in metrics only, no neighbours wanted
+            results = shards.search(keys, labels, relevance, self.knn_func.distance, self.knn_func.memory_budget)
         if need_labels:
             kwargs.update(knn_labels=kwargs["reference_labels"][index], knn_distances=distances)
         if not fast:
