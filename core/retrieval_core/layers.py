@@ -45,7 +45,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     # the package itself: its public API (retrieval_core.__all__)
     ("public", ("__init__",)),
     # applications built on the public API
-    ("application", ("cli", "cli_io", "cli_parser", "cli_commands", "cli_compare", "cli_demo", "report", "plot",
+    ("application", ("cli", "cli_io", "cli_parser", "cli_commands", "cli_compare", "cli_demo", "cli_trec", "report", "plot",
                      "plot_axes", "plot_curves", "compat", "trec")),
 )
 

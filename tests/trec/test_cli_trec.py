@@ -1,0 +1,117 @@
+"""`retrieval-metrics trec`: its output against trec_eval's own (tests/trec/data), line by line,
+the unsupported measures on stderr, and the table of several runs with its paired tests."""
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numpy")
+
+from retrieval_core.cli import main  # noqa: E402
+from retrieval_core.cli_trec import measure_list  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+CASES = {  # out file: the command's arguments (data/README.md)
+    "out.test": ["qrels.test", "results.test"],
+    "out.test.aq": ["-m", "all_trec", "-q", "qrels.test", "results.test"],
+    "out.test.aqc": ["-m", "all_trec", "-q", "-c", "qrels.test", "results.trunc"],
+    "out.test.aqcM": ["-m", "all_trec", "-q", "-c", "-M100", "qrels.test", "results.trunc"],
+    "out.test.aql": ["-m", "all_trec", "-q", "-l2", "qrels.rel_level", "results.test"],
+}
+# where the printed iprec values differ from these (older) outputs: the cutoff rule (docs/trec.md)
+IPREC_DIFFERENCES = {
+    "out.test": {("iprec_at_recall_0.10", "all"), ("iprec_at_recall_0.60", "all")},
+    "out.test.aq": {("iprec_at_recall_0.10", "301"), ("iprec_at_recall_0.60", "302"),
+                    ("iprec_at_recall_0.10", "all"), ("iprec_at_recall_0.60", "all")},
+    "out.test.aqc": {("iprec_at_recall_0.10", "301")},
+    "out.test.aqcM": set(),
+    "out.test.aql": {("iprec_at_recall_0.10", "301"), ("iprec_at_recall_0.60", "302"),
+                     ("iprec_at_recall_0.90", "303"), ("iprec_at_recall_0.10", "all"),
+                     ("iprec_at_recall_0.60", "all"), ("iprec_at_recall_0.90", "all")},
+}
+
+
+def _run(args, capsys, cwd=DATA):
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        status = main(["trec", *args])
+    finally:
+        os.chdir(old)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_output_is_trec_eval_output_for_the_supported_measures(name, capsys):
+    status, out, err = _run(CASES[name], capsys)
+    assert status == 0
+    ours = out.splitlines()
+    ours_measures = {line.split("\t")[0].strip() for line in ours}
+    expected = [line for line in (DATA / name).read_text().splitlines()
+                if line.split("\t")[0].strip() in ours_measures]
+    # the same lines in the same order: names padded alike, same query, same text of the value
+    assert [line.split("\t")[:2] for line in ours] == [line.split("\t")[:2] for line in expected]
+    differ = {(line.split("\t")[0].strip(), line.split("\t")[1]) for line, want in zip(ours, expected)
+              if line != want}
+    assert differ == IPREC_DIFFERENCES[name]
+    # every measure trec_eval printed is either printed here or named unsupported on stderr (one line)
+    theirs = {line.split("\t")[0].strip() for line in (DATA / name).read_text().splitlines()} - {"runid"}
+    missing = theirs - ours_measures
+    if name == "out.test":
+        assert missing == set() and err == ""
+    else:
+        assert len(err.splitlines()) == 1 and err.startswith("retrieval-metrics trec: unsupported measures")
+        named = err.split(": ", 1)[1].removeprefix("unsupported measures, not printed: ").strip().split(", ")
+        assert all(any(m == n or m.startswith(n + "_") for n in named) for m in missing), missing
+
+
+def test_measures_given_by_name_and_unsupported_ones_on_stderr(capsys):
+    status, out, err = _run(["-m", "map", "-m", "P.5,10", "-m", "infAP,ERR@20", "qrels.test", "results.test"],
+                            capsys)
+    assert status == 0
+    assert [line.split("\t")[0].strip() for line in out.splitlines()] == ["map", "P_5", "P_10"]
+    assert err == "retrieval-metrics trec: unsupported measures, not printed: infAP, ERR@20\n"
+    assert measure_list("P.5,10,map") == ["P.5,10", "map"]
+
+
+def test_nothing_supported_is_an_error(capsys):
+    status, out, err = _run(["-m", "infAP", "qrels.test", "results.test"], capsys)
+    assert status == 1 and out == ""
+    assert err.splitlines()[-1] == "retrieval-metrics trec: error: none of the measures asked for is supported"
+
+
+def _write_runs(tmp_path, n_queries=30):
+    rng = random.Random(0)
+    qrels, good, bad = [], [], []
+    for q in range(n_queries):
+        rel_docs = [f"r{q}_{i}" for i in range(3)]
+        other = [f"n{q}_{i}" for i in range(20)]
+        qrels += [f"{q} 0 {d} 1" for d in rel_docs] + [f"{q} 0 {d} 0" for d in other[:5]]
+        best = rel_docs + other  # the relevant ones first
+        worst = other + rel_docs
+        rng.shuffle(worst)
+        good += [f"{q} Q0 {d} {i + 1} {100 - i} good" for i, d in enumerate(best)]
+        bad += [f"{q} Q0 {d} {i + 1} {100 - i} bad" for i, d in enumerate(worst)]
+    for name, lines in (("qrels", qrels), ("a.run", bad), ("b.run", good)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+
+
+def test_several_runs_table_marks_the_run_that_beats_the_baseline(tmp_path, capsys):
+    _write_runs(tmp_path)
+    status, out, _ = _run(["-m", "map,P_5", "qrels", "a.run", "b.run"], capsys, cwd=tmp_path)
+    assert status == 0
+    rows = [line for line in out.splitlines() if line.startswith("| (")]
+    assert rows[0].startswith("| (a) a.run |") and "^" not in rows[0]
+    assert rows[1] == "| (b) b.run | 1.0000^a | 0.6000^a |"  # 3 relevant of 3 at the top; 3 of the first 5
+    status, out, _ = _run(["-m", "map", "--format", "json", "qrels", "a.run", "b.run", "a.run"], capsys, cwd=tmp_path)
+    data = json.loads(out)
+    assert data["runs"] == ["a.run#1", "b.run#2", "a.run#3"]  # a file given twice: numbered
+    assert data["beats"]["b.run#2"]["map"] == ["a"] and data["beats"]["a.run#3"]["map"] == []
+    assert data["tests"]["map"]["a.run#3"]["p_value"] == 1.0
+    status, out, _ = _run(["-m", "map", "--format", "latex", "qrels", "a.run", "b.run"], capsys, cwd=tmp_path)
+    assert r"(b) b.run & 1.0000$^{a}$ \\" in out
