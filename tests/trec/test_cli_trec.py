@@ -52,6 +52,7 @@ def test_output_is_trec_eval_output_for_the_supported_measures(name, capsys):
     assert status == 0
     ours = out.splitlines()
     ours_measures = {line.split("\t")[0].strip() for line in ours}
+    assert ours[-len(_summary(ours)) - 1] == "runid                 \tall\tSTANDARD"  # a set prints the run's tag
     expected = [line for line in (DATA / name).read_text().splitlines()
                 if line.split("\t")[0].strip() in ours_measures]
     # the same lines in the same order: names padded alike, same query, same text of the value
@@ -85,9 +86,13 @@ def test_nothing_supported_is_an_error(capsys):
     assert err.splitlines()[-1] == "retrieval-metrics trec: error: none of the measures asked for is supported"
 
 
+def _summary(lines):
+    return [line for line in lines if line.split("\t")[1] == "all" and not line.startswith("runid")]
+
+
 def _write_runs(tmp_path, n_queries=30):
     rng = random.Random(0)
-    qrels, good, bad = [], [], []
+    qrels, good, bad, mixed = [], [], [], []
     for q in range(n_queries):
         rel_docs = [f"r{q}_{i}" for i in range(3)]
         other = [f"n{q}_{i}" for i in range(20)]
@@ -97,7 +102,9 @@ def _write_runs(tmp_path, n_queries=30):
         rng.shuffle(worst)
         good += [f"{q} Q0 {d} {i + 1} {100 - i} good" for i, d in enumerate(best)]
         bad += [f"{q} Q0 {d} {i + 1} {100 - i} bad" for i, d in enumerate(worst)]
-    for name, lines in (("qrels", qrels), ("a.run", bad), ("b.run", good)):
+        mixed += (good[-len(best):] if q < 6 else bad[-len(worst):])  # better than a on 6 queries only
+    mixed = [line.replace(" good", " mixed").replace(" bad", " mixed") for line in mixed]
+    for name, lines in (("qrels", qrels), ("a.run", bad), ("b.run", good), ("c.run", mixed)):
         (tmp_path / name).write_text("\n".join(lines) + "\n")
 
 
@@ -113,5 +120,13 @@ def test_several_runs_table_marks_the_run_that_beats_the_baseline(tmp_path, caps
     assert data["runs"] == ["a.run#1", "b.run#2", "a.run#3"]  # a file given twice: numbered
     assert data["beats"]["b.run#2"]["map"] == ["a"] and data["beats"]["a.run#3"]["map"] == []
     assert data["tests"]["map"]["a.run#3"]["p_value"] == 1.0
+    # c beats a on 6 queries of 30: a p-value between 0.001 and 0.05, so --alpha decides
+    status, out, _ = _run(["-m", "map", "--format", "json", "qrels", "a.run", "b.run", "c.run"], capsys, cwd=tmp_path)
+    data = json.loads(out)
+    assert 0.001 < data["tests"]["map"]["c.run"]["p_value"] < 0.05 and data["beats"]["c.run"]["map"] == ["a"]
+    status, out, _ = _run(["-m", "map", "--alpha", "0.001", "--format", "json", "qrels", "a.run", "b.run", "c.run"],
+                          capsys, cwd=tmp_path)
+    data = json.loads(out)
+    assert data["beats"]["c.run"]["map"] == [] and data["beats"]["b.run"]["map"] == ["a"]
     status, out, _ = _run(["-m", "map", "--format", "latex", "qrels", "a.run", "b.run"], capsys, cwd=tmp_path)
     assert r"(b) b.run & 1.0000$^{a}$ \\" in out
