@@ -11,8 +11,10 @@ import pytest
 
 pytest.importorskip("numpy")
 
+from retrieval_core import compare  # noqa: E402
 from retrieval_core.cli import main  # noqa: E402
 from retrieval_core.cli_trec import measure_list  # noqa: E402
+from retrieval_core.trec import evaluate_trec, read_qrels, read_run  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 CASES = {  # out file: the command's arguments (data/README.md)
@@ -130,3 +132,21 @@ def test_several_runs_table_marks_the_run_that_beats_the_baseline(tmp_path, caps
     assert data["beats"]["c.run"]["map"] == [] and data["beats"]["b.run"]["map"] == ["a"]
     status, out, _ = _run(["-m", "map", "--format", "latex", "qrels", "a.run", "b.run"], capsys, cwd=tmp_path)
     assert r"(b) b.run & 1.0000$^{a}$ \\" in out
+
+
+def test_several_runs_p_values_are_holm_adjusted_over_the_runs(tmp_path, capsys):
+    _write_runs(tmp_path)
+    files = ["a.run", "b.run", "c.run", "a.run"]
+    status, out, _ = _run(["-m", "map", "--format", "json", "qrels", *files], capsys, cwd=tmp_path)
+    data = json.loads(out)
+    qrels = read_qrels(tmp_path / "qrels")
+    per_query = [evaluate_trec(qrels, read_run(tmp_path / f, docs=qrels.docs), ["map"]).values[:, 0] for f in files]
+    raw = {name: compare(v, per_query[0], seed=0).p_value for name, v in zip(data["runs"][1:], per_query[1:])}
+    # Holm by hand: the i-th smallest p-value times (m - i), running maximum, capped at 1
+    ranked = sorted(raw, key=raw.get)
+    adjusted, running = {}, 0.0
+    for i, name in enumerate(ranked):
+        running = max(running, min(1.0, raw[name] * (len(ranked) - i)))
+        adjusted[name] = running
+    assert adjusted[ranked[1]] != raw[ranked[1]]  # the correction changes something here
+    assert {n: t["p_value"] for n, t in data["tests"]["map"].items()} == pytest.approx(adjusted)
