@@ -160,3 +160,21 @@ def test_unsupported_measures_are_named():
     run = run_from_dict({"q": {"a": 1.0}})
     with pytest.raises(ValueError, match="unsupported measure names: infAP; ERR@20"):
         evaluate_trec(qrels, run, ["map", "infAP", "ERR@20"])
+
+
+def test_a_run_without_any_qrels_query_is_an_error_unless_complete():
+    qrels = qrels_from_dict({"q1": {"a": 1}, "q2": {"b": 0}})
+    run = run_from_dict({"zz": {"a": 1.0}})
+    with pytest.raises(ValueError, match=r"the run has none of the qrels' 2 queries .*complete=True, -c"):
+        evaluate_trec(qrels, run, "map")
+    ev = evaluate_trec(qrels, run, ["map", "gm_map", "num_q", "num_ret"], complete=True)
+    assert ev.summary() == {"num_q": 2.0, "num_ret": 0.0, "map": 0.0, "gm_map": pytest.approx(1e-5)}
+
+
+def test_intervals_and_per_query_values_come_with_the_results():
+    qrels = qrels_from_dict({f"q{i}": {"a": 1, "b": 1} for i in range(8)})
+    run = run_from_dict({f"q{i}": {"a": 1.0, "c": 0.5, "b": 0.1 * i} for i in range(8)})
+    ev = evaluate_trec(qrels, run, ["map", "num_ret"], ci=0.9)
+    low, high = ev.results.ci["map"]
+    assert low <= ev.results["map"] <= high and low < high
+    assert ev.results["num_ret"].item() == 24 and ev.results.per_query["num_ret"].tolist() == [3.0] * 8

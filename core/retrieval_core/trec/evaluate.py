@@ -134,6 +134,9 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     pairs = _ordered(parse_measures(measures))
     al = align(run, qrels, level=level, max_per_query=max_per_query, complete=complete)
     q = len(al.query_ids)
+    if q == 0:
+        raise ValueError(f"the run has none of the qrels' {len(qrels.query_ids)} queries (trec_eval evaluates the "
+                         "queries both have; complete=True, -c, counts every qrels query)")
     (relevant, gain, judged), valid = _dense(al, [al.relevant, al.gain, al.judged])
     r = al.n_relevant
     cols: Dict[str, Tensor] = {}
@@ -168,7 +171,7 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
         if k in COUNTS:
             summary[k] = cols[k].sum()
         elif k == "gm_map":
-            summary[k] = gm_map(cols[k]) if q else torch.tensor(0.0, dtype=torch.float64)
+            summary[k] = gm_map(cols[k])
     return TrecEvaluation(al.query_ids, tuple(pairs), values, res.with_values(summary), run.tag)
 
 
