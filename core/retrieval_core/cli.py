@@ -28,8 +28,8 @@ from .cli_commands import cmd_demo, cmd_eval, cmd_report, print_results, run_rec
 from .cli_compare import cmd_compare
 from .cli_demo import demo, demo_results  # noqa: F401
 from .cli_io import load_labels, load_tensor  # noqa: F401
-from .cli_trec import cmd_trec
 from .cli_parser import DEMO_METRICS, EVAL_METRICS, PROG, CommandError, build_parser, parse_args  # noqa: F401
+from .cli_trec import cmd_trec
 
 __all__ = ["COMMANDS", "main"]
 
