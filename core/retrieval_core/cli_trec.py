@@ -13,8 +13,8 @@ Example:
     ['num_q', 'num_ret', 'num_rel', 'num_rel_ret']
     >>> expand_measures(["map", "infAP", "all_trec"])[1][:3]
     ['infAP', 'relstring', 'unj']
-    >>> measure_list("P.5,10,map,iprec_at_recall.1,.5")
-    ['P.5,10', 'map', 'iprec_at_recall.1,.5']
+    >>> measure_list("P.5,10,map,iprec_at_recall.1,.5,utility.2,-1,0")
+    ['P.5,10', 'map', 'iprec_at_recall.1,.5', 'utility.2,-1,0']
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import torch
 
 from . import compare_many
 from .trec import TrecEvaluation, evaluate_trec, read_qrels, read_run, split_measures
+from .trec.kernels import IPREC_RULES
 from .trec.measures import SETS
 
 __all__ = ["add_trec_parser", "cmd_trec", "expand_measures", "measure_list", "runs_table"]
@@ -61,7 +62,7 @@ def measure_list(text: str) -> List[str]:
     (``"P.5,10,map"`` -> ``["P.5,10", "map"]``, as trec_eval's ``-m P.5,10``)."""
     out: List[str] = []
     for part in text.split(","):
-        if out and part[:1] in "0123456789." and part:
+        if out and part and (part[0] in "0123456789." or part[:2].lstrip("-")[:1].isdigit()):
             out[-1] += "," + part
         elif part:
             out.append(part)
@@ -83,6 +84,9 @@ def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
                    help="average over every qrels query, 0 where a run has none")
     p.add_argument("-M", dest="max_per_query", type=int, metavar="N", help="keep the first N entries of each query")
     p.add_argument("-l", dest="level", type=int, default=1, metavar="N", help="rel >= N is relevant")
+    p.add_argument("--iprec-rule", choices=IPREC_RULES, default="lround",
+                   help="relevant documents needed at recall x in iprec_at_recall: lround(x R) as trec_eval 10, "
+                        "or v9: floor(x R + 0.9) as trec_eval 9 and pytrec_eval")
     p.add_argument("--format", choices=FORMATS, default="markdown", help="table of several runs")
     p.add_argument("--alpha", type=float, default=0.05, help="level of the paired tests of several runs")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")
@@ -104,7 +108,7 @@ def cmd_trec(args: argparse.Namespace) -> int:
     for path in args.runs:
         run = read_run(path, docs=qrels.docs)
         evals.append(evaluate_trec(qrels, run, good, level=args.level, max_per_query=args.max_per_query,
-                                   complete=args.complete))
+                                   complete=args.complete, iprec_rule=args.iprec_rule))
     if len(evals) == 1:
         sys.stdout.write("".join(line + "\n" for line in evals[0].lines(per_query=args.per_query, runid=runid)))
         return 0

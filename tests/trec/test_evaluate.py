@@ -11,7 +11,6 @@ import torch
 pytest.importorskip("numpy")
 
 from retrieval_core.trec import (  # noqa: E402
-    align,
     evaluate_trec,
     qrels_from_dict,
     read_qrels,
@@ -19,81 +18,65 @@ from retrieval_core.trec import (  # noqa: E402
     read_trec_eval_output,
     run_from_dict,
 )
-from retrieval_core.trec.kernels import iprec_at_recall  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 SUPPORTED = ["official", "recall", "ndcg", "ndcg_cut", "map_cut", "success", "num_nonrel_judged_ret"]
 CASES = {  # out file: (qrels, run, measures, options) as data/README.md lists the commands
     "out.test": ("qrels.test", "results.test", "official", {}),
+    "out.test.a": ("qrels.test", "results.test", SUPPORTED, {}),
     "out.test.aq": ("qrels.test", "results.test", SUPPORTED, {}),
     "out.test.aqc": ("qrels.test", "results.trunc", SUPPORTED, {"complete": True}),
     "out.test.aqcM": ("qrels.test", "results.trunc", SUPPORTED, {"complete": True, "max_per_query": 100}),
     "out.test.aql": ("qrels.rel_level", "results.test", SUPPORTED, {"level": 2}),
+    # its supported measures (ndcg_cut.23.4 is refused: a cutoff is an integer here)
+    "out.test.meas_params": ("qrels.test", "results.test", ["iprec_at_recall..10,.20,.25,.75,.50", "P.5,7,3",
+                                                            "recall.20,2000", "ndcg_cut.10,20", "success.2,5,20"], {}),
 }
-LEVELS = [i / 10 for i in range(11)]
+PER_QUERY = ("out.test.aq", "out.test.aqc", "out.test.aqcM", "out.test.aql", "out.test.meas_params")
 
 
-def _evaluate(name):
+def _evaluate(name, **extra):
     qrels_file, run_file, measures, options = CASES[name]
     qrels = read_qrels(DATA / qrels_file)
     run = read_run(DATA / run_file, docs=qrels.docs)
-    return qrels, run, options, evaluate_trec(qrels, run, measures, **options)
+    return evaluate_trec(qrels, run, measures, **options, **extra)
 
 
-def _half_up_iprec(qrels, run, options):
-    """iprec_at_recall with c = floor(x R + 0.5): the rule trec_eval's test outputs follow."""
-    al = align(run, qrels, **options)
-    q = len(al.query_ids)
-    d = int(al.num_ret.max())
-    rel = torch.zeros(q, d, dtype=torch.bool)
-    rel[al.query, al.rank - 1] = al.relevant
-    return al.query_ids, iprec_at_recall(rel, al.n_relevant, LEVELS, offset=0.5)
+def _compared(name, ev):
+    """``(query, measure, ours, trec_eval's)`` of every value both print, as 4-decimal text."""
+    expected = read_trec_eval_output(DATA / name)
+    got = dict(ev.per_query()) if name in PER_QUERY else {}
+    got["all"] = ev.summary()
+    assert set(got) == set(expected)
+    out = []
+    for query, row in got.items():
+        assert set(row) <= set(expected[query]), (query, set(row) - set(expected[query]))
+        out += [(query, m, f"{v:.4f}", f"{expected[query][m]:.4f}") for m, v in row.items()]
+    return out
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_every_supported_measure_matches_trec_eval_output(name):
-    qrels, run, options, ev = _evaluate(name)
+    ev = _evaluate(name)
+    pairs = _compared(name, ev)
+    assert [p for p in pairs if p[2] != p[3]] == []
     expected = read_trec_eval_output(DATA / name)
-    got = dict(ev.per_query()) if name != "out.test" else {}
-    got["all"] = ev.summary()
-    assert expected["all"]["runid"] == ev.tag
-    explained = {}
-    if "iprec_at_recall_0.00" in got["all"]:
-        ids, half_up = _half_up_iprec(qrels, run, options)
-        explained = {(q, f"iprec_at_recall_{x:.2f}"): half_up[i, j].item()
-                     for i, q in enumerate(ids) for j, x in enumerate(LEVELS)}
-        for j, x in enumerate(LEVELS):
-            explained[("all", f"iprec_at_recall_{x:.2f}")] = half_up[:, j].mean().item()
-    checked = differ = 0
-    for query, row in got.items():
-        assert set(row) <= set(expected[query]), query
-        for measure, value in row.items():
-            checked += 1
-            want = expected[query][measure]
-            if f"{value:.4f}" != f"{want:.4f}":
-                # the only known difference: trec_eval's test outputs round x R half up (module doc of kernels)
-                assert (query, measure) in explained, (query, measure, value, want)
-                assert f"{explained[query, measure]:.4f}" == f"{want:.4f}", (query, measure)
-                differ += 1
-    assert checked >= len(got["all"]) and differ <= 8
-    assert (differ > 0) == (name in ("out.test", "out.test.aq", "out.test.aqc", "out.test.aql"))
-    # every measure of the expected file that we support was compared
-    ours = set(got["all"])
-    assert {m for m in expected["all"] if m in ours} == ours
+    assert expected["all"].get("runid", ev.tag) == ev.tag
+    # every measure of trec_eval's output that we support was compared
+    assert {m for _, m, _, _ in pairs} == set(ev.summary())
 
 
-def test_the_half_up_rule_reproduces_every_iprec_value_of_trec_eval_outputs():
-    for name in ("out.test.aq", "out.test.aqc", "out.test.aqcM", "out.test.aql"):
-        qrels, run, options, _ = _evaluate(name)
-        expected = read_trec_eval_output(DATA / name)
-        ids, half_up = _half_up_iprec(qrels, run, options)
-        for i, q in enumerate(ids):
-            assert [f"{v:.4f}" for v in half_up[i].tolist()] == [
-                f"{expected[q][f'iprec_at_recall_{x:.2f}']:.4f}" for x in LEVELS]
+def test_iprec_rule_v9_is_trec_eval_9s_and_differs_from_trec_eval_10s_outputs():
+    # trec_eval 10 counts lround(x R) relevant documents; 9 (and pytrec_eval) floor(x R + 0.9)
+    differ = [p for p in _compared("out.test.aq", _evaluate("out.test.aq", iprec_rule="v9")) if p[2] != p[3]]
+    assert differ and all(m.startswith("iprec_at_recall_") for _, m, _, _ in differ)
+    assert ("301", "iprec_at_recall_0.10", "0.2096", "0.2098") in differ  # R = 474: c = 47 (10) vs 48 (9)
+    with pytest.raises(ValueError, match=r"iprec_rule must be one of \['lround', 'v9'\]"):
+        _evaluate("out.test", iprec_rule="v8")
 
 
 def test_counts_are_summed_and_gm_map_is_geometric():
-    _, _, _, ev = _evaluate("out.test.aqc")
+    ev = _evaluate("out.test.aqc")
     per_query = ev.per_query()
     summary = ev.summary()
     assert summary["num_ret"] == sum(row["num_ret"] for row in per_query.values())
@@ -123,8 +106,8 @@ def _random_case(seed):
 
 PYTREC = {"map": "map", "P_5": "P_5", "recall_100": "recall_100", "ndcg": "ndcg", "ndcg_cut_10": "ndcg_cut_10",
           "recip_rank": "recip_rank", "Rprec": "Rprec", "bpref": "bpref", "num_rel_ret": "num_rel_ret",
-          "num_ret": "num_ret", "num_rel": "num_rel", **{f"iprec_at_recall_{x:.2f}": f"iprec_at_recall_{x:.2f}"
-                                                         for x in LEVELS}}
+          "num_ret": "num_ret", "num_rel": "num_rel", **{f"iprec_at_recall_{i / 10:.2f}": f"iprec_at_recall_{i / 10:.2f}"
+                                                         for i in range(11)}}
 
 
 @pytest.mark.parametrize("level", [1, 2])
@@ -132,7 +115,7 @@ PYTREC = {"map": "map", "P_5": "P_5", "recall_100": "recall_100", "ndcg": "ndcg"
 def test_random_qrels_and_runs_match_pytrec_eval(seed, level):
     pytrec_eval = pytest.importorskip("pytrec_eval")
     qrels_d, run_d = _random_case(seed)
-    ev = evaluate_trec(qrels_from_dict(qrels_d), run_from_dict(run_d), list(PYTREC), level=level)
+    ev = evaluate_trec(qrels_from_dict(qrels_d), run_from_dict(run_d), list(PYTREC), level=level, iprec_rule="v9")
     measures = {"map", "P", "recall", "ndcg", "ndcg_cut", "recip_rank", "Rprec", "bpref", "num_rel_ret", "num_ret",
                 "num_rel", "iprec_at_recall"}
     want = pytrec_eval.RelevanceEvaluator(qrels_d, measures, relevance_level=level).evaluate(run_d)

@@ -23,6 +23,7 @@ Example:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -33,7 +34,7 @@ from retrieval_core import MetricResults, aggregate, evaluate_ranked, parse_metr
 
 from .align import Aligned, align
 from .files import Qrels, Run
-from .kernels import bpref, gm_map, iprec_at_recall
+from .kernels import IPREC_RULES, bpref, gm_map, iprec_at_recall
 from .measures import parse_measures
 
 __all__ = ["TrecEvaluation", "evaluate_trec", "COUNTS", "TREC_ORDER"]
@@ -42,7 +43,8 @@ COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
 # trec_eval's output order (its measure table), by base name
 TREC_ORDER = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
               "iprec_at_recall", "P", "recall", "ndcg", "ndcg_cut", "map_cut", "success", "num_nonrel_judged_ret")
-SUMMARY_ONLY = ("num_q", "gm_map")  # trec_eval prints them in the summary alone
+SUMMARY_ONLY = ("num_q", "gm_map")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?")  # trec_eval prints them in the summary alone
 
 
 def _base(trec: str) -> str:
@@ -111,14 +113,21 @@ def _dense(al: Aligned, flags: Sequence[Tensor]) -> Tuple[List[Tensor], Tensor]:
 
 
 def _ordered(pairs: Sequence[Tuple[str, Optional[str]]]) -> List[Tuple[str, str]]:
+    """trec_eval's order: by measure (its table), a measure's parameters ascending."""
     named = [(k, n if n is not None else k) for k, n in pairs]
     rank = {b: i for i, b in enumerate(TREC_ORDER)}
-    return sorted(named, key=lambda p: rank.get(_base(p[1]), len(TREC_ORDER)))  # stable: parameters keep order
+
+    def key(pair):
+        base = _base(pair[1])
+        param = pair[1][len(base) + 1:]
+        return rank.get(base, len(TREC_ORDER)), float(param) if _NUMBER.fullmatch(param) else 0.0
+
+    return sorted(named, key=key)  # stable: measures without a trec_eval name keep their order
 
 
 def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = "official", *, level: int = 1,
                   max_per_query: Optional[int] = None, complete: bool = False, ci: Optional[float] = None,
-                  seed: int = 0) -> TrecEvaluation:
+                  seed: int = 0, iprec_rule: str = "lround") -> TrecEvaluation:
     """Evaluate ``run`` against ``qrels`` with trec_eval's semantics (module doc).
 
     Args:
@@ -130,7 +139,12 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
         max_per_query: keep each query's first entries (``-M``).
         complete: every qrels query counts, 0 where the run has none (``-c``).
         ci, seed: a confidence level for bootstrap intervals of the means (``results.ci``).
+        iprec_rule: the relevant documents needed at recall x: ``"lround"``, ``lround(x R)`` as
+            trec_eval 10; ``"v9"``, ``floor(x R + 0.9)`` as trec_eval 9 and pytrec_eval.
     """
+    if iprec_rule not in IPREC_RULES:
+        raise ValueError(f"iprec_rule must be one of {list(IPREC_RULES)} (trec_eval 10, trec_eval 9); "
+                         f"got {iprec_rule!r}")
     pairs = _ordered(parse_measures(measures))
     al = align(run, qrels, level=level, max_per_query=max_per_query, complete=complete)
     q = len(al.query_ids)
@@ -159,7 +173,7 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
         cols["bpref"] = bpref(relevant, judged & ~relevant, r, _judged_nonrel(qrels, al))
     levels = [float(k.partition("@")[2]) for k, _ in pairs if k.startswith("iprec_at_recall@")]
     if levels:
-        got = iprec_at_recall(relevant, r, levels)
+        got = iprec_at_recall(relevant, r, levels, rule=iprec_rule)
         cols.update({f"iprec_at_recall@{x:g}": got[:, i] for i, x in enumerate(levels)})
     if "gm_map" in [k for k, _ in pairs]:
         cols["gm_map"] = cols["map"]
