@@ -99,11 +99,14 @@ def cmd_trec(args: argparse.Namespace) -> int:
     good, bad, runid = expand_measures(names)
     if bad:
         print(f"retrieval-metrics trec: unsupported measures, not printed: {', '.join(bad)}", file=sys.stderr)
-    if not good:
+    if not good and not (runid and len(args.runs) == 1):
         raise ValueError("none of the measures asked for is supported")
     if not 0 < args.alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1); got {args.alpha}")
     qrels = read_qrels(args.qrels)
+    if not good:  # -m runid alone: the run's tag
+        print(f"{'runid':<22}\tall\t{read_run(args.runs[0], docs=qrels.docs).tag}")
+        return 0
     evals = []
     for path in args.runs:
         run = read_run(path, docs=qrels.docs)

@@ -77,6 +77,12 @@ def test_measures_given_by_name_and_unsupported_ones_on_stderr(capsys):
     assert measure_list("P.5,10,map") == ["P.5,10", "map"]
 
 
+def test_runid_alone_prints_the_run_tag(capsys):
+    status, out, err = _run(["-m", "runid", "qrels.test", "results.test"], capsys)
+    assert (status, err) == (0, "")
+    assert out == [line + "\n" for line in (DATA / "out.test").read_text().splitlines() if line.startswith("runid")][0]
+
+
 def test_nothing_supported_is_an_error(capsys):
     status, out, err = _run(["-m", "infAP", "qrels.test", "results.test"], capsys)
     assert status == 1 and out == ""
