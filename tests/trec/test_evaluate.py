@@ -157,7 +157,8 @@ def test_a_run_without_any_qrels_query_is_an_error_unless_complete():
 def test_intervals_and_per_query_values_come_with_the_results():
     qrels = qrels_from_dict({f"q{i}": {"a": 1, "b": 1} for i in range(8)})
     run = run_from_dict({f"q{i}": {"a": 1.0, "c": 0.5, "b": 0.1 * i} for i in range(8)})
-    ev = evaluate_trec(qrels, run, ["map", "num_ret"], ci=0.9)
+    ev = evaluate_trec(qrels, run, ["map", "num_ret", "gm_map"], ci=0.9)
+    assert sorted(ev.results.ci) == ["map"]  # none for a sum or a geometric mean
     low, high = ev.results.ci["map"]
     assert low <= ev.results["map"] <= high and low < high
     assert ev.results["num_ret"].item() == 24 and ev.results.per_query["num_ret"].tolist() == [3.0] * 8

@@ -186,7 +186,11 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
             summary[k] = cols[k].sum()
         elif k == "gm_map":
             summary[k] = gm_map(cols[k])
-    return TrecEvaluation(al.query_ids, tuple(pairs), values, res.with_values(summary), run.tag)
+    out = res.with_values(summary)
+    for k in keys:  # an interval of the mean is not one of a sum or of a geometric mean
+        if k in COUNTS or k == "gm_map":
+            out.ci.pop(k, None)
+    return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag)
 
 
 def _judged_nonrel(qrels: Qrels, al: Aligned) -> Tensor:
