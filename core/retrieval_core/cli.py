@@ -1,5 +1,6 @@
-"""Command line: ``retrieval-metrics demo | eval | report | compare`` (the entry point ``main``;
-parser in ``cli_parser``, commands in ``cli_commands``, ``cli_compare``, ``cli_demo``, files in ``cli_io``).
+"""Command line: ``retrieval-metrics demo | eval | report | compare | trec`` (the entry point ``main``;
+parser in ``cli_parser``, commands in ``cli_commands``, ``cli_compare``, ``cli_demo``, ``cli_trec``, files in
+``cli_io``). ``trec QRELS RUN [RUN ...]`` prints trec_eval's output (``cli_trec``).
 
 ``eval`` reads embeddings and labels saved as .pt, .npy or .npz (``file.npz:name``
 picks one array of an .npz; labels may also be class names, one per line in a text
@@ -28,10 +29,11 @@ from .cli_compare import cmd_compare
 from .cli_demo import demo, demo_results  # noqa: F401
 from .cli_io import load_labels, load_tensor  # noqa: F401
 from .cli_parser import DEMO_METRICS, EVAL_METRICS, PROG, CommandError, build_parser, parse_args  # noqa: F401
+from .cli_trec import cmd_trec
 
 __all__ = ["COMMANDS", "main"]
 
-COMMANDS = {"demo": cmd_demo, "eval": cmd_eval, "report": cmd_report, "compare": cmd_compare}
+COMMANDS = {"demo": cmd_demo, "eval": cmd_eval, "report": cmd_report, "compare": cmd_compare, "trec": cmd_trec}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

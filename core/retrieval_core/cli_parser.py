@@ -8,6 +8,7 @@ from typing import List, Optional, Sequence
 from . import validate
 from .cli_demo import demo_results
 from .cli_io import TENSOR_SUFFIXES, is_tensor_file
+from .cli_trec import add_trec_parser
 from .version import __version__
 
 __all__ = [
@@ -199,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     _test_options(p_cmp, n_resamples=10000)
     p_cmp.add_argument("--ci", type=_float_level, default=0.95, metavar="LEVEL", help="interval level")
     p_cmp.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    commands = {"demo": p_demo, "eval": p_eval, "report": p_report, "compare": p_cmp}
+    p_trec = add_trec_parser(sub, _Formatter)
+    commands = {"demo": p_demo, "eval": p_eval, "report": p_report, "compare": p_cmp, "trec": p_trec}
     parser.commands = commands  # type: ignore[attr-defined]
     return parser
 

@@ -45,8 +45,8 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     # the package itself: its public API (retrieval_core.__all__)
     ("public", ("__init__",)),
     # applications built on the public API
-    ("application", ("cli", "cli_io", "cli_parser", "cli_commands", "cli_compare", "cli_demo", "report", "plot",
-                     "plot_axes", "plot_curves", "compat", "trec")),
+    ("application", ("cli", "cli_io", "cli_parser", "cli_commands", "cli_compare", "cli_demo", "cli_trec", "report",
+                     "plot", "plot_axes", "plot_curves", "compat", "trec")),
 )
 
 ALIASES: Dict[str, str] = {  # old flat path -> the module or package it re-exports (its layer)

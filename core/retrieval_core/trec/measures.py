@@ -13,8 +13,8 @@ name raises, listing every one of them (``split_measures`` returns them instead)
 * ir_measures: ``AP``, ``AP@10``, ``P@5``, ``R@100``, ``nDCG``, ``nDCG@10``,
   ``nDCG(dcg='exp-log2')@10``, ``RR``, ``RR@10``, ``Rprec``, ``Success@1``, ``Bpref``,
   ``NumQ``, ``NumRet``, ``NumRel``, ``NumRelRet``, ``IPrec@0.1``.
-* ours: every key :func:`retrieval_core.parse_metrics` accepts, and the keys that need a
-  core kernel still: ``bpref``, ``gm_map``, ``num_q``, ``num_ret``, ``num_rel``,
+* ours: every key :func:`retrieval_core.parse_metrics` accepts, and the keys only
+  :func:`retrieval_core.trec.evaluate_trec` computes: ``bpref``, ``gm_map``, ``num_q``, ``num_ret``, ``num_rel``,
   ``num_rel_ret``, ``num_nonrel_judged_ret``, ``iprec_at_recall@x``.
 
 Example:
@@ -48,7 +48,7 @@ PLAIN = {
 # trec_eval measures with integer cutoffs: name -> (our key's name, default cutoffs)
 CUT = {"P": ("precision", CUTOFFS), "recall": ("recall", CUTOFFS), "ndcg_cut": ("ndcg", CUTOFFS),
        "map_cut": ("map", CUTOFFS), "success": ("hit_rate", SUCCESS_CUTOFFS)}
-# keys that no core kernel computes yet (docs/trec.md)
+# keys that evaluate_trec computes itself, not the core (docs/trec.md)
 NEW_KEYS = ("bpref", "gm_map", "num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret",
             "iprec_at_recall")
 # trec_eval's measure sets (measures.c); runid left out (not a measure)

@@ -1,0 +1,194 @@
+"""The ``trec`` command: ``retrieval-metrics trec QRELS RUN [RUN ...]``, trec_eval's output.
+
+One run prints trec_eval's lines (``measure<TAB>query<TAB>value``; ``-q`` per query too),
+so that ``diff`` with trec_eval's output is empty for the measures supported here;
+the measures asked for that are not supported are named in one line on stderr. Several
+runs print a table runs x measures (``--format markdown|latex|json``) where each cell
+says which runs it beats: every run is compared with the first (the baseline) by a
+paired test over the queries both runs have, Holm-corrected over the runs per measure,
+at ``--alpha``.
+
+Example:
+    >>> expand_measures(["official"])[0][:4]
+    ['num_q', 'num_ret', 'num_rel', 'num_rel_ret']
+    >>> expand_measures(["map", "infAP", "all_trec"])[1][:3]
+    ['infAP', 'relstring', 'unj']
+    >>> measure_list("P.5,10,map,iprec_at_recall.1,.5,utility.2,-1,0")
+    ['P.5,10', 'map', 'iprec_at_recall.1,.5', 'utility.2,-1,0']
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+
+from . import compare_many
+from .trec import TrecEvaluation, evaluate_trec, read_qrels, read_run, split_measures
+from .trec.kernels import IPREC_RULES
+from .trec.measures import SETS
+
+__all__ = ["add_trec_parser", "cmd_trec", "expand_measures", "measure_list", "runs_table"]
+
+DEFAULT = "official"
+FORMATS = ("markdown", "latex", "json")
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def expand_measures(names: Sequence[str]) -> Tuple[List[str], List[str], bool]:
+    """``(supported names, unsupported names, runid asked)``: a set (``official``, ``all_trec``)
+    is split into its members, so that its supported ones are evaluated."""
+    good: List[str] = []
+    bad: List[str] = []
+    runid = False
+    for name in names:
+        text = name[2:].strip() if name.startswith("-m") else name
+        if text == "runid":
+            runid = True
+            continue
+        members = list(SETS[text]) if text in SETS else [text]
+        runid = runid or text in SETS
+        for member in members:
+            pairs, _ = split_measures([member])
+            (good if pairs else bad).append(member)
+    return list(dict.fromkeys(good)), list(dict.fromkeys(bad)), runid
+
+
+def measure_list(text: str) -> List[str]:
+    """Names separated by commas, a comma followed by a parameter continuing the name before
+    (``"P.5,10,map"`` -> ``["P.5,10", "map"]``, as trec_eval's ``-m P.5,10``)."""
+    out: List[str] = []
+    for part in text.split(","):
+        if out and part and (part[0] in "0123456789." or part[:2].lstrip("-")[:1].isdigit()):
+            out[-1] += "," + part
+        elif part:
+            out.append(part)
+    return out
+
+
+def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
+    """The ``trec`` sub-command's parser (called by :func:`retrieval_core.cli_parser.build_parser`)."""
+    p = sub.add_parser("trec", help="evaluate TREC runs against qrels, printing trec_eval's output",
+                       description=__doc__.split("Example:")[0], formatter_class=formatter)
+    p.add_argument("qrels", metavar="QRELS", help="qrels file (qid iter docid rel)")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run file(s) (qid Q0 docid rank score tag)")
+    p.add_argument("-m", dest="measures", action="append", type=measure_list, metavar="MEASURES",
+                   help="measure names of trec_eval (map, P.5,10, ndcg_cut.10...), ir_measures (AP, nDCG@10...) "
+                        "or this library, or a set (official, all_trec); repeat or separate by commas "
+                        f"(default: {DEFAULT}, trec_eval's default)")
+    p.add_argument("-q", dest="per_query", action="store_true", help="print each query's values too")
+    p.add_argument("-c", dest="complete", action="store_true",
+                   help="average over every qrels query, 0 where a run has none")
+    p.add_argument("-M", dest="max_per_query", type=int, metavar="N", help="keep the first N entries of each query")
+    p.add_argument("-l", dest="level", type=int, default=1, metavar="N", help="rel >= N is relevant")
+    p.add_argument("--iprec-rule", choices=IPREC_RULES, default="lround",
+                   help="relevant documents needed at recall x in iprec_at_recall: lround(x R) as trec_eval 10, "
+                        "or v9: floor(x R + 0.9) as trec_eval 9 and pytrec_eval")
+    p.add_argument("--format", choices=FORMATS, default="markdown", help="table of several runs")
+    p.add_argument("--alpha", type=float, default=0.05, help="level of the paired tests of several runs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")
+    return p
+
+
+def cmd_trec(args: argparse.Namespace) -> int:
+    """Run the command (see the module doc)."""
+    names = [n for group in (args.measures or [[DEFAULT]]) for n in group]
+    good, bad, runid = expand_measures(names)
+    if bad:
+        print(f"retrieval-metrics trec: unsupported measures, not printed: {', '.join(bad)}", file=sys.stderr)
+    if not good and not (runid and len(args.runs) == 1):
+        raise ValueError("none of the measures asked for is supported")
+    if not 0 < args.alpha < 1:
+        raise ValueError(f"--alpha must be in (0, 1); got {args.alpha}")
+    qrels = read_qrels(args.qrels)
+    if not good:  # -m runid alone: the run's tag
+        print(f"{'runid':<22}\tall\t{read_run(args.runs[0], docs=qrels.docs).tag}")
+        return 0
+    evals = []
+    for path in args.runs:
+        run = read_run(path, docs=qrels.docs)
+        evals.append(evaluate_trec(qrels, run, good, level=args.level, max_per_query=args.max_per_query,
+                                   complete=args.complete, iprec_rule=args.iprec_rule))
+    if len(evals) == 1:
+        sys.stdout.write("".join(line + "\n" for line in evals[0].lines(per_query=args.per_query, runid=runid)))
+        return 0
+    names = _run_names(args.runs)
+    print(runs_table(dict(zip(names, evals)), fmt=args.format, alpha=args.alpha, seed=args.seed))
+    return 0
+
+
+def _run_names(paths: Sequence[str]) -> List[str]:
+    names = [os.path.basename(p) for p in paths]
+    if len(set(names)) < len(names):
+        names = list(paths) if len(set(paths)) == len(paths) else [f"{p}#{i + 1}" for i, p in enumerate(paths)]
+    return names
+
+
+def _tests(evals: Dict[str, TrecEvaluation], alpha: float, seed: int) -> Dict[str, Dict[str, Dict[str, float]]]:
+    """``{measure: {run: {"p_value", "mean_difference", "n"}}}`` of each run against the first."""
+    names = list(evals)
+    base = evals[names[0]]
+    out: Dict[str, Dict[str, Dict[str, float]]] = {}
+    for j, (_, measure) in enumerate(base.measures):
+        if measure.startswith("num_"):
+            continue  # counts: no test
+        systems = {}
+        common = set(base.query_ids)
+        for ev in evals.values():
+            common &= set(ev.query_ids)
+        order = [q for q in base.query_ids if q in common]
+        if len(order) < 2:
+            continue
+        for name, ev in evals.items():
+            pos = {q: i for i, q in enumerate(ev.query_ids)}
+            systems[name] = ev.values[torch.tensor([pos[q] for q in order]), j]
+        got = compare_many(systems, baseline=names[0], seed=seed)
+        out[measure] = {name: {"p_value": c.p_value, "mean_difference": c.mean_difference, "n": c.n,
+                               "significant": bool(c.p_value < alpha)} for name, c in got.items()}
+    return out
+
+
+def runs_table(evals: Dict[str, TrecEvaluation], *, fmt: str = "markdown", alpha: float = 0.05,
+               seed: int = 0) -> str:
+    """The table of several runs' summaries; a cell lists the letters of the runs it beats
+    (paired test against the first run, Holm-corrected, at ``alpha``)."""
+    names = list(evals)
+    if len(names) > len(LETTERS):
+        raise ValueError(f"at most {len(LETTERS)} runs in one table; got {len(names)}")
+    tests = _tests(evals, alpha, seed)
+    measures = [m for _, m in evals[names[0]].measures]
+    beats: Dict[Tuple[str, str], List[str]] = {}
+    for measure, by_run in tests.items():
+        for name, t in by_run.items():
+            if t["significant"]:
+                winner, loser = (name, names[0]) if t["mean_difference"] > 0 else (names[0], name)
+                beats.setdefault((winner, measure), []).append(LETTERS[names.index(loser)])
+    values = {name: ev.summary() for name, ev in evals.items()}
+    if fmt == "json":
+        return json.dumps({"runs": names, "baseline": names[0], "alpha": alpha, "measures": measures,
+                           "values": values, "tests": tests,
+                           "beats": {n: {m: beats.get((n, m), []) for m in measures} for n in names}}, indent=2)
+    rows = []
+    for i, name in enumerate(names):
+        cells = []
+        for m in measures:
+            v = values[name][m]
+            text = str(int(round(v))) if m.startswith("num_") else f"{v:.4f}"
+            mark = "".join(sorted(beats.get((name, m), [])))
+            cells.append(text + (f"^{mark}" if mark and fmt == "markdown" else
+                                 f"$^{{{mark}}}$" if mark else ""))
+        rows.append([f"({LETTERS[i]}) {name}"] + cells)
+    header = ["run"] + measures
+    note = (f"x^a: better than run (a) by a paired permutation test against the baseline (a), Holm-corrected "
+            f"over the runs, p < {alpha}")
+    if fmt == "latex":
+        esc = [h.replace("_", r"\_") for h in header]
+        lines = [r"\begin{tabular}{l" + "r" * len(measures) + "}", " & ".join(esc) + r" \\", r"\hline"]
+        lines += [" & ".join(c.replace("_", r"\_") for c in row) + r" \\" for row in rows]
+        return "\n".join(lines + [r"\end{tabular}", "% " + note])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines + ["", note])

@@ -1,0 +1,153 @@
+"""`retrieval-metrics trec`: its output against trec_eval's own (tests/trec/data), line by line,
+the unsupported measures on stderr, and the table of several runs with its paired tests."""
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numpy")
+
+from retrieval_core import compare  # noqa: E402
+from retrieval_core.cli import main  # noqa: E402
+from retrieval_core.cli_trec import measure_list  # noqa: E402
+from retrieval_core.trec import evaluate_trec, read_qrels, read_run  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+CASES = {  # out file: the command's arguments (data/README.md, trec_eval's Makefile)
+    "out.test": ["qrels.test", "results.test"],
+    "out.test.a": ["-m", "all_trec", "qrels.test", "results.test"],
+    "out.test.aq": ["-m", "all_trec", "-q", "qrels.test", "results.test"],
+    "out.test.aqc": ["-m", "all_trec", "-q", "-c", "qrels.test", "results.trunc"],
+    "out.test.aqcM": ["-m", "all_trec", "-q", "-c", "-M100", "qrels.test", "results.trunc"],
+    "out.test.aql": ["-m", "all_trec", "-q", "-l2", "qrels.rel_level", "results.test"],
+    "out.test.meas_params": ["-q", "-miprec_at_recall..10,.20,.25,.75,.50", "-m", "P.5,7,3", "-m", "recall.20,2000",
+                             "-m", "Rprec_mult.5.0,0.2,0.35", "-mutility.2,-1,0,0", "-m", "11pt_avg..25,.5,.75",
+                             "-mndcg.1=3,2=9,4=4.5", "-mndcg_cut.10,20,23.4", "-msuccess.2,5,20", "qrels.test",
+                             "results.test"],
+}
+
+
+def _run(args, capsys, cwd=DATA):
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        status = main(["trec", *args])
+    finally:
+        os.chdir(old)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_output_is_trec_eval_output_for_the_supported_measures(name, capsys):
+    status, out, err = _run(CASES[name], capsys)
+    assert status == 0
+    ours = out.splitlines()
+    ours_measures = {line.split("\t")[0].strip() for line in ours}
+    if name != "out.test.meas_params":  # a set prints the run's tag
+        assert ours[-len(_summary(ours)) - 1] == "runid                 \tall\tSTANDARD"
+    expected = [line for line in (DATA / name).read_text().splitlines()
+                if line.split("\t")[0].strip() in ours_measures]
+    # `diff` of the supported lines is empty: names padded alike, same order, same text of the values
+    assert ours == expected
+    # every measure trec_eval printed is either printed here or named unsupported on stderr (one line)
+    theirs = {line.split("\t")[0].strip() for line in (DATA / name).read_text().splitlines()} - {"runid"}
+    missing = theirs - ours_measures
+    if name == "out.test":
+        assert missing == set() and err == ""
+    elif name == "out.test.meas_params":
+        assert err == ("retrieval-metrics trec: unsupported measures, not printed: Rprec_mult.5.0,0.2,0.35, "
+                       "utility.2,-1,0,0, 11pt_avg..25,.5,.75, ndcg.1=3,2=9,4=4.5, ndcg_cut.10,20,23.4\n")
+    else:
+        assert len(err.splitlines()) == 1 and err.startswith("retrieval-metrics trec: unsupported measures")
+        named = err.split(": ", 1)[1].removeprefix("unsupported measures, not printed: ").strip().split(", ")
+        assert all(any(m == n or m.startswith(n + "_") for n in named) for m in missing), missing
+
+
+def test_measures_given_by_name_and_unsupported_ones_on_stderr(capsys):
+    status, out, err = _run(["-m", "map", "-m", "P.5,10", "-m", "infAP,ERR@20", "qrels.test", "results.test"],
+                            capsys)
+    assert status == 0
+    assert [line.split("\t")[0].strip() for line in out.splitlines()] == ["map", "P_5", "P_10"]
+    assert err == "retrieval-metrics trec: unsupported measures, not printed: infAP, ERR@20\n"
+    assert measure_list("P.5,10,map") == ["P.5,10", "map"]
+
+
+def test_runid_alone_prints_the_run_tag(capsys):
+    status, out, err = _run(["-m", "runid", "qrels.test", "results.test"], capsys)
+    assert (status, err) == (0, "")
+    assert out == [line + "\n" for line in (DATA / "out.test").read_text().splitlines() if line.startswith("runid")][0]
+
+
+def test_nothing_supported_is_an_error(capsys):
+    status, out, err = _run(["-m", "infAP", "qrels.test", "results.test"], capsys)
+    assert status == 1 and out == ""
+    assert err.splitlines()[-1] == "retrieval-metrics trec: error: none of the measures asked for is supported"
+
+
+def _summary(lines):
+    return [line for line in lines if line.split("\t")[1] == "all" and not line.startswith("runid")]
+
+
+def _write_runs(tmp_path, n_queries=30):
+    rng = random.Random(0)
+    qrels, good, bad, mixed = [], [], [], []
+    for q in range(n_queries):
+        rel_docs = [f"r{q}_{i}" for i in range(3)]
+        other = [f"n{q}_{i}" for i in range(20)]
+        qrels += [f"{q} 0 {d} 1" for d in rel_docs] + [f"{q} 0 {d} 0" for d in other[:5]]
+        best = rel_docs + other  # the relevant ones first
+        worst = other + rel_docs
+        rng.shuffle(worst)
+        good += [f"{q} Q0 {d} {i + 1} {100 - i} good" for i, d in enumerate(best)]
+        bad += [f"{q} Q0 {d} {i + 1} {100 - i} bad" for i, d in enumerate(worst)]
+        mixed += (good[-len(best):] if q < 6 else bad[-len(worst):])  # better than a on 6 queries only
+    mixed = [line.replace(" good", " mixed").replace(" bad", " mixed") for line in mixed]
+    for name, lines in (("qrels", qrels), ("a.run", bad), ("b.run", good), ("c.run", mixed)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+
+
+def test_several_runs_table_marks_the_run_that_beats_the_baseline(tmp_path, capsys):
+    _write_runs(tmp_path)
+    status, out, _ = _run(["-m", "map,P_5", "qrels", "a.run", "b.run"], capsys, cwd=tmp_path)
+    assert status == 0
+    rows = [line for line in out.splitlines() if line.startswith("| (")]
+    assert rows[0].startswith("| (a) a.run |") and "^" not in rows[0]
+    assert rows[1] == "| (b) b.run | 1.0000^a | 0.6000^a |"  # 3 relevant of 3 at the top; 3 of the first 5
+    status, out, _ = _run(["-m", "map", "--format", "json", "qrels", "a.run", "b.run", "a.run"], capsys, cwd=tmp_path)
+    data = json.loads(out)
+    assert data["runs"] == ["a.run#1", "b.run#2", "a.run#3"]  # a file given twice: numbered
+    assert data["beats"]["b.run#2"]["map"] == ["a"] and data["beats"]["a.run#3"]["map"] == []
+    assert data["tests"]["map"]["a.run#3"]["p_value"] == 1.0
+    # c beats a on 6 queries of 30: a p-value between 0.001 and 0.05, so --alpha decides
+    status, out, _ = _run(["-m", "map", "--format", "json", "qrels", "a.run", "b.run", "c.run"], capsys, cwd=tmp_path)
+    data = json.loads(out)
+    assert 0.001 < data["tests"]["map"]["c.run"]["p_value"] < 0.05 and data["beats"]["c.run"]["map"] == ["a"]
+    status, out, _ = _run(["-m", "map", "--alpha", "0.001", "--format", "json", "qrels", "a.run", "b.run", "c.run"],
+                          capsys, cwd=tmp_path)
+    data = json.loads(out)
+    assert data["beats"]["c.run"]["map"] == [] and data["beats"]["b.run"]["map"] == ["a"]
+    status, out, _ = _run(["-m", "map", "--format", "latex", "qrels", "a.run", "b.run"], capsys, cwd=tmp_path)
+    assert r"(b) b.run & 1.0000$^{a}$ \\" in out
+
+
+def test_several_runs_p_values_are_holm_adjusted_over_the_runs(tmp_path, capsys):
+    _write_runs(tmp_path)
+    files = ["a.run", "b.run", "c.run", "a.run"]
+    status, out, _ = _run(["-m", "map", "--format", "json", "qrels", *files], capsys, cwd=tmp_path)
+    data = json.loads(out)
+    qrels = read_qrels(tmp_path / "qrels")
+    per_query = [evaluate_trec(qrels, read_run(tmp_path / f, docs=qrels.docs), ["map"]).values[:, 0] for f in files]
+    raw = {name: compare(v, per_query[0], seed=0).p_value for name, v in zip(data["runs"][1:], per_query[1:])}
+    # Holm by hand: the i-th smallest p-value times (m - i), running maximum, capped at 1
+    ranked = sorted(raw, key=raw.get)
+    adjusted, running = {}, 0.0
+    for i, name in enumerate(ranked):
+        running = max(running, min(1.0, raw[name] * (len(ranked) - i)))
+        adjusted[name] = running
+    assert adjusted[ranked[1]] != raw[ranked[1]]  # the correction changes something here
+    assert {n: t["p_value"] for n, t in data["tests"]["map"].items()} == pytest.approx(adjusted)
