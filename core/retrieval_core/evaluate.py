@@ -287,6 +287,7 @@ def evaluate_scores(
         >>> r["erc:cmc@1"].item(), r.curves["erc:cmc@1"][1].tolist()  # the confident query is right
         (0.25, [0.0, 0.5])
     """
+    check_score_options(ties=ties, empty=empty, reduce=reduce)
     if n_relevant is not None or ideal is not None:  # R given: the whole list ranked, then evaluate_ranked
         if confidence is not None:
             raise ValueError("confidence keys are not available with n_relevant or ideal")
@@ -295,7 +296,6 @@ def evaluate_scores(
                                       ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                       keep_per_query=keep_per_query)
     # every input is checked here, once, and the checked values passed down
-    check_score_options(ties=ties, empty=empty, reduce=reduce)
     keys = parse_metrics(metrics)
     stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                 keep_per_query=keep_per_query, reduce=reduce)

@@ -168,3 +168,5 @@ def test_evaluate_scores_with_n_relevant_tie_orders():
     assert got["optimistic"]["map"].item() == 0.5  # one of R = 2 relevant retrieved, at rank 1
     with pytest.raises(ValueError, match='ties="expected" averages over orders'):
         rc.evaluate_scores(preds, target, ["mrr"], n_relevant=r, ties="expected")
+    with pytest.raises(ValueError, match="ties must be one of"):  # not read as "stable"
+        rc.evaluate_scores(preds, target, ["mrr"], n_relevant=r, ties="random")

@@ -38,32 +38,34 @@ def row_rtol(dtype: torch.dtype) -> float:
 _CHUNK_ELEMENTS = 1 << 24  # rows compared per step: bounded temporaries (64 MiB of float32)
 
 
-def _rows_differ(a: Tensor, other: Tensor, exact: bool = False) -> Tensor:
-    """``[n]`` bool: row ``i`` of ``a`` differs from row ``other[i]``. Integers and
-    bools: any entry. Floats: NaN equals NaN, infinities must match, and every other
-    pair ``x, y`` must satisfy ``|x - y| <= row_rtol(dtype) * m``, ``m`` the largest
-    finite magnitude in the two rows (``exact``: ``x == y``)."""
+def _rows_differ(a: Tensor, other: Tensor) -> Tuple[Tensor, Tensor]:
+    """``([n], [n])`` bool: row ``i`` of ``a`` differs from row ``other[i]``, and row ``i``
+    is not bit for bit the same (NaN equal to NaN), in one pass. Integers and bools:
+    any entry, both. Floats: infinities must match, and every other pair ``x, y`` must
+    satisfy ``|x - y| <= row_rtol(dtype) * m``, ``m`` the largest finite magnitude in
+    the two rows."""
     n = a.shape[0]
     flat = a.reshape(n, -1)
     if flat.shape[1] == 0:
-        return torch.zeros(n, dtype=torch.bool, device=a.device)
+        none = torch.zeros(n, dtype=torch.bool, device=a.device)
+        return none, none
     step = max(1, _CHUNK_ELEMENTS // flat.shape[1])
-    return torch.cat([_chunk_differs(flat[i:i + step], flat[other[i:i + step]], exact) for i in range(0, n, step)])
+    parts = [_chunk_differs(flat[i:i + step], flat[other[i:i + step]]) for i in range(0, n, step)]
+    return torch.cat([d for d, _ in parts]), torch.cat([c for _, c in parts])
 
 
-def _chunk_differs(x: Tensor, y: Tensor, exact: bool = False) -> Tensor:
+def _chunk_differs(x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
     if not (x.is_floating_point() or x.is_complex()):
-        return (x != y).any(1)
-    if exact:
-        return ((x != y) & ~(torch.isnan(x) & torch.isnan(y))).any(1)
-    rtol = row_rtol(x.dtype)
+        changed = (x != y).any(1)
+        return changed, changed
+    rtol = row_rtol(x.dtype)  # of the dtype given, before a 16-bit one is widened
     if x.is_floating_point() and x.element_size() < 4:
         x, y = x.float(), y.float()  # exact: every 16-bit value is a float32
     equal = (x == y) | (torch.isnan(x) & torch.isnan(y))
     gap = torch.nan_to_num((x - y).abs(), nan=float("inf")).masked_fill_(equal, 0.0)  # NaN or inf against a number: inf
     # relative to the rows' largest finite magnitude (an infinity against a number differs)
     scale = torch.nan_to_num(torch.maximum(x.abs(), y.abs()), nan=0.0, posinf=0.0).amax(1, keepdim=True)
-    return (gap > rtol * scale).any(1)
+    return (gap > rtol * scale).any(1), ~equal.all(1)
 
 
 def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]] = None,
@@ -107,11 +109,12 @@ def drop_duplicates(ids: Tensor, *arrays: Tensor, names: Optional[Sequence[str]]
     # for each original row: its group, and the original index of its group's first row
     group_of_row = torch.empty_like(group).scatter_(0, order, group)
     first_of_row = torch.empty_like(order).scatter_(0, order, order[first_sorted])
-    differs = [_rows_differ(a, first_of_row) for a in arrays]
+    compared = [_rows_differ(a, first_of_row) for a in arrays]
+    differs = [d for d, _ in compared]
     any_differs = torch.stack(differs).any(0) if differs else torch.zeros(n, dtype=torch.bool, device=device)
     # repeats that are close but not the same bits: recomputed copies, which only padding makes
-    inexact = torch.stack([_rows_differ(a, first_of_row, exact=True) for a in arrays]).any(0).sum() \
-        if arrays else torch.zeros((), dtype=torch.int64, device=device)
+    inexact = torch.stack([c for _, c in compared]).any(0).sum() if arrays \
+        else torch.zeros((), dtype=torch.int64, device=device)
     bad_group = torch.zeros(n, dtype=torch.int64, device=device).scatter_reduce(
         0, group_of_row, any_differs.to(torch.int64), "amax")
     group_ids = torch.zeros_like(sorted_ids).scatter_(0, group, sorted_ids)
