@@ -60,10 +60,10 @@ def anchor_root(anchor: str, tests_dir: Optional[str] = None) -> Optional[Path]:
     return root if all((root / p).is_dir() for p in SUITES[anchor]["paths"]) else None
 
 
-def _outcome(case) -> Tuple[str, str]:
-    """``(outcome, message)`` of a junit testcase; a pass that built none of our
-    classes (and is no DDP variant, whose classes are built in the pool's workers)
-    is ``not_ours``."""
+def junit_outcome(case, is_ours) -> Tuple[str, str]:
+    """``(outcome, message)`` of a junit testcase: ``failed`` (with the first line of its
+    message), ``skipped``, ``passed`` when ``is_ours(properties)`` says the test ran our
+    code, else ``not_ours`` (it passed on the anchor's code alone: not counted)."""
     bad = case.find("failure")
     if bad is None:
         bad = case.find("error")
@@ -73,8 +73,13 @@ def _outcome(case) -> Tuple[str, str]:
     if case.find("skipped") is not None:
         return "skipped", ""
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
-    ours = int(props.get("anchor_ours", "0")) > 0 or props.get("anchor_ddp") == "1"
-    return ("passed" if ours else "not_ours"), ""
+    return ("passed" if is_ours(props) else "not_ours"), ""
+
+
+def _outcome(case) -> Tuple[str, str]:
+    """A pass counts when the test built one of our classes, or is a DDP variant (whose
+    classes are built in the pool's workers)."""
+    return junit_outcome(case, lambda p: int(p.get("anchor_ours", "0")) > 0 or p.get("anchor_ddp") == "1")
 
 
 def _run_ranks(cmd: List[str], root: Path, env: Dict[str, str], world: int, junit: Path,

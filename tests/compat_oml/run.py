@@ -24,6 +24,9 @@ from typing import Dict, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+if str(REPO) not in sys.path:  # run as a script: the repository's tests package
+    sys.path.insert(0, str(REPO))
+from tests.anchor_suites.run import junit_outcome  # noqa: E402
 SUITE = "tests/test_oml/test_functional/test_metrics"
 
 # failing test id (re.fullmatch on "classname::name") -> why it fails on purpose
@@ -38,16 +41,7 @@ def reason(test_id: str) -> Optional[str]:
 
 
 def _outcome(case) -> Tuple[str, str]:
-    bad = case.find("failure")
-    if bad is None:
-        bad = case.find("error")
-    if bad is not None:
-        message = bad.get("message") or ""
-        return "failed", message.splitlines()[0][:300] if message else ""
-    if case.find("skipped") is not None:
-        return "skipped", ""
-    props = {p.get("name"): p.get("value") for p in case.iter("property")}
-    return ("passed" if int(props.get("oml_ours", "0")) > 0 else "not_ours"), ""
+    return junit_outcome(case, lambda props: int(props.get("oml_ours", "0")) > 0)
 
 
 def run_suite(repo: Path, timeout: float = 1800) -> Dict:
