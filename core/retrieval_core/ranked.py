@@ -23,6 +23,7 @@ from torch import Tensor
 
 from .metrics.apply import ranking_values
 from .metrics.registry import AT_R, parse_metrics
+from .ranking.groups import group_flat
 from .ranking.ranking import Ranking
 from .stats.aggregate import MetricResults, aggregate
 from .validate import check_per_query_keys, check_score_options, check_scores, check_stats_options, check_values
@@ -44,6 +45,44 @@ def _as_gains(gains: Tensor, name: str = "gains") -> Tensor:
     return g
 
 
+def _check_indexes(values: Tensor, indexes: Tensor, name: str) -> None:
+    if not isinstance(indexes, Tensor) or indexes.is_floating_point() or indexes.is_complex() \
+            or indexes.dtype == torch.bool:
+        raise TypeError("indexes must be an integer tensor (the query of each entry)")
+    if indexes.shape != values.shape or values.ndim != 1:
+        raise ValueError(f"with indexes, {name} and indexes must be 1-D of one length; got {tuple(values.shape)} and "
+                         f"{tuple(indexes.shape)}")
+
+
+def _padded_rows(indexes: Tensor, *arrays: Tensor):
+    """The flat form as padded rows, no sort when equal ids already stand together:
+    ``(arrays as [Q, d], valid [Q, d] or None when no row is padded, query_ids [Q])``, each
+    query's entries in the order given, queries by increasing id; padding holds zeros."""
+    if indexes.numel() == 0:
+        return tuple(a.new_zeros((0, 0)) for a in arrays), indexes.new_zeros((0, 0), dtype=torch.bool), \
+            indexes.new_zeros(0, dtype=torch.int64)
+    groups, grouped = group_flat(indexes, *arrays)
+    ids, sizes, q = groups.ids.to(torch.int64), groups.sizes, groups.n_queries
+    depth = int(sizes.max())
+    if depth * q == indexes.numel():  # every query of one size: a view
+        rows, valid = tuple(a.view(q, depth) for a in grouped), None
+    else:
+        row = torch.repeat_interleave(torch.arange(q, device=indexes.device), sizes)
+        col = torch.arange(indexes.numel(), device=indexes.device) - groups.starts[row]
+        rows = []
+        for a in grouped:
+            out = a.new_zeros((q, depth))
+            out[row, col] = a
+            rows.append(out)
+        valid = torch.zeros((q, depth), dtype=torch.bool, device=indexes.device)
+        valid[row, col] = True
+    if q > 1 and not bool((ids[1:] > ids[:-1]).all()):  # groups in order of appearance: by id
+        order = torch.argsort(ids)
+        ids, rows = ids[order], tuple(r[order] for r in rows)
+        valid = None if valid is None else valid[order]
+    return tuple(rows), valid, ids
+
+
 def ranked_lists(gains: Tensor, indexes: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
     """The flat form as padded rows: ``(gains [Q, d], valid [Q, d], query_ids [Q])``, the
     entries of each query in the order given (their rank order), queries by increasing id.
@@ -53,24 +92,9 @@ def ranked_lists(gains: Tensor, indexes: Tensor) -> Tuple[Tensor, Tensor, Tensor
         >>> g.tolist(), valid.tolist(), ids.tolist()
         ([[2.0, 0.0, 0.0], [1.0, 0.0, 3.0]], [[True, False, False], [True, True, True]], [2, 7])
     """
-    if not isinstance(indexes, Tensor) or indexes.is_floating_point() or indexes.is_complex() \
-            or indexes.dtype == torch.bool:
-        raise TypeError("indexes must be an integer tensor (the query of each entry)")
-    if indexes.shape != gains.shape or gains.ndim != 1:
-        raise ValueError(f"with indexes, gains and indexes must be 1-D of one length; got {tuple(gains.shape)} and "
-                         f"{tuple(indexes.shape)}")
-    indexes = indexes.to(torch.int64)
-    order = torch.sort(indexes, stable=True).indices  # stable: each query's entries keep their order
-    ids, counts = torch.unique_consecutive(indexes[order], return_counts=True)
-    starts = torch.cumsum(counts, 0) - counts
-    row = torch.repeat_interleave(torch.arange(ids.numel(), device=indexes.device), counts)
-    col = torch.arange(order.numel(), device=indexes.device) - starts[row]
-    depth = int(counts.max()) if counts.numel() else 0
-    out = gains.new_zeros((ids.numel(), depth), dtype=torch.float64)
-    valid = torch.zeros((ids.numel(), depth), dtype=torch.bool, device=gains.device)
-    out[row, col] = gains[order].to(torch.float64)
-    valid[row, col] = True
-    return out, valid, ids
+    _check_indexes(gains, indexes, "gains")
+    (g,), valid, ids = _padded_rows(indexes, gains.to(torch.float64))
+    return g, torch.ones_like(g, dtype=torch.bool) if valid is None else valid, ids
 
 
 def _ideal(ideal: Optional[Tensor], gains: Tensor, n_relevant: Optional[Tensor], q: int, needs: bool
@@ -133,14 +157,8 @@ def evaluate_ranked(
 
     No loop over queries; everything on the gains' device.
     """
-    check_score_options(ties="stable", empty=empty, reduce=reduce)
-    keys = parse_metrics(metrics)
-    check_per_query_keys(keys, "evaluate_embeddings computes them")
-    if any(m.confidence is not None for m in keys):
-        raise ValueError("confidence keys (erc:, conf:, spearman:, kendall:) need per-query confidences: use "
-                         "evaluate_scores(..., confidence=)")
-    stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                keep_per_query=keep_per_query, reduce=reduce)
+    keys, stats = _ranked_options(metrics, empty=empty, reduce=reduce, ci=ci, ci_method=ci_method,
+                                  n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
     g = _as_gains(gains)
     query_ids = None
     if indexes is not None:
@@ -153,7 +171,25 @@ def evaluate_ranked(
         valid = torch.ones_like(g, dtype=torch.bool) if mask is None else mask
         if not isinstance(valid, Tensor) or valid.dtype != torch.bool or valid.shape != g.shape:
             raise ValueError(f"mask must be a bool tensor of the shape of gains {tuple(g.shape)}")
-        g = g * valid
+    return _evaluate_rows(g, valid, query_ids, keys, stats, n_relevant=n_relevant, ideal=ideal, empty=empty,
+                          reduce=reduce, categories=categories)
+
+
+def _ranked_options(metrics, *, empty, reduce, **stats):
+    """The parsed keys and the checked statistics options of :func:`evaluate_ranked`."""
+    check_score_options(ties="stable", empty=empty, reduce=reduce)
+    keys = parse_metrics(metrics)
+    check_per_query_keys(keys, "evaluate_embeddings computes them")
+    if any(m.confidence is not None for m in keys):
+        raise ValueError("confidence keys (erc:, conf:, spearman:, kendall:) need per-query confidences: use "
+                         "evaluate_scores(..., confidence=)")
+    return keys, check_stats_options(keys, reduce=reduce, **stats)
+
+
+def _evaluate_rows(g: Tensor, valid: Tensor, query_ids: Optional[Tensor], keys, stats, *, n_relevant, ideal, empty,
+                   reduce, categories) -> MetricResults:
+    """:func:`evaluate_ranked` of padded rows: float64 gains ``g`` in rank order, ``valid``."""
+    g = g * valid
     q = g.shape[0]
     hits = (g > 0).sum(1)
     if n_relevant is not None:
@@ -227,12 +263,21 @@ def evaluate_scores_ranked(preds: Tensor, target: Tensor, metrics: Sequence[str]
                            ideal: Optional[Tensor], indexes: Optional[Tensor] = None, mask: Optional[Tensor] = None,
                            ties: str = "stable", **options) -> MetricResults:
     """:func:`~retrieval_core.evaluate_scores` with R (and the ideal gains) given: the
-    whole list ranked by its scores, then :func:`evaluate_ranked`."""
+    whole list ranked by its scores, then :func:`evaluate_ranked`. The flat form is
+    first laid out as padded rows (no sort when each query's entries stand together),
+    then each row is sorted: no sort of all the entries."""
     check_scores(preds, target, indexes=indexes, mask=mask)
     check_values(preds, target)
     if indexes is not None and options.get("categories") is not None:
         raise ValueError("categories with the flat form and n_relevant: rank the lists and give one category per "
                          "query to evaluate_ranked")
-    gains, valid, flat_indexes = rank_scores(preds, target, indexes=indexes, mask=mask, ties=ties)
-    return evaluate_ranked(gains, metrics, n_relevant=n_relevant, ideal=ideal, mask=valid, indexes=flat_indexes,
-                           **options)
+    empty, reduce = options.pop("empty", "skip"), options.pop("reduce", "mean")
+    categories = options.pop("categories", None)
+    keys, stats = _ranked_options(metrics, empty=empty, reduce=reduce, **options)
+    ids = None
+    if indexes is not None:
+        _check_indexes(preds, indexes, "preds")
+        (preds, target), mask, ids = _padded_rows(indexes, preds, target)
+    gains, valid, _ = rank_scores(preds, target, mask=mask, ties=ties)
+    return _evaluate_rows(gains, valid, ids, keys, stats, n_relevant=n_relevant, ideal=ideal, empty=empty,
+                          reduce=reduce, categories=categories)

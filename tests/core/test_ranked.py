@@ -170,3 +170,40 @@ def test_evaluate_scores_with_n_relevant_tie_orders():
         rc.evaluate_scores(preds, target, ["mrr"], n_relevant=r, ties="expected")
     with pytest.raises(ValueError, match="ties must be one of"):  # not read as "stable"
         rc.evaluate_scores(preds, target, ["mrr"], n_relevant=r, ties="random")
+
+
+def _interleave(ids, g):
+    """A random order of the entries that keeps each query's entries in their order."""
+    keys = torch.rand(ids.numel(), generator=g, dtype=torch.float64)
+    for q in ids.unique():
+        at = (ids == q).nonzero().squeeze(1)
+        keys[at] = keys[at].sort().values
+    return keys.argsort()
+
+
+@pytest.mark.parametrize("layout", ["sorted", "grouped", "interleaved"])
+@pytest.mark.parametrize("ties", ["stable", "optimistic", "pessimistic"])
+def test_flat_scores_with_n_relevant_equal_padded_rows(layout, ties):
+    # uneven lists, tied scores, ids not 0..Q-1: the flat form laid out as rows (no sort
+    # when grouped) must rank each query as its padded row does, ties by order of arrival
+    gains, n_rel, ideal = _random_lists(11, q=9, depth=7)
+    g = torch.Generator().manual_seed(12)
+    preds = torch.randint(0, 3, (9, 7), generator=g).double()  # many ties
+    lengths = torch.tensor([7, 1, 3, 7, 4, 2, 6, 5, 7])
+    mask = torch.arange(7) < lengths.unsqueeze(1)
+    want = rc.evaluate_scores(preds, gains, KEYS, n_relevant=n_rel, ideal=ideal, mask=mask, ties=ties,
+                              reduce="none", empty="zero")
+    qids = torch.tensor([40, 3, 17, 8, 25, 1, 33, 12, 5])
+    rows = [3, 0, 5, 8, 1, 7, 2, 4, 6] if layout != "sorted" else qids.argsort().tolist()
+    flat_p = torch.cat([preds[i, :lengths[i]] for i in rows])
+    flat_t = torch.cat([gains[i, :lengths[i]] for i in rows])
+    flat_ids = torch.cat([qids[i].repeat(int(lengths[i])) for i in rows])
+    if layout == "interleaved":
+        perm = _interleave(flat_ids, g)
+        flat_p, flat_t, flat_ids = flat_p[perm], flat_t[perm], flat_ids[perm]
+    by_id = qids.argsort()
+    got = rc.evaluate_scores(flat_p, flat_t, KEYS, indexes=flat_ids, n_relevant=n_rel[by_id], ideal=ideal[by_id],
+                             ties=ties, reduce="none", empty="zero", keep_per_query=True)
+    assert got.query_ids.tolist() == sorted(qids.tolist())
+    for key in KEYS:
+        assert torch.allclose(got[key], want[key][by_id], atol=1e-12), key
