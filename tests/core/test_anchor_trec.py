@@ -25,6 +25,7 @@ import torch
 from tests.references import did, distinct_scores, graded_gains, ours_per_query, qid, to_trec
 
 import retrieval_core
+from retrieval_core.trec import evaluate_trec, qrels_from_dict, run_from_dict
 
 import pytrec_eval
 
@@ -213,3 +214,18 @@ def test_ranx_f1_is_harmonic_mean_of_ranx_precision_and_recall(ranx_results):
         p, r = res[f"precision@{k}"], res[f"recall@{k}"]
         f1 = torch.where(p + r > 0, 2 * p * r / (p + r).clamp(min=1e-300), torch.zeros_like(p))
         torch.testing.assert_close(res[f"f1@{k}"], f1, atol=ATOL, rtol=0)
+
+
+def test_pytrec_eval_ranks_scores_as_32_bit_floats():
+    # pytrec_eval bundles a trec_eval whose run scores are C floats: two scores that differ
+    # only past float32's precision are tied there and ordered by document id (descending);
+    # trec_eval 10 reads doubles, as evaluate_trec does. Found at 100k queries (bench_trec_scale.py).
+    high, low = 0.7874791513757855, 0.787479135962232  # equal as float32, not as float64
+    assert torch.tensor(high, dtype=torch.float32) == torch.tensor(low, dtype=torch.float32)
+    qrels = {"q": {"a": 1, "b": 0}}
+    run = {"q": {"a": high, "b": low}}  # "b" > "a": a tie goes to "b" first
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(run)["q"]["recip_rank"]
+    ours = evaluate_trec(qrels_from_dict(qrels), run_from_dict(run), ["recip_rank"]).summary()["recip_rank"]
+    assert (theirs, ours) == (0.5, 1.0)
+    f32 = {"q": {d: float(torch.tensor(s, dtype=torch.float32)) for d, s in run["q"].items()}}
+    assert evaluate_trec(qrels_from_dict(qrels), run_from_dict(f32), ["recip_rank"]).summary()["recip_rank"] == 0.5
