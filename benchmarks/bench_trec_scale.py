@@ -115,23 +115,28 @@ def main() -> None:
     torch.set_num_threads(1)
     scores, gains, docs, rel = make(args.queries)
     grouped, shuffled, n_relevant, ideal = flat_inputs(scores, gains, rel)
-    folder = tempfile.mkdtemp()
-    t0 = time.perf_counter()
-    qrels_path, run_path = write_files(folder, scores, docs, rel)
-    print(f"{args.queries} queries x {DEPTH}: files written in {time.perf_counter() - t0:.1f} s", flush=True)
-    qrels = read_qrels(qrels_path)
-    run = read_run(run_path, docs=qrels.docs)
-    ev = evaluate_trec(qrels, run, TREC)
-    want = {k: ev.summary()[t] for k, t in zip(OURS, TREC)}
-    flat = evaluate_scores(grouped[0], grouped[1], OURS, indexes=grouped[2], n_relevant=n_relevant, ideal=ideal)
-    print("ours evaluate_trec vs evaluate_scores, largest difference: "
+    files = args.files or not args.ours_only  # ranx and pytrec_eval take their dicts from the read files
+    flat = evaluate_scores(grouped[0], grouped[1], OURS, indexes=grouped[2], n_relevant=n_relevant, ideal=ideal,
+                           empty="zero")  # trec_eval counts a query without relevant documents as 0
+    if files:
+        folder = tempfile.mkdtemp()
+        t0 = time.perf_counter()
+        qrels_path, run_path = write_files(folder, scores, docs, rel)
+        print(f"{args.queries} queries x {DEPTH}: files written in {time.perf_counter() - t0:.1f} s", flush=True)
+        qrels = read_qrels(qrels_path)
+        run = read_run(run_path, docs=qrels.docs)
+        ev = evaluate_trec(qrels, run, TREC)
+        want = {k: ev.summary()[t] for k, t in zip(OURS, TREC)}
+    else:
+        want = {k: v.item() for k, v in evaluate_scores(scores, gains[:, :DEPTH], OURS, n_relevant=n_relevant,
+                                                         ideal=ideal, empty="zero").items()}
+    print("ours: flat evaluate_scores vs evaluate_trec (or dense without files), largest difference: "
           f"{max(abs(flat[k].item() - want[k]) for k in OURS):.1e}", flush=True)
     one = 0.0
     if not args.ours_only:
         import ranx  # after NUMBA_NUM_THREADS
 
-        small_q, small_r = read_qrels(qrels_path).to_dict(), None
-        small_q = dict(list(small_q.items())[:50])
+        small_q = dict(list(qrels.to_dict().items())[:50])
         small_r = {q: d for q, d in run.to_dict().items() if q in small_q}
         ranx.evaluate(ranx.Qrels(small_q), ranx.Run(small_r), RANX, threads=1)  # compile
         rq, rr = ranx.Qrels(qrels.to_dict()), ranx.Run(run.to_dict())
@@ -158,9 +163,11 @@ def main() -> None:
         p, best, med = timed(pytrec, args.repeat)
         print(f"pytrec_eval vs ours (map): {abs(p['map'] - want['map']):.1e}", flush=True)
         report("pytrec_eval evaluate (dicts in), the four", best, med, one)
-        print(f"peak RSS so far: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB", flush=True)
-    _, best, med = timed(lambda: evaluate_trec(qrels, run, TREC), args.repeat)
-    report("ours evaluate_trec (read Qrels/Run), the four", best, med, one)
+        print(f"peak RSS so far (with ranx's and pytrec_eval's data): "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB", flush=True)
+    if files:
+        _, best, med = timed(lambda: evaluate_trec(qrels, run, TREC), args.repeat)
+        report("ours evaluate_trec (read Qrels/Run), the four", best, med, one)
     for name, (p, t, i) in (("grouped by query", grouped), ("fully shuffled", shuffled)):
         _, best, med = timed(lambda: evaluate_scores(p, t, OURS, indexes=i, n_relevant=n_relevant, ideal=ideal),
                              args.repeat)
@@ -169,6 +176,7 @@ def main() -> None:
     _, best, med = timed(lambda: evaluate_scores(scores, dense_t, OURS, n_relevant=n_relevant, ideal=ideal),
                          args.repeat)
     report("ours evaluate_scores, dense [Q, 100], the four", best, med, one)
+    print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB", flush=True)
     if not args.files:
         return
 
