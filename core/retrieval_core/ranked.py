@@ -22,12 +22,12 @@ import torch
 from torch import Tensor
 
 from .metrics.apply import ranking_values
-from .metrics.registry import AT_R, parse_metrics
+from .metrics.registry import AT_R, MetricKey, parse_metrics
 from .ranking.ranking import Ranking
 from .stats.aggregate import MetricResults, aggregate
 from .validate import check_per_query_keys, check_score_options, check_scores, check_stats_options, check_values
 
-__all__ = ["evaluate_ranked", "ranked_lists", "rank_scores"]
+__all__ = ["evaluate_ranked", "ranked_values", "ranked_lists", "rank_scores", "scores_ranked_values"]
 
 # keys that need every candidate's position, which a list cut from a larger collection lacks
 _NEED_ALL_CANDIDATES = ("auroc", "fall_out")
@@ -141,6 +141,24 @@ def evaluate_ranked(
                          "evaluate_scores(..., confidence=)")
     stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                 keep_per_query=keep_per_query, reduce=reduce)
+    values, query_ids = ranked_values(gains, keys, n_relevant=n_relevant, ideal=ideal, mask=mask, indexes=indexes)
+    return aggregate(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
+                     query_ids=query_ids, **stats)
+
+
+def ranked_values(gains: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optional[Tensor] = None,
+                  ideal: Optional[Tensor] = None, mask: Optional[Tensor] = None, indexes: Optional[Tensor] = None
+                  ) -> Tuple[Tensor, Optional[Tensor]]:
+    """``(values [Q, M] float64, query ids or None)``: the per-query values of parsed
+    per-query ``keys`` on ranked lists (NaN where a key is undefined, e.g. R = 0); the
+    arguments as :func:`evaluate_ranked`'s, checked here.
+
+    Example:
+        >>> v, _ = ranked_values(torch.tensor([[0, 1]]), parse_metrics(["mrr", "recall@2"]),
+        ...                      n_relevant=torch.tensor([2]))
+        >>> v.tolist()
+        [[0.5, 0.5]]
+    """
     g = _as_gains(gains)
     query_ids = None
     if indexes is not None:
@@ -181,9 +199,7 @@ def evaluate_ranked(
     if best is not None:
         best = torch.nn.functional.pad(best, (0, max(0, depth - best.shape[1])))[:, :depth]
     ranking = Ranking(relevance=g, valid=valid, n_relevant=r, n_candidates=valid.sum(1), ideal=best, complete=True)
-    values = ranking_values(ranking, keys)
-    return aggregate(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
-                     query_ids=query_ids, **stats)
+    return ranking_values(ranking, keys), query_ids
 
 
 def _order(scores: Tensor, gains: Tensor, ties: str, dim: int = -1) -> Tensor:
@@ -236,3 +252,18 @@ def evaluate_scores_ranked(preds: Tensor, target: Tensor, metrics: Sequence[str]
     gains, valid, flat_indexes = rank_scores(preds, target, indexes=indexes, mask=mask, ties=ties)
     return evaluate_ranked(gains, metrics, n_relevant=n_relevant, ideal=ideal, mask=valid, indexes=flat_indexes,
                            **options)
+
+
+def scores_ranked_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optional[Tensor],
+                         ideal: Optional[Tensor], mask: Optional[Tensor] = None, ties: str = "stable") -> Tensor:
+    """``[Q, M]`` per-query values of dense scores with R (and the ideal gains) given: each
+    row ranked by its scores (:func:`rank_scores`), then :func:`ranked_values` (what an
+    adapter's update computes with ``n_relevant=`` / ``ideal=``).
+
+    Example:
+        >>> scores_ranked_values(torch.tensor([[0.2, 0.9]]), torch.tensor([[1, 0]]), parse_metrics(["recall@2"]),
+        ...                      n_relevant=torch.tensor([4]), ideal=None).tolist()
+        [[0.25]]
+    """
+    gains, valid, _ = rank_scores(preds, target, mask=mask, ties=ties)
+    return ranked_values(gains, keys, n_relevant=n_relevant, ideal=ideal, mask=valid)[0]
