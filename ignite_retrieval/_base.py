@@ -75,7 +75,8 @@ class RetrievalMetric(Metric):
     """Base of the adapters: an ignite ``Metric`` whose ``update`` takes a tuple of the
     required inputs or a mapping with required and optional keys.
 
-    Subclasses set ``_required`` / ``_optional`` (names of the inputs) and
+    Subclasses set ``_required`` / ``_optional`` (names of the inputs; ``_per_batch``:
+    optional inputs that any batch may give or not, never gathered) and
     ``_state_attributes`` (what ``state_dict()`` saves); their ``update`` reads the
     output with :meth:`_parse` (every name mapped to a value or None) and their
     ``compute`` starts with :meth:`_agree`: the ranks' options must agree, then one
@@ -85,6 +86,8 @@ class RetrievalMetric(Metric):
 
     _required: Tuple[str, ...] = ()
     _optional: Tuple[str, ...] = ()
+    # optional inputs of one batch only (not states): any batch may give them or not
+    _per_batch: Tuple[str, ...] = ()
     # The keys a mapping output must hold (ignite's attribute; subclasses set it to
     # _required). ignite's own handling of it cannot take optional keys, so mappings
     # are read here, in iteration_completed and update.
@@ -154,13 +157,13 @@ class RetrievalMetric(Metric):
     def _expected(self) -> str:
         req = ", ".join(self._required)
         keys = ", ".join(repr(k) for k in self._required)
-        opt = ", ".join(repr(k) for k in self._optional)
+        opt = ", ".join(repr(k) for k in self._optional + self._per_batch)
         more = f" (optional: {opt})" if opt else ""
         return f"({req}) or a mapping with keys {keys}{more}"
 
     def _parse(self, output: Any) -> Dict[str, Optional[Tensor]]:
         """Every input name mapped to its value (None for an absent optional one)."""
-        names = self._required + self._optional
+        names = self._required + self._optional + self._per_batch
         if isinstance(output, Mapping):
             missing = [k for k in self._required if k not in output]
             if missing:
@@ -176,7 +179,7 @@ class RetrievalMetric(Metric):
                     f"got a {type(output).__name__} of {len(output)} items"
                 )
             fields = dict(zip(self._required, output))
-            fields.update((k, None) for k in self._optional)
+            fields.update((k, None) for k in self._optional + self._per_batch)
             return fields
         raise TypeError(f"{self._name()}: expected output {self._expected()}; got {type(output).__name__}")
 

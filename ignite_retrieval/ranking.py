@@ -32,7 +32,14 @@ class RankingMetrics(RetrievalMetric):
     ``"categories"`` (``[B]`` integer labels: adds ``"{key}/{label}"`` results) and
     ``"confidence"`` (``[B]`` finite floats, higher = more confident: needed by the
     confidence keys ``"erc:<key>"``, ``"conf:<key>"``, ``"spearman:<key>"``,
-    ``"kendall:<key>"``; their curves are in ``last_results.curves``).
+    ``"kendall:<key>"``; their curves are in ``last_results.curves``). Any batch may
+    also hold ``"mask"`` (``[B, N]`` bool, False for padded candidates) and, for top-k
+    lists cut from a larger collection, ``"n_relevant"`` (``[B]`` int, each query's R)
+    and ``"ideal"`` (``[B, m]``, its ideal gains): each row is then ranked once and
+    evaluated as ``retrieval_core.evaluate_ranked`` (trec_eval's semantics; ``ties``
+    not "expected"); they change the per-query values only. From TREC qrels:
+    ``retrieval_core.trec.QrelsJudge`` (``judge(...).inputs(preds="y_pred", target="y")``
+    is such a mapping; docs/ignite.md).
 
     Per-query values are computed in ``update`` by ``retrieval_core`` and kept
     (``[n, M]`` float64, tiny); ``compute`` gathers them from every process,
@@ -77,6 +84,7 @@ class RankingMetrics(RetrievalMetric):
 
     _required = ("y_pred", "y")
     _optional = ("ids", "categories", "confidence")
+    _per_batch = ("mask", "n_relevant", "ideal")
     required_output_keys = _required
     _state_attributes = ("_values", "_ids", "_categories", "_confidence", "_sums", "_checks", "_n_rows", "_present")
 
@@ -132,12 +140,15 @@ class RankingMetrics(RetrievalMetric):
         with self._named_errors():
             n, ids, categories, confidence = check_score_rows(
                 y_pred, y, ids=fields["ids"], categories=fields.get("categories"),
-                confidence=fields.get("confidence"), compact=self._compact, names=_NAMES, dims="[batch, items]")
+                confidence=fields.get("confidence"), compact=self._compact, mask=fields.get("mask"), names=_NAMES,
+                dims="[batch, items]")
         self._check_present(fields)
         if n == 0:
             return
         y_pred, y = self._prepare(y_pred, y)
-        values, flags = score_batch_values(y_pred, y, self._keys, ties=self._ties)
+        with self._named_errors():
+            values, flags = score_batch_values(y_pred, y, self._keys, ties=self._ties, mask=fields.get("mask"),
+                                               n_relevant=fields.get("n_relevant"), ideal=fields.get("ideal"))
         self._checks += flags.to(self._device)
         self._n_rows += n
         if self._compact:

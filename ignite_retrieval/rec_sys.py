@@ -80,6 +80,7 @@ class _RecSysMetric(RankingMetrics):
     """A list-valued ignite rec_sys metric on top of :class:`RankingMetrics`."""
 
     _optional = ("ids",)
+    _per_batch = ()
 
     def _init(self, top_k: List[int], ignore_zero_hits: bool, empty: str, core_name: str,
               output_transform: Callable, device: Device, skip_unrolling: bool) -> None:

@@ -56,7 +56,8 @@ class RankingMetrics(CoreStateMetric):
         kwargs: torchmetrics' ``Metric`` arguments (``sync_on_compute``,
             ``process_group``, ``dist_sync_fn``, ``compute_on_cpu``...).
 
-    ``update(preds, target, *, ids=None, categories=None, mask=None, confidence=None)`` takes
+    ``update(preds, target, *, ids=None, categories=None, mask=None, confidence=None,
+    n_relevant=None, ideal=None)`` takes
     ``preds[B, N]`` scores and ``target[B, N]`` gains (bool, or >= 0) of ``B`` queries;
     ``mask[B, N]`` marks real candidates. ``ids[B]`` (int) are query ids: a query
     seen twice with the same row (DistributedSampler padding) counts once; an id
@@ -69,6 +70,15 @@ class RankingMetrics(CoreStateMetric):
     and ``categories`` ("cat"), or ``sums [3, M]`` ("sum") with ``compact=True``,
     plus ``invalid [2]`` ("sum"): counts of NaN/inf scores and bad gains, checked in
     ``compute`` (no device sync per batch).
+
+    ``n_relevant[B]`` (int) and ``ideal[B, m]``: each query's R and ideal gains in its whole
+    collection, when ``preds`` scores only some candidates (a top-k list): the row is ranked
+    once (``ties`` "stable", "optimistic" or "pessimistic") and evaluated as
+    ``retrieval_core.evaluate_ranked`` (trec_eval's semantics). They only change the
+    per-query values, so the states and their sync are the same.
+    ``retrieval_core.trec.QrelsJudge`` makes them from TREC qrels (docs/trec.md, "In a
+    validation loop"): ``m.update(**judge(query_ids, doc_ids, scores).inputs())`` with
+    ``empty="zero"`` gives trec_eval's numbers.
 
     ``compute()`` returns a ``dict[str, Tensor]`` (0-d float64 tensors) ready for
     ``LightningModule.log_dict``; it is a ``retrieval_core.MetricResults`` with
@@ -131,13 +141,16 @@ class RankingMetrics(CoreStateMetric):
         categories: Optional[Tensor] = None,
         mask: Optional[Tensor] = None,
         confidence: Optional[Tensor] = None,
+        n_relevant: Optional[Tensor] = None,
+        ideal: Optional[Tensor] = None,
     ) -> None:
         """Compute the batch's per-query values (structure checked here, values in ``compute``)."""
         rows = check_score_rows(preds, target, ids=ids, categories=categories, confidence=confidence,
                                 compact=self.compact, mask=mask)
         ids, categories, confidence = (None if t is None else t.to(preds.device)
                                        for t in (rows.ids, rows.categories, rows.confidence))
-        values, flags = score_batch_values(preds, target, self._parsed, mask=mask, ties=self.ties)
+        values, flags = score_batch_values(preds, target, self._parsed, mask=mask, ties=self.ties,
+                                           n_relevant=n_relevant, ideal=ideal)
         if self.compact:
             self.sums += compact_sums(values)
         else:

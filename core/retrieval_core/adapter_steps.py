@@ -27,6 +27,7 @@ from .evaluate import score_values
 from .metrics.kernels import partial_auroc
 from .metrics.registry import MetricKey, parse_metrics
 from .ranking.flat import rank_flat
+from .ranked import scores_ranked_values
 
 from .validate import (
     check_batch_like_earlier,
@@ -121,10 +122,32 @@ def check_score_rows(preds: Tensor, target: Tensor, *, ids: Optional[Tensor] = N
 
 
 def score_batch_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, ties: str = "stable",
-                       mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+                       mask: Optional[Tensor] = None, n_relevant: Optional[Tensor] = None,
+                       ideal: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """``([B, M] per-query values, [3] value flags)`` of a checked batch; the flags are summed
-    over batches and raised at compute (``raise_value_flags``)."""
-    values = score_values(preds, target, keys, mask=mask, ties=ties).values
+    over batches and raised at compute (``raise_value_flags``).
+
+    ``n_relevant[B]`` (R of each query's whole collection) and ``ideal[B, m]`` (its ideal
+    gains) as :func:`~retrieval_core.evaluate_scores` takes them: each row is ranked once by
+    its scores (``ties`` "stable", "optimistic" or "pessimistic"), then evaluated as
+    :func:`~retrieval_core.evaluate_ranked` does (a top-k list judged against qrels).
+    """
+    if n_relevant is None and ideal is None:
+        values = score_values(preds, target, keys, mask=mask, ties=ties).values
+        return values, value_flags(preds, target)
+    if ties == "expected":
+        raise ValueError('n_relevant / ideal rank each list once: ties must be "stable", "optimistic" or '
+                         '"pessimistic", not "expected"')
+    if any(m.confidence is not None for m in keys):
+        raise ValueError("confidence keys are not available with n_relevant or ideal")
+    for name, t, ndim in (("n_relevant", n_relevant, 1), ("ideal", ideal, 2)):
+        if t is not None and (not isinstance(t, Tensor) or t.ndim != ndim or t.shape[0] != preds.shape[0]):
+            got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"{name} must be a tensor of shape {'[B]' if ndim == 1 else '[B, m]'} with B = "
+                             f"{preds.shape[0]} (the rows of the scores); got {got}")
+    if n_relevant is not None and (n_relevant.is_floating_point() or n_relevant.dtype == torch.bool):
+        raise TypeError(f"n_relevant must be integer counts (R per query); got {n_relevant.dtype}")
+    values = scores_ranked_values(preds, target, keys, n_relevant=n_relevant, ideal=ideal, mask=mask, ties=ties)
     return values, value_flags(preds, target)
 
 

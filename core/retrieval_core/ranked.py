@@ -22,13 +22,13 @@ import torch
 from torch import Tensor
 
 from .metrics.apply import ranking_values
-from .metrics.registry import AT_R, parse_metrics
+from .metrics.registry import AT_R, MetricKey, parse_metrics
 from .ranking.groups import group_flat
 from .ranking.ranking import Ranking
 from .stats.aggregate import MetricResults, aggregate
 from .validate import check_per_query_keys, check_score_options, check_scores, check_stats_options, check_values
 
-__all__ = ["evaluate_ranked", "ranked_lists", "rank_scores"]
+__all__ = ["evaluate_ranked", "ranked_values", "ranked_lists", "rank_scores", "scores_ranked_values"]
 
 # keys that need every candidate's position, which a list cut from a larger collection lacks
 _NEED_ALL_CANDIDATES = ("auroc", "fall_out")
@@ -159,6 +159,24 @@ def evaluate_ranked(
     """
     keys, stats = _ranked_options(metrics, empty=empty, reduce=reduce, ci=ci, ci_method=ci_method,
                                   n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
+    values, query_ids = ranked_values(gains, keys, n_relevant=n_relevant, ideal=ideal, mask=mask, indexes=indexes)
+    return aggregate(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
+                     query_ids=query_ids, **stats)
+
+
+def ranked_values(gains: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optional[Tensor] = None,
+                  ideal: Optional[Tensor] = None, mask: Optional[Tensor] = None, indexes: Optional[Tensor] = None
+                  ) -> Tuple[Tensor, Optional[Tensor]]:
+    """``(values [Q, M] float64, query ids or None)``: the per-query values of parsed
+    per-query ``keys`` on ranked lists (NaN where a key is undefined, e.g. R = 0); the
+    arguments as :func:`evaluate_ranked`'s, checked here.
+
+    Example:
+        >>> v, _ = ranked_values(torch.tensor([[0, 1]]), parse_metrics(["mrr", "recall@2"]),
+        ...                      n_relevant=torch.tensor([2]))
+        >>> v.tolist()
+        [[0.5, 0.5]]
+    """
     g = _as_gains(gains)
     query_ids = None
     if indexes is not None:
@@ -171,8 +189,7 @@ def evaluate_ranked(
         valid = torch.ones_like(g, dtype=torch.bool) if mask is None else mask
         if not isinstance(valid, Tensor) or valid.dtype != torch.bool or valid.shape != g.shape:
             raise ValueError(f"mask must be a bool tensor of the shape of gains {tuple(g.shape)}")
-    return _evaluate_rows(g, valid, query_ids, keys, stats, n_relevant=n_relevant, ideal=ideal, empty=empty,
-                          reduce=reduce, categories=categories)
+    return _rows_values(g, valid, keys, n_relevant=n_relevant, ideal=ideal), query_ids
 
 
 def _ranked_options(metrics, *, empty, reduce, **stats):
@@ -186,9 +203,8 @@ def _ranked_options(metrics, *, empty, reduce, **stats):
     return keys, check_stats_options(keys, reduce=reduce, **stats)
 
 
-def _evaluate_rows(g: Tensor, valid: Tensor, query_ids: Optional[Tensor], keys, stats, *, n_relevant, ideal, empty,
-                   reduce, categories) -> MetricResults:
-    """:func:`evaluate_ranked` of padded rows: float64 gains ``g`` in rank order, ``valid``."""
+def _rows_values(g: Tensor, valid: Tensor, keys, *, n_relevant, ideal) -> Tensor:
+    """``[Q, M]`` values of padded rows: float64 gains ``g`` in rank order, ``valid``."""
     g = g * valid
     q = g.shape[0]
     hits = (g > 0).sum(1)
@@ -217,9 +233,7 @@ def _evaluate_rows(g: Tensor, valid: Tensor, query_ids: Optional[Tensor], keys, 
     if best is not None:
         best = torch.nn.functional.pad(best, (0, max(0, depth - best.shape[1])))[:, :depth]
     ranking = Ranking(relevance=g, valid=valid, n_relevant=r, n_candidates=valid.sum(1), ideal=best, complete=True)
-    values = ranking_values(ranking, keys)
-    return aggregate(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
-                     query_ids=query_ids, **stats)
+    return ranking_values(ranking, keys)
 
 
 def _order(scores: Tensor, gains: Tensor, ties: str, dim: int = -1) -> Tensor:
@@ -279,5 +293,21 @@ def evaluate_scores_ranked(preds: Tensor, target: Tensor, metrics: Sequence[str]
         _check_indexes(preds, indexes, "preds")
         (preds, target), mask, ids = _padded_rows(indexes, preds, target)
     gains, valid, _ = rank_scores(preds, target, mask=mask, ties=ties)
-    return _evaluate_rows(gains, valid, ids, keys, stats, n_relevant=n_relevant, ideal=ideal, empty=empty,
-                          reduce=reduce, categories=categories)
+    values = _rows_values(gains, valid, keys, n_relevant=n_relevant, ideal=ideal)
+    return aggregate(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
+                     query_ids=ids, **stats)
+
+
+def scores_ranked_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optional[Tensor],
+                         ideal: Optional[Tensor], mask: Optional[Tensor] = None, ties: str = "stable") -> Tensor:
+    """``[Q, M]`` per-query values of dense scores with R (and the ideal gains) given: each
+    row ranked by its scores (:func:`rank_scores`), then :func:`ranked_values` (what an
+    adapter's update computes with ``n_relevant=`` / ``ideal=``).
+
+    Example:
+        >>> scores_ranked_values(torch.tensor([[0.2, 0.9]]), torch.tensor([[1, 0]]), parse_metrics(["recall@2"]),
+        ...                      n_relevant=torch.tensor([4]), ideal=None).tolist()
+        [[0.25]]
+    """
+    gains, valid, _ = rank_scores(preds, target, mask=mask, ties=ties)
+    return _rows_values(gains, valid, keys, n_relevant=n_relevant, ideal=ideal)

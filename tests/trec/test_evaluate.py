@@ -2,7 +2,6 @@
 query and in the summary, to 4 decimals) and against pytrec_eval on random qrels and runs."""
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from retrieval_core.trec import (  # noqa: E402
     read_trec_eval_output,
     run_from_dict,
 )
+from tests.trec.cases import random_case  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 SUPPORTED = ["official", "recall", "ndcg", "ndcg_cut", "map_cut", "success", "num_nonrel_judged_ret"]
@@ -86,24 +86,6 @@ def test_counts_are_summed_and_gm_map_is_geometric():
     assert ev.results.per_query["map"].tolist() == [row["map"] for row in per_query.values()]
 
 
-def _random_case(seed):
-    rng = random.Random(seed)
-    docs = [f"d{i}" for i in range(40)]
-    qrels, run = {}, {}
-    for q in range(12):
-        qid = f"q{q}"
-        judged = rng.sample(docs, rng.randint(0, 15))
-        if q != 0:  # q0: no judgement at all in the run's terms -> not evaluated
-            qrels[qid] = {d: rng.choice([0, 0, 1, 2, 3, -1]) for d in judged} or {"d0": 0}
-        if q == 1:
-            qrels[qid] = {d: 0 for d in judged} or {"d0": 0}  # no relevant document
-        if q == 2:
-            continue  # in the qrels, not in the run
-        ranked = rng.sample(docs, rng.randint(1, 30))
-        run[qid] = {d: float(rng.randint(0, 6)) for d in ranked}  # many ties
-    return qrels, run
-
-
 PYTREC = {"map": "map", "P_5": "P_5", "recall_100": "recall_100", "ndcg": "ndcg", "ndcg_cut_10": "ndcg_cut_10",
           "recip_rank": "recip_rank", "Rprec": "Rprec", "bpref": "bpref", "num_rel_ret": "num_rel_ret",
           "num_ret": "num_ret", "num_rel": "num_rel", **{f"iprec_at_recall_{i / 10:.2f}": f"iprec_at_recall_{i / 10:.2f}"
@@ -114,7 +96,7 @@ PYTREC = {"map": "map", "P_5": "P_5", "recall_100": "recall_100", "ndcg": "ndcg"
 @pytest.mark.parametrize("seed", range(6))
 def test_random_qrels_and_runs_match_pytrec_eval(seed, level):
     pytrec_eval = pytest.importorskip("pytrec_eval")
-    qrels_d, run_d = _random_case(seed)
+    qrels_d, run_d = random_case(seed)
     ev = evaluate_trec(qrels_from_dict(qrels_d), run_from_dict(run_d), list(PYTREC), level=level, iprec_rule="v9")
     measures = {"map", "P", "recall", "ndcg", "ndcg_cut", "recip_rank", "Rprec", "bpref", "num_rel_ret", "num_ret",
                 "num_rel", "iprec_at_recall"}
@@ -162,3 +144,12 @@ def test_intervals_and_per_query_values_come_with_the_results():
     low, high = ev.results.ci["map"]
     assert low <= ev.results["map"] <= high and low < high
     assert ev.results["num_ret"].item() == 24 and ev.results.per_query["num_ret"].tolist() == [3.0] * 8
+
+
+def test_measures_without_a_core_key_alone():
+    # bpref, the counts or iprec_at_recall alone: no key for evaluate_ranked (was a ValueError)
+    qrels = qrels_from_dict({"q": {"a": 1, "b": 0}})
+    run = run_from_dict({"q": {"b": 2.0, "a": 1.0}})
+    assert evaluate_trec(qrels, run, ["bpref"]).summary() == {"bpref": 0.0}
+    assert evaluate_trec(qrels, run, ["num_ret", "iprec_at_recall_0.00"]).summary() == \
+        {"num_ret": 2.0, "iprec_at_recall_0.00": 0.5}

@@ -156,7 +156,8 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     cols: Dict[str, Tensor] = {}
     core = [k for k, _ in pairs if k.partition("@")[0] not in ("bpref", "gm_map", "iprec_at_recall", *COUNTS)]
     needs_map = any(k == "gm_map" for k, _ in pairs) and "map" not in core
-    specs = parse_metrics(core + (["map"] if needs_map else []))
+    core += ["map"] if needs_map else []
+    specs = parse_metrics(core) if core else ()  # none: only bpref, iprec_at_recall or the counts
     graded = [m.key for m in specs if m.spec.needs_ideal]
     binary = [m.key for m in specs if not m.spec.needs_ideal]
     if binary:
