@@ -30,6 +30,11 @@ def words_of(np, arr):
     return np.ascontiguousarray(arr).view("<u8").reshape(len(arr), padded // 8)
 
 
+def take_rows(np, arr, index):
+    """``arr[index]`` for a bytes (S) array, gathered as opaque rows (faster than S indexing)."""
+    return np.ascontiguousarray(arr).view(f"V{arr.dtype.itemsize}")[index].view(arr.dtype)
+
+
 def hash_words(np, words):
     """A 64-bit hash of every row of ``[n, k]`` uint64 words."""
     h = np.zeros(len(words), np.uint64)
@@ -60,19 +65,20 @@ def _split_collisions(np, words, order, new):
     differ = rows[1:, 0] != rows[:-1, 0]
     for j in range(1, rows.shape[1]):
         differ |= rows[1:, j] != rows[:-1, j]
-    clash = differ & ~new[1:]
-    if not clash.any():
+    clash = np.flatnonzero(differ & ~new[1:]) + 1  # sorted positions unlike the previous one, same group
+    if not len(clash):
         return new
-    # the groups holding a clash: regroup their rows by value (a dict), first appearance first
-    group = np.cumsum(new) - 1
-    bad = np.zeros(int(group[-1]) + 1, bool)
-    bad[group[1:][clash]] = True
-    at = np.flatnonzero(bad[group])  # sorted positions of every row of those groups
+    # the groups holding a clash (a few): regroup their rows by value (a dict), first appearance first
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], len(new))
+    bad = np.unique(np.searchsorted(starts, clash, side="right") - 1)
+    at = np.concatenate([np.arange(starts[g], ends[g]) for g in bad.tolist()])
+    group = np.repeat(bad, ends[bad] - starts[bad]).tolist()
     keys = rows[at].tobytes()
     width = rows.shape[1] * 8
     index: dict = {}
-    codes = np.array([index.setdefault((int(group[p]), keys[i * width:(i + 1) * width]), len(index))
-                      for i, p in enumerate(at.tolist())], dtype=np.int64)
+    codes = np.array([index.setdefault((group[i], keys[i * width:(i + 1) * width]), len(index))
+                      for i in range(len(at))], dtype=np.int64)
     # the rows of a group are contiguous, index ascending, and a group's codes follow the previous
     # group's: sorting the rows by code (stable) splits each group in place, index order kept
     by_code = np.argsort(codes, kind="stable")
@@ -85,28 +91,30 @@ def _split_collisions(np, words, order, new):
 
 def factorize(np, arr, words=None):
     """``(first, inverse)`` of a bytes array: ``arr[first]`` are its distinct values in order of
-    first appearance and ``arr == arr[first][inverse]``. ``words``: ``words_of(arr)`` if known."""
-    n = len(arr)
+    first appearance and ``arr == arr[first][inverse]``. ``words``: ``words_of(arr)`` if known
+    (then ``arr`` may be None)."""
+    words = words_of(np, arr) if words is None else words
+    n = len(words)
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    words = words_of(np, arr) if words is None else words
     bits = max(int(n - 1).bit_length(), 1)
     low = np.uint64((1 << bits) - 1)
     packed = hash_words(np, words)
     packed &= ~low
     packed |= np.arange(n, dtype=np.uint64)
     packed.sort()
-    order = (packed & low).astype(np.int64)
+    order = np.bitwise_and(packed, low).view(np.int64)
     packed >>= np.uint64(bits)
     new = np.empty(n, bool)
     new[0] = True
     np.not_equal(packed[1:], packed[:-1], out=new[1:])
     del packed
     new = _split_collisions(np, words, order, new)
-    first = order[new]  # each group's smallest index: its first appearance
-    is_first = np.zeros(n, bool)
-    is_first[first] = True
-    rank = np.cumsum(is_first) - 1  # groups numbered in order of first appearance
+    first = order[new]  # each group's smallest index: its first appearance (groups in hash order)
+    appear = np.sort(first)
+    at = np.empty(n, np.int64)  # (only the first appearances are written and read)
+    at[appear] = np.arange(len(appear))
+    sizes = np.diff(np.append(np.flatnonzero(new), n))
     inverse = np.empty(n, np.int64)
-    inverse[order] = rank[first][np.cumsum(new) - 1]
-    return np.flatnonzero(is_first), inverse
+    inverse[order] = np.repeat(at[first], sizes)  # groups numbered in order of first appearance
+    return appear, inverse

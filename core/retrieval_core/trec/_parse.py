@@ -78,7 +78,10 @@ def gather_words(np, view, masks, starts, widths, n_words: int):
     out = np.empty((len(starts), n_words), "<u8")
     for j in range(n_words):
         left = np.clip(widths - 8 * j, 0, 8)
-        np.bitwise_and(np.take(view, starts + 8 * j, mode="clip"), masks[left], out=out[:, j])
+        at = starts + 8 * j
+        if j:  # (np.take(mode="clip") would copy the whole strided view)
+            np.minimum(at, len(view) - 1, out=at)
+        np.bitwise_and(view[at], masks[left], out=out[:, j])
     return out
 
 

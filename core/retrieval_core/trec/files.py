@@ -62,16 +62,16 @@ class Vocabulary:
         n0 = len(self.array)
         both = np.concatenate([self.array, arr]) if n0 else arr
         first, inv = _codes.factorize(np, both)
-        old = first < n0  # groups that are ids already here (their first member is the id itself)
-        group_code = np.full(len(first), -1, np.int64)
-        group_code[old] = first[old]
-        if add:
-            new = np.flatnonzero(~old)
-            group_code[new] = n0 + np.arange(len(new))
-            if len(new):
-                self.array = np.concatenate([self.array, both[first[new]]]) if n0 else both[first[new]]
-                self._positions = None
-        return group_code[inv[n0:]]
+        # groups are numbered by first appearance and the ids here are distinct and come first: the
+        # first n0 groups are those ids, in index order, and the new ids' groups follow in order
+        codes = inv[n0:]
+        if not add:
+            return np.where(codes < n0, codes, -1)
+        if len(first) > n0:
+            added = _codes.take_rows(np, both, first[n0:])
+            self.array = np.concatenate([self.array, added]) if n0 else added
+            self._positions = None
+        return codes
 
     def extend(self, arr):
         """Indices of the ids of ``arr`` (numpy bytes array), the new ones appended."""
@@ -124,8 +124,8 @@ def _query_codes(np, qcol):
     for j in range(1, words.shape[1]):
         change |= words[1:, j] != words[:-1, j]
     heads = np.flatnonzero(np.concatenate([[True], change]))  # runs of one query
-    first, inv = _codes.factorize(np, qcol[heads], words[heads])
-    keys = qcol[heads][first].tolist()
+    first, inv = _codes.factorize(np, None, words[heads] if len(heads) < n else words)
+    keys = _codes.take_rows(np, qcol, heads[first]).tolist()
     order = sorted(range(len(keys)), key=keys.__getitem__)
     new = np.empty(len(keys), np.int64)
     new[order] = np.arange(len(keys))
@@ -244,7 +244,8 @@ def _trec_order(np, q, d, score, docs: Vocabulary):
         order = np.argsort(-score)  # the order among equal scores does not matter: ties are sorted below
         qk = q[order]
         order = order[np.argsort(qk.astype(np.uint16) if n_queries <= 1 << 16 else qk, kind="stable")]
-        q, d, score = q[order], d[order], score[order]
+        d, score = d[order], score[order]
+        q = np.repeat(np.arange(n_queries), np.bincount(q, minlength=n_queries))
     same_q = q[1:] == q[:-1]
     tie = same_q & (score[1:] == score[:-1])  # entry i + 1 is tied with entry i
     if not tie.any():
