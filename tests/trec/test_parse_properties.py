@@ -278,3 +278,18 @@ def test_factorize_exact_under_hash_collisions(monkeypatch, hash_fn):
         index: dict = {}
         codes = [index.setdefault(k, len(index)) for k in arr.tolist()]
         assert inverse.tolist() == codes and first.tolist() == [arr.tolist().index(k) for k in index]
+
+
+def test_reads_a_pipe(tmp_path):
+    """A named pipe (as ``<(zcat run.gz)`` gives) is read as it comes, not sized first."""
+    import os
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    text = b"".join(b"q%d Q0 d%d 1 %d.25 tag\n" % (i % 3, i, i) for i in range(5000))
+    writer = threading.Thread(target=lambda: fifo.write_bytes(text))
+    writer.start()
+    run = read_run(fifo)
+    writer.join()
+    assert len(run) == 5000 and run.tag == "tag" and sorted(run.score.tolist()) == [i + 0.25 for i in range(5000)]

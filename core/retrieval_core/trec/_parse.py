@@ -22,6 +22,8 @@ Example:
 """
 from __future__ import annotations
 
+import os
+import stat
 from typing import List, Optional, Sequence, Tuple
 
 from retrieval_core.optional import require
@@ -48,19 +50,22 @@ class Source:
 
     @classmethod
     def read(cls, name: str) -> "Source":
+        """The file ``name``, read into its padded buffer at once when it is a regular file."""
         with open(name, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(0)
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a pipe, /dev/stdin: read as it comes
+                return cls.of(f.read(), name)
+            size = os.fstat(f.fileno()).st_size
             data = bytearray(size + PAD)
-            got = f.readinto(memoryview(data)[:size]) if size else 0
-        if got != size:  # the file changed under us: read it again plainly
-            return cls.of(open(name, "rb").read(), name)
-        return cls(data, size, name)
+            if (f.readinto(memoryview(data)[:size]) if size else 0) == size and not f.read(1):
+                return cls(data, size, name)
+        with open(name, "rb") as f:  # the file changed while read: read it again as it is now
+            return cls.of(f.read(), name)
 
     @classmethod
     def of(cls, raw: bytes, name: str) -> "Source":
-        return cls(bytearray(raw) + bytearray(PAD), len(raw), name)
+        data = bytearray(len(raw) + PAD)
+        data[:len(raw)] = raw
+        return cls(data, len(raw), name)
 
     def line_at(self, start: int) -> bytes:
         """The line from byte ``start`` to its newline (excluded)."""
@@ -165,7 +170,8 @@ def _simple(np, c, ws, s: _Scratch, n_fields: int):
 
 
 def _general(np, c, ws, s: _Scratch, n_fields: int, exact: bool, path: str, line0: int):
-    """Field starts, ends, the index of each record's first field and each record's line (in the chunk)."""
+    """Field starts and ends, the index of each record's first field, each record's line in the chunk
+    (from 0) and the chunk's number of lines; the first line with too few or many fields raises."""
     m = len(c)
     edge = s.flag[:m - 1]
     np.not_equal(ws[:-1], ws[1:], out=edge)

@@ -278,29 +278,33 @@ def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional
     return Run(query_ids, docs, t(q, np.int64), t(d, np.int64), t(score, np.float64), t(offsets, np.int64), tag)
 
 
-def read_qrels(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Qrels:
-    """Read a TREC qrels file (``qid iter docid rel``); ``docs``: a vocabulary to share (extended)."""
+def _read_table(path: PathLike, n_fields: int, *, exact: bool, number: int, integer: bool, what: str):
+    """Query and doc ids (bytes columns), the number column, the line numbers and the last record's
+    sixth field (a run's tag) of a TREC file, its name; its bytes are let go on return."""
     np = numpy()
     src = _parse.Source.read(os.fspath(path))
-    qcol, dcol, rcol = _parse.Words(np, src), _parse.Words(np, src), _numbers.Numbers(np, src, integer=True)
-    lines, _ = _parse.scan(np, src, 4, exact=True, columns=[(0, qcol), (2, dcol), (3, rcol)])
-    rel = rcol.result(lines, src.name, "the relevance (4th field)")
-    as_bytes = lambda col: _parse.as_bytes(np, col.result())  # noqa: E731
-    return _build_qrels(np, as_bytes(qcol), as_bytes(dcol), rel, lines, src.name, docs)
+    qcol, dcol, ncol = _parse.Words(np, src), _parse.Words(np, src), _numbers.Numbers(np, src, integer=integer)
+    lines, last = _parse.scan(np, src, n_fields, exact=exact, columns=[(0, qcol), (2, dcol), (number, ncol)])
+    values = ncol.result(lines, src.name, what)
+    tag = _parse.last_field(src, last, 5) if n_fields > 5 else None
+    return _parse.as_bytes(np, qcol.result()), _parse.as_bytes(np, dcol.result()), values, lines, tag, src.name
+
+
+def read_qrels(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Qrels:
+    """Read a TREC qrels file (``qid iter docid rel``); ``docs``: a vocabulary to share (extended)."""
+    qcol, dcol, rel, lines, _, name = _read_table(path, 4, exact=True, number=3, integer=True,
+                                                  what="the relevance (4th field)")
+    return _build_qrels(numpy(), qcol, dcol, rel, lines, name, docs)
 
 
 def read_run(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Run:
     """Read a TREC run file (``qid Q0 docid rank score tag``); ``docs``: a vocabulary to share
-    (e.g. ``qrels.docs``; extended with the run's new documents)."""
-    np = numpy()
-    src = _parse.Source.read(os.fspath(path))
-    qcol, dcol, scol = _parse.Words(np, src), _parse.Words(np, src), _numbers.Numbers(np, src, integer=False)
-    lines, last = _parse.scan(np, src, 6, exact=False, columns=[(0, qcol), (2, dcol), (4, scol)])
-    score = scol.result(lines, src.name, "the score (5th field)")
-    tag = _parse.last_field(src, last, 5)  # trec_eval keeps the last line's tag
-    as_bytes = lambda col: _parse.as_bytes(np, col.result())  # noqa: E731
-    return _build_run(np, as_bytes(qcol), as_bytes(dcol), score, lines, src.name,
-                      "" if tag is None else tag.decode("utf-8", "surrogateescape"), docs)
+    (e.g. ``qrels.docs``; extended with the run's new documents). The tag is the last line's, as
+    trec_eval keeps it."""
+    qcol, dcol, score, lines, tag, name = _read_table(path, 6, exact=False, number=4, integer=False,
+                                                      what="the score (5th field)")
+    tag = "" if tag is None else tag.decode("utf-8", "surrogateescape")
+    return _build_run(numpy(), qcol, dcol, score, lines, name, tag, docs)
 
 
 def _dict_columns(d: Mapping, what: str):
