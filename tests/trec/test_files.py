@@ -203,7 +203,8 @@ def test_order_with_many_ties_equals_python_sorting(tmp_path, layout):
 
 
 @pytest.mark.parametrize("text, simple", [
-    (b"a b\nc d\n", True), (b"a\tb\nc\x0bd\n", True), (b"  a\tb \r\n c  d\n", False), (b"a b\r\nc d\r\n", False),
+    (b"a b\nc d\n", True), (b"a\tb\nc\x0bd\n", True), (b"  a\tb \r\n c  d\n", False), (b"a b\r\nc d\r\n", True),
+    (b"a b\r\nc d\n", False), (b"a b c\nd e f\n", False), (b"a b\rc\nd e\rf\n", False), (b"a\rb\r\nc d\r\n", True),
     (b"a\nb c d\n", False), (b"a b c\nd\n", False), (b"a b\n\nc d\n", False), (b"a b\nc\x1fd\n", False),
     (b"a b\n#c d\n", False), (b"#a b\nc d\n", False), (b"a b\nc #d\n", True),
 ])

@@ -4,9 +4,9 @@ object per token.
 The file is read into a buffer padded for 8-byte loads past its end and processed in chunks of
 whole lines (``CHUNK`` bytes, so that every pass over a chunk stays in the cache). In a chunk
 where every field is followed by exactly one whitespace byte and every line holds exactly
-``n_fields`` fields (the common case, tabs or single spaces), the positions of the whitespace
-bytes are the field ends, and the byte after each the next field's start. Any other chunk
-(comments, blank lines, runs of blanks, CRLF ends, extra fields) takes the general path: field
+``n_fields`` fields (the common case, tabs or single spaces, LF or CR LF ends), the positions of
+the whitespace bytes are the field ends, and the byte after each the next field's start. Any
+other chunk (comments, blank lines, runs of blanks, extra fields) takes the general path: field
 starts and ends from the whitespace transitions, each line's fields found by binary search,
 with trec_eval's rules: leading whitespace skipped, a line whose first non-blank character is
 ``#`` and a blank line ignored. Whitespace is C's ``isspace`` (``bytes.split``'s).
@@ -151,22 +151,30 @@ def _whitespace(np, c, s: _Scratch):
 
 
 def _simple(np, c, ws, s: _Scratch, n_fields: int):
-    """The whitespace positions of a chunk of lines of exactly ``n_fields`` fields each followed by
-    one whitespace byte (no comment, no blank line); None for any other chunk."""
+    """``(whitespace positions, per line)`` for a chunk of lines of exactly ``n_fields`` fields, each
+    followed by one whitespace byte, every line ending with LF, or every line with CR LF (then the
+    CR ends the last field); None for any other chunk (a comment, a blank line...)."""
     if ws[0]:
         return None
     pos = np.flatnonzero(ws)
     n_lines = np.count_nonzero(np.equal(c, 10, out=s.flag[:len(c)]))
-    if len(pos) != n_fields * n_lines:
+    if len(pos) not in (n_fields * n_lines, (n_fields + 1) * n_lines):
         return None
-    line_ends = pos[n_fields - 1::n_fields]
+    per_line = len(pos) // n_lines
+    line_ends = pos[per_line - 1::per_line]
     if not (c[line_ends] == 10).all():  # then every newline is a line end: there are n_lines of each
         return None
-    if len(pos) > 1 and not (pos[1:] - pos[:-1] > 1).all():  # two whitespace bytes in a row
+    gaps = pos[1:] - pos[:-1]
+    if per_line > n_fields:  # CR LF ends
+        cr = gaps[n_fields - 1::per_line]
+        if not ((cr == 1).all() and (c[pos[n_fields - 1::per_line]] == 13).all()):
+            return None
+        cr[:] = 2
+    if not (gaps > 1).all():  # two whitespace bytes in a row
         return None
     if (c[line_ends[:-1] + 1] == 35).any() or c[0] == 35:  # a comment
         return None
-    return pos
+    return pos, per_line
 
 
 def _general(np, c, ws, s: _Scratch, n_fields: int, exact: bool, path: str, line0: int):
@@ -217,14 +225,15 @@ def scan(np, src: Source, n_fields: int, *, exact: bool, columns: Sequence[Tuple
         c = buf[a:b]
         scratch = scratch.fit(b - a)
         ws = _whitespace(np, c, scratch)
-        pos = _simple(np, c, ws, scratch, n_fields)
-        if pos is not None:
-            n_lines = len(pos) // n_fields
+        simple = _simple(np, c, ws, scratch, n_fields)
+        if simple is not None:
+            pos, per = simple
+            n_lines = len(pos) // per
             for f, col in columns:
-                start = pos[f - 1::n_fields] + 1 if f else np.concatenate([[0], pos[n_fields - 1:-1:n_fields] + 1])
-                col.add(start + a, pos[f::n_fields] - start)
+                start = pos[f - 1::per] + 1 if f else np.concatenate([[0], pos[per - 1:-1:per] + 1])
+                col.add(start + a, pos[f::per] - start)
             recs = np.arange(n_lines)
-            first_of_last = int(pos[len(pos) - n_fields - 1]) + 1 if n_lines > 1 else 0
+            first_of_last = int(pos[len(pos) - per - 1]) + 1 if n_lines > 1 else 0
         else:
             starts, ends, lo, recs, n_lines = _general(np, c, ws, scratch, n_fields, exact, path, line0)
             for f, col in columns:
