@@ -83,7 +83,8 @@ def decimals(draw):
             whole = "0"
         text = draw(st.sampled_from(["", "+", "-"])) + whole + ("." if point else "") + frac
         if draw(st.integers(0, 9)) == 0:
-            text += draw(st.sampled_from(["e", "E"])) + draw(st.sampled_from(["", "+", "-"])) + str(draw(st.integers(0, 40)))
+            sign = draw(st.sampled_from(["", "+", "-"]))
+            text += draw(st.sampled_from(["e", "E"])) + sign + str(draw(st.integers(0, 40)))
         return text
     x = draw(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e30, max_value=1e30))
     if kind == "repr":

@@ -59,7 +59,8 @@ def sort_order(np, key):
 
 
 def _split_collisions(np, words, order, new):
-    """Mark the exact group starts in sorted order where rows of different words share a hash group."""
+    """The group starts (in sorted order) made exact: a hash group holding different words is split
+    by value, ``order`` rearranged in place within it (each new group's rows index ascending)."""
     rows = np.ascontiguousarray(words).view(f"V{8 * words.shape[1]}").reshape(-1)[order]
     rows = rows.view("<u8").reshape(len(order), -1)
     differ = rows[1:, 0] != rows[:-1, 0]
