@@ -182,13 +182,15 @@ def test_align_against_pytrec_eval_counts_and_precision_with_ties():
         assert ref[qid]["success_1"] == first[i]
 
 
-@pytest.mark.parametrize("layout", ["score_order_ties_ascending", "shuffled"])
+@pytest.mark.parametrize("layout", ["score_order_ties_ascending", "shuffled", "blocks_out_of_query_order"])
 def test_order_with_many_ties_equals_python_sorting(tmp_path, layout):
     rng = random.Random(4)
     table = random_run(rng, n_q=5, n_docs=300)
     rows = [(q, d, s) for q, docs in table.items() for d, s in docs.items()]
     if layout == "shuffled":
         rng.shuffle(rows)
+    elif layout == "blocks_out_of_query_order":  # each query's entries together, in score order
+        rows.sort(key=lambda r: (-int(r[0][1:]), -r[2], r[1]))
     else:  # already in score order, the ties in the wrong (ascending) docid order: only ties move
         rows.sort(key=lambda r: (r[0], -r[2], r[1]))
     p = write(tmp_path, "run", "".join(f"{q} Q0 {d} 0 {s} t\n" for q, d, s in rows))
@@ -200,15 +202,28 @@ def test_order_with_many_ties_equals_python_sorting(tmp_path, layout):
         assert [(run.docs[i], s) for i, s in zip(run.doc[lo:hi].tolist(), run.score[lo:hi].tolist())] == expect
 
 
-@pytest.mark.parametrize("text, regular", [
-    (b"a b\nc d\n", True), (b"  a\tb \r\n c  d\n", True), (b"a\nb c d\n", False), (b"a b c\nd\n", False),
-    (b"a b\n\nc d\n", False), (b"a b\nc\x0bd\n", True), (b"a b\nc\x1fd\n", False),
+@pytest.mark.parametrize("text, simple", [
+    (b"a b\nc d\n", True), (b"a\tb\nc\x0bd\n", True), (b"  a\tb \r\n c  d\n", False), (b"a b\r\nc d\r\n", True),
+    (b"a b\r\nc d\n", False), (b"a b c\nd e f\n", False), (b"a b\rc\nd e\rf\n", False), (b"a\rb\r\nc d\r\n", True),
+    (b"a\nb c d\n", False), (b"a b c\nd\n", False), (b"a b\n\nc d\n", False), (b"a b\nc\x1fd\n", False),
+    (b"a b\n#c d\n", False), (b"#a b\nc d\n", False), (b"a b\nc #d\n", True),
 ])
-def test_regular_chunk_detection(text, regular):
+def test_simple_chunk_detection(text, simple):
+    """The fast path takes only lines of exactly two fields, one whitespace byte after each, no
+    comment; every other chunk takes the general path, with the same columns as bytes.split."""
     import numpy as np
-    assert _parse._regular(np, text, 2) is regular
-    if regular:
-        assert len(text.split()) == 2 * text.count(b"\n")
+    buf = np.frombuffer(text, np.uint8)
+    scratch = _parse._Scratch(np, len(text))
+    assert (_parse._simple(np, buf, _parse._whitespace(np, buf, scratch), scratch, 2) is not None) is simple
+    lines = [(i, line.split()) for i, line in enumerate(text.split(b"\n")[:-1], 1)]
+    lines = [(i, parts) for i, parts in lines if parts and not parts[0].startswith(b"#")]
+    if all(len(parts) == 2 for _, parts in lines):
+        cols, numbers = _parse.parse_table(text, "t", 2, exact=True, fields=(0, 1))
+        assert [c.tolist() for c in cols] == [[p[f] for _, p in lines] for f in (0, 1)]
+        assert numbers.tolist() == [i for i, _ in lines]
+    else:
+        with pytest.raises(ValueError, match="t: line [0-9]+: expected 2 fields"):
+            _parse.parse_table(text, "t", 2, exact=True, fields=(0, 1))
 
 
 def test_missing_numpy_names_the_extra(tmp_path, monkeypatch):

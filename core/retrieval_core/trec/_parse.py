@@ -1,12 +1,19 @@
-"""Fast reading of whitespace-separated TREC tables (qrels, runs) into columns.
+"""Fast reading of whitespace-separated TREC tables (qrels, runs) into columns, with no Python
+object per token.
 
-The file is read as bytes and processed in chunks of whole lines. A chunk whose
-lines all hold exactly the expected number of fields (no comment, no blank line,
-no trailing junk) is split at once by ``bytes.split`` and its columns taken by
-stride; numpy checks first that every line holds exactly that many fields, so a short
-line followed by a long one can never shift the columns. Any other chunk is read line by line,
-with the same rules as trec_eval: leading whitespace skipped, a line whose first
-non-blank character is ``#`` and a blank line are ignored.
+The file is read into a buffer padded for 8-byte loads past its end and processed in chunks of
+whole lines (``CHUNK`` bytes, so that every pass over a chunk stays in the cache). In a chunk
+where every field is followed by exactly one whitespace byte and every line holds exactly
+``n_fields`` fields (the common case, tabs or single spaces, LF or CR LF ends), the positions of
+the whitespace bytes are the field ends, and the byte after each the next field's start. Any
+other chunk (comments, blank lines, runs of blanks, extra fields) takes the general path: field
+starts and ends from the whitespace transitions, each line's fields found by binary search,
+with trec_eval's rules: leading whitespace skipped, a line whose first non-blank character is
+``#`` and a blank line ignored. Whitespace is C's ``isspace`` (``bytes.split``'s).
+
+The wanted fields go, as (start, width) spans, to collectors: :class:`Words` gathers ids as
+zero-padded little-endian uint64 words (an ``S{8k}`` view of them is the bytes column), and
+``_numbers.Numbers`` parses scores and relevance levels.
 
 Example:
     >>> cols, lines = parse_table(b"q1 0 d1 1\\n# c\\nq1 0 d2 0\\n", "x", 4, exact=True, fields=(0, 2, 3))
@@ -15,11 +22,15 @@ Example:
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+import os
+import stat
+from typing import List, Optional, Sequence, Tuple
 
 from retrieval_core.optional import require
 
-CHUNK = 1 << 23  # bytes per chunk (whole lines): bounds the memory of the token lists
+CHUNK = 1 << 20  # bytes per chunk (whole lines)
+PAD = 16  # bytes after the content: a final newline, and 8-byte loads that start inside a token
+_MASKS = [(1 << (8 * r)) - 1 for r in range(8)] + [(1 << 64) - 1]  # the low r bytes of a word
 
 
 def numpy():
@@ -27,159 +38,225 @@ def numpy():
     return require("numpy", feature="retrieval_core.trec (reading TREC files)", package="numpy")
 
 
-def _regular(np, chunk: bytes, n_fields: int) -> bool:
-    """Whether every line of ``chunk`` (ending with a newline) holds exactly ``n_fields`` fields.
+class Source:
+    """A file's bytes (``data``, a bytearray padded with ``PAD`` zero bytes) and its length
+    ``size``, counting a final newline added when the file lacks one."""
 
-    From the positions of the field starts: there are ``n_fields`` per line, and for every
-    line i the first field of group i starts after the previous newline and the last one
-    before line i's newline, so line i holds group i and nothing else.
-    """
-    buf = np.frombuffer(chunk, np.uint8)
-    ws = (buf == 32) | ((buf >= 9) & (buf <= 13))  # C isspace, and bytes.split's whitespace
-    starts = np.empty(len(buf), bool)
-    starts[0] = not ws[0]
-    np.greater(ws[:-1], ws[1:], out=starts[1:])  # a blank followed by a non-blank: a field starts
-    pos = np.flatnonzero(starts)
-    nl = np.flatnonzero(buf == 10)
-    if len(nl) == 0 or len(pos) != n_fields * len(nl):
-        return False
-    return bool((pos[n_fields - 1::n_fields] < nl).all() and (pos[n_fields::n_fields] > nl[:-1]).all())
+    def __init__(self, data: bytearray, size: int, name: str):
+        if size and data[size - 1] != 10:
+            data[size] = 10
+            size += 1
+        self.data, self.size, self.name = data, size, name
 
+    @classmethod
+    def read(cls, name: str) -> "Source":
+        """The file ``name``, read into its padded buffer at once when it is a regular file."""
+        with open(name, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a pipe, /dev/stdin: read as it comes
+                return cls.of(f.read(), name)
+            size = os.fstat(f.fileno()).st_size
+            data = bytearray(size + PAD)
+            if (f.readinto(memoryview(data)[:size]) if size else 0) == size and not f.read(1):
+                return cls(data, size, name)
+        with open(name, "rb") as f:  # the file changed while read: read it again as it is now
+            return cls.of(f.read(), name)
 
-def _slow_chunk(chunk: bytes, path: str, line0: int, n_fields: int, exact: bool, fields: Sequence[int],
-                cols: List[list], lines: List[int]) -> None:
-    for offset, line in enumerate(chunk.split(b"\n")[:-1]):
-        parts = line.split()
-        if not parts or parts[0].startswith(b"#"):
-            continue
-        if len(parts) < n_fields or (exact and len(parts) != n_fields):
-            want = f"{n_fields} fields" if exact else f"at least {n_fields} fields"
-            text = line.decode("utf-8", "replace").strip()
-            raise ValueError(f"{path}: line {line0 + offset}: expected {want}, got {len(parts)}: {text!r}")
-        for col, f in zip(cols, fields):
-            col.append(parts[f])
-        lines.append(line0 + offset)
+    @classmethod
+    def of(cls, raw: bytes, name: str) -> "Source":
+        data = bytearray(len(raw) + PAD)
+        data[:len(raw)] = raw
+        return cls(data, len(raw), name)
 
-
-def chunks(data: bytes):
-    """``(chunk, first line number)`` pairs of whole lines, each chunk ending with a newline."""
-    if data and not data.endswith(b"\n"):
-        data += b"\n"
-    pos, line = 0, 1
-    while pos < len(data):
-        end = data.find(b"\n", min(pos + CHUNK, len(data) - 1)) + 1
-        chunk = data[pos:end]
-        yield chunk, line
-        line += chunk.count(b"\n")
-        pos = end
+    def line_at(self, start: int) -> bytes:
+        """The line from byte ``start`` to its newline (excluded)."""
+        return bytes(self.data[start:self.data.find(b"\n", start)])
 
 
-def parse_table(data: bytes, path: str, n_fields: int, *, exact: bool, fields: Sequence[int]):
-    """Columns ``fields`` (numpy bytes arrays) of the records of ``data``, and each record's line number.
+def words_view(np, data):
+    """The uint64 (little-endian) starting at every byte of ``data``: ``view[i]`` holds bytes i..i+7."""
+    return np.ndarray((len(data) - 7,), "<u8", buffer=data, strides=(1,))
+
+
+def gather_words(np, view, masks, starts, widths, n_words: int):
+    """The tokens at ``starts`` as ``[n, n_words]`` uint64 words, zero past each token's width (a
+    word wholly past a short token may start past the buffer: clipped, its mask is zero)."""
+    out = np.empty((len(starts), n_words), "<u8")
+    for j in range(n_words):
+        left = np.clip(widths - 8 * j, 0, 8)
+        at = starts + 8 * j
+        if j:  # (np.take(mode="clip") would copy the whole strided view)
+            np.minimum(at, len(view) - 1, out=at)
+        np.bitwise_and(view[at], masks[left], out=out[:, j])
+    return out
+
+
+def as_bytes(np, words):
+    """The ``S{8k}`` column (one item per row, trailing zeros dropped) of ``[n, k]`` words."""
+    n, k = words.shape
+    return np.ascontiguousarray(words).view(np.uint8).reshape(n, 8 * k).view(f"S{8 * k}").reshape(n)
+
+
+def concat_words(np, parts):
+    """One ``[n, k]`` words matrix from chunks of possibly fewer words (zero-padded)."""
+    k = max((p.shape[1] for p in parts), default=1)
+    out = np.zeros((sum(len(p) for p in parts), k), "<u8")
+    at = 0
+    for p in parts:
+        out[at:at + len(p), :p.shape[1]] = p
+        at += len(p)
+    return out
+
+
+class Words:
+    """Collects a column of ids as uint64 words; ``result()`` is the ``[n, k]`` matrix."""
+
+    def __init__(self, np, src: Source):
+        self.np, self.view, self.parts = np, words_view(np, src.data), []
+        self.masks = np.array(_MASKS, np.uint64)
+
+    def add(self, starts, widths) -> None:
+        if len(starts):
+            k = (int(widths.max()) + 7) // 8
+            self.parts.append(gather_words(self.np, self.view, self.masks, starts, widths, k))
+
+    def result(self):
+        return concat_words(self.np, self.parts)
+
+
+class _Scratch:
+    """Buffers reused from chunk to chunk (fresh allocations would page-fault every time)."""
+
+    def __init__(self, np, n: int):
+        self.np, self.n = np, n
+        self.ws, self.flag, self.u8 = np.empty(n, bool), np.empty(n, bool), np.empty(n, np.uint8)
+
+    def fit(self, n: int) -> "_Scratch":
+        return self if n <= self.n else _Scratch(self.np, n)
+
+
+def _field_error(path: str, line_no: int, line: bytes, n_fields: int, exact: bool) -> ValueError:
+    want = f"{n_fields} fields" if exact else f"at least {n_fields} fields"
+    text = line.decode("utf-8", "replace").strip()
+    return ValueError(f"{path}: line {line_no}: expected {want}, got {len(line.split())}: {text!r}")
+
+
+def _whitespace(np, c, s: _Scratch):
+    m = len(c)
+    ws, flag, u8 = s.ws[:m], s.flag[:m], s.u8[:m]
+    np.equal(c, 32, out=ws)
+    np.subtract(c, 9, out=u8)  # wraps: 9..13 become 0..4
+    np.less_equal(u8, 4, out=flag)
+    np.logical_or(ws, flag, out=ws)
+    return ws
+
+
+def _simple(np, c, ws, s: _Scratch, n_fields: int):
+    """``(whitespace positions, per line)`` for a chunk of lines of exactly ``n_fields`` fields, each
+    followed by one whitespace byte, every line ending with LF, or every line with CR LF (then the
+    CR ends the last field); None for any other chunk (a comment, a blank line...)."""
+    if ws[0]:
+        return None
+    pos = np.flatnonzero(ws)
+    n_lines = np.count_nonzero(np.equal(c, 10, out=s.flag[:len(c)]))
+    if len(pos) not in (n_fields * n_lines, (n_fields + 1) * n_lines):
+        return None
+    per_line = len(pos) // n_lines
+    line_ends = pos[per_line - 1::per_line]
+    if not (c[line_ends] == 10).all():  # then every newline is a line end: there are n_lines of each
+        return None
+    gaps = pos[1:] - pos[:-1]
+    if per_line > n_fields:  # CR LF ends
+        cr = gaps[n_fields - 1::per_line]
+        if not ((cr == 1).all() and (c[pos[n_fields - 1::per_line]] == 13).all()):
+            return None
+        cr[:] = 2
+    if not (gaps > 1).all():  # two whitespace bytes in a row
+        return None
+    if (c[line_ends[:-1] + 1] == 35).any() or c[0] == 35:  # a comment
+        return None
+    return pos, per_line
+
+
+def _general(np, c, ws, s: _Scratch, n_fields: int, exact: bool, path: str, line0: int):
+    """Field starts and ends, the index of each record's first field, each record's line in the chunk
+    (from 0) and the chunk's number of lines; the first line with too few or many fields raises."""
+    m = len(c)
+    edge = s.flag[:m - 1]
+    np.not_equal(ws[:-1], ws[1:], out=edge)
+    bounds = np.flatnonzero(edge) + 1
+    if not ws[0]:
+        bounds = np.concatenate([np.zeros(1, bounds.dtype), bounds])
+    starts, ends = bounds[0::2], bounds[1::2]  # the chunk ends with a newline: every field ends
+    nl = np.flatnonzero(c == 10)
+    line_starts = np.concatenate([np.zeros(1, nl.dtype), nl[:-1] + 1])
+    lo = np.searchsorted(starts, line_starts)
+    count = np.searchsorted(starts, nl) - lo
+    if len(starts):
+        record = (count > 0) & (c[starts[np.minimum(lo, len(starts) - 1)]] != 35)
+    else:
+        record = count > 0
+    bad = record & ((count < n_fields) | ((count != n_fields) if exact else False))
+    if bad.any():
+        i = int(np.argmax(bad))
+        line = bytes(c[line_starts[i]:nl[i]])
+        raise _field_error(path, line0 + i, line, n_fields, exact)
+    recs = np.flatnonzero(record)
+    return starts, ends, lo[recs], recs, len(nl)
+
+
+def scan(np, src: Source, n_fields: int, *, exact: bool, columns: Sequence[Tuple[int, object]]):
+    """Feed field ``f``'s spans to ``collector.add`` for every ``(f, collector)`` of ``columns``; return
+    each record's line number and the byte offset of the last record's first field (-1 if none).
 
     ``exact``: a record has exactly ``n_fields`` fields (qrels), else at least that many
     (runs: trec_eval ignores what follows the sixth field).
     """
-    np = numpy()
-    if b"\x00" in data:
-        line = data[: data.index(b"\x00")].count(b"\n") + 1
+    data, size, path = src.data, src.size, src.name
+    nul = data.find(b"\x00", 0, size)
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
         raise ValueError(f"{path}: line {line}: a NUL byte (is this a text file?)")
-    parts: List[list] = [[] for _ in fields]
-    line_parts = []
-    for chunk, line0 in chunks(data):
-        if b"#" not in chunk and _regular(np, chunk, n_fields):
-            tokens = chunk.split()
-            cols = [tokens[f::n_fields] for f in fields]
-            del tokens
-            line_parts.append(np.arange(line0, line0 + len(cols[0]), dtype=np.int64))
+    buf = np.frombuffer(data, np.uint8)
+    scratch = _Scratch(np, CHUNK + (CHUNK >> 4))
+    line_parts: List = []
+    a, line0, last = 0, 1, -1
+    while a < size:
+        b = data.find(b"\n", min(a + CHUNK, size - 1)) + 1
+        c = buf[a:b]
+        scratch = scratch.fit(b - a)
+        ws = _whitespace(np, c, scratch)
+        simple = _simple(np, c, ws, scratch, n_fields)
+        if simple is not None:
+            pos, per = simple
+            n_lines = len(pos) // per
+            for f, col in columns:
+                start = pos[f - 1::per] + 1 if f else np.concatenate([[0], pos[per - 1:-1:per] + 1])
+                col.add(start + a, pos[f::per] - start)
+            recs = np.arange(n_lines)
+            first_of_last = int(pos[len(pos) - per - 1]) + 1 if n_lines > 1 else 0
         else:
-            cols = [[] for _ in fields]
-            lines: List[int] = []
-            _slow_chunk(chunk, path, line0, n_fields, exact, fields, cols, lines)
-            line_parts.append(np.asarray(lines, dtype=np.int64))
-        for part, col in zip(parts, cols):
-            part.append(np.array(col, dtype=bytes) if col else np.zeros(0, "S1"))
-    out = [np.concatenate(p) if p else np.zeros(0, "S1") for p in parts]
-    line_numbers = np.concatenate(line_parts) if line_parts else np.zeros(0, np.int64)
-    return out, line_numbers
+            starts, ends, lo, recs, n_lines = _general(np, c, ws, scratch, n_fields, exact, path, line0)
+            for f, col in columns:
+                col.add(starts[lo + f] + a, ends[lo + f] - starts[lo + f])
+            first_of_last = int(starts[lo[-1]]) if len(recs) else -1
+        if len(recs):
+            line_parts.append(recs + line0)
+            last = a + first_of_last
+        line0 += n_lines
+        a = b
+    lines = np.concatenate(line_parts).astype(np.int64, copy=False) if line_parts else np.zeros(0, np.int64)
+    return lines, last
 
 
-def to_float(np, col, lines, path: str, what: str):
-    """float64 array of a column of bytes; a clear error (file, line) for a bad or non-finite value."""
-    try:
-        values = col.astype(np.float64)
-    except ValueError:
-        values = None
-    bad = None
-    if values is None:
-        for i, v in enumerate(col):
-            try:
-                float(v)
-            except ValueError:
-                bad = i
-                break
-    else:
-        finite = np.isfinite(values)
-        if not finite.all():
-            bad = int(np.flatnonzero(~finite)[0])
-    if bad is not None:
-        raise ValueError(f"{path}: line {int(lines[bad])}: {what} must be a finite number; got "
-                         f"{col[bad].decode('utf-8', 'replace')!r}")
-    return values
+def parse_table(data: bytes, path: str, n_fields: int, *, exact: bool, fields: Sequence[int]):
+    """Columns ``fields`` (numpy bytes arrays) of the records of ``data``, and each record's line number."""
+    np = numpy()
+    src = Source.of(data, path)
+    cols = [Words(np, src) for _ in fields]
+    lines, _ = scan(np, src, n_fields, exact=exact, columns=list(zip(fields, cols)))
+    return [as_bytes(np, c.result()) for c in cols], lines
 
 
-def to_int(np, col, lines, path: str, what: str):
-    """int64 array of a column of bytes; a clear error (file, line) for a non-integer."""
-    try:
-        return col.astype(np.int64)
-    except (ValueError, OverflowError):
-        for i, v in enumerate(col):
-            try:
-                int(v)
-            except ValueError:
-                raise ValueError(f"{path}: line {int(lines[i])}: {what} must be an integer; got "
-                                 f"{v.decode('utf-8', 'replace')!r}") from None
-        raise
-
-
-def _hash_rows(np, arr):
-    """The bytes of ``arr`` (S dtype) as big-endian uint64 words [n, w] and a 64-bit hash of each row."""
-    width = arr.dtype.itemsize
-    padded = -(-width // 8) * 8
-    if padded != width:
-        arr = arr.astype(f"S{padded}")
-    words = np.ascontiguousarray(arr).view(">u8").reshape(len(arr), padded // 8).astype(np.uint64)
-    h = np.zeros(len(arr), np.uint64)
-    for j in range(words.shape[1]):
-        h ^= words[:, j]
-        h *= np.uint64(0x9E3779B97F4A7C15)
-        h ^= h >> np.uint64(29)
-    return words, h
-
-
-def factorize(np, arr):
-    """``(first, inverse)`` of a bytes array: ``arr[first]`` are its distinct values in order of
-    first appearance and ``arr == arr[first][inverse]``. Exact: values are grouped by a hash,
-    every group checked against its first member, and a dict does it on a collision.
-
-    Example:
-        >>> import numpy as np
-        >>> first, inv = factorize(np, np.array([b"b", b"a", b"b", b"c"]))
-        >>> first.tolist(), inv.tolist()
-        ([0, 1, 3], [0, 1, 0, 2])
-    """
-    n = len(arr)
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    words, h = _hash_rows(np, arr)
-    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
-    if not (words == words[first][inv]).all():  # a hash collision: exact, slower
-        index: dict = {}
-        codes = np.array([index.setdefault(k, len(index)) for k in arr.tolist()], dtype=np.int64)
-        first = np.zeros(len(index), np.int64)
-        first[codes[::-1]] = np.arange(n - 1, -1, -1)
-        return first, codes
-    order = np.argsort(first, kind="stable")  # groups in order of first appearance
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    return first[order].astype(np.int64), rank[inv.reshape(-1)].astype(np.int64)
+def last_field(src: Source, last: int, index: int) -> Optional[bytes]:
+    """Field ``index`` of the record whose first field starts at byte ``last`` (None if no record)."""
+    return src.line_at(last).split()[index] if last >= 0 else None

@@ -33,7 +33,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from . import _parse
+from . import _codes, _numbers, _parse
 from ._parse import numpy
 
 __all__ = ["Vocabulary", "Qrels", "Run", "read_qrels", "read_run", "qrels_from_dict", "run_from_dict"]
@@ -61,17 +61,17 @@ class Vocabulary:
         np = numpy()
         n0 = len(self.array)
         both = np.concatenate([self.array, arr]) if n0 else arr
-        first, inv = _parse.factorize(np, both)
-        old = first < n0  # groups that are ids already here (their first member is the id itself)
-        group_code = np.full(len(first), -1, np.int64)
-        group_code[old] = first[old]
-        if add:
-            new = np.flatnonzero(~old)
-            group_code[new] = n0 + np.arange(len(new))
-            if len(new):
-                self.array = np.concatenate([self.array, both[first[new]]]) if n0 else both[first[new]]
-                self._positions = None
-        return group_code[inv[n0:]]
+        first, inv = _codes.factorize(np, both)
+        # groups are numbered by first appearance and the ids here are distinct and come first: the
+        # first n0 groups are those ids, in index order, and the new ids' groups follow in order
+        codes = inv[n0:]
+        if not add:
+            return np.where(codes < n0, codes, -1)
+        if len(first) > n0:
+            added = _codes.take_rows(np, both, first[n0:])
+            self.array = np.concatenate([self.array, added]) if n0 else added
+            self._positions = None
+        return codes
 
     def extend(self, arr):
         """Indices of the ids of ``arr`` (numpy bytes array), the new ones appended."""
@@ -119,9 +119,13 @@ def _query_codes(np, qcol):
     n = len(qcol)
     if n == 0:
         return (), np.zeros(0, np.int64)
-    heads = np.flatnonzero(np.concatenate([[True], qcol[1:] != qcol[:-1]]))  # runs of one query
-    first, inv = _parse.factorize(np, qcol[heads])
-    keys = qcol[heads][first].tolist()
+    words = _codes.words_of(np, qcol)
+    change = words[1:, 0] != words[:-1, 0]
+    for j in range(1, words.shape[1]):
+        change |= words[1:, j] != words[:-1, j]
+    heads = np.flatnonzero(np.concatenate([[True], change]))  # runs of one query
+    first, inv = _codes.factorize(np, None, words[heads] if len(heads) < n else words)
+    keys = _codes.take_rows(np, qcol, heads[first]).tolist()
     order = sorted(range(len(keys)), key=keys.__getitem__)
     new = np.empty(len(keys), np.int64)
     new[order] = np.arange(len(keys))
@@ -129,17 +133,19 @@ def _query_codes(np, qcol):
     return tuple(keys[i].decode("utf-8", "surrogateescape") for i in order), np.repeat(new[inv], run_lengths)
 
 
-def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary, query_ids) -> None:
+def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary, query_ids, *, order=False):
+    """Refuse a document twice for a query; ``order``: return the order by (query, doc)."""
     key = q * max(n_docs, 1) + d
-    ks = np.sort(key)
+    by_key, ks = _codes.sort_order(np, key) if order else (None, np.sort(key))
     if len(ks) > 1 and (ks[1:] == ks[:-1]).any():
-        order = np.argsort(key, kind="stable")
-        ks = key[order]
+        by_key = np.argsort(key, kind="stable")
+        ks = key[by_key]
         dup = np.flatnonzero(ks[1:] == ks[:-1])
-        a, b = order[dup[0]], order[dup[0] + 1]
+        a, b = by_key[dup[0]], by_key[dup[0] + 1]
         where = f"lines {int(lines[a])} and {int(lines[b])}" if lines is not None else "twice"
         raise ValueError(f"{path}: document {docs[int(d[a])]!r} appears twice for query "
                          f"{query_ids[int(q[a])]!r} ({where}); trec_eval refuses duplicates too")
+    return by_key
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,8 +214,7 @@ def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabular
     docs = Vocabulary() if docs is None else docs
     query_ids, q = _query_codes(np, qcol)
     d = docs.extend(dcol)
-    _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids)
-    order = np.lexsort((d, q))
+    order = _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids, order=True)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a[order], dtype=np.int64))  # noqa: E731
     return Qrels(query_ids, docs, t(q), t(d), t(rel))
 
@@ -217,17 +222,31 @@ def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabular
 def _trec_order(np, q, d, score, docs: Vocabulary):
     """Entries reordered as trec_eval ranks them: query, score descending, docid descending (bytes).
 
-    Runs are usually written in that order already: then nothing is sorted. Otherwise one sort
-    by (query, score); only the entries tied on both are then reordered by their docids.
+    Runs are usually written in that order, or with each query's entries together in score order:
+    then nothing is sorted, or only the queries' blocks move. Otherwise one sort by score, then a
+    stable one by query; only the entries tied on both are then reordered by their docids.
     """
     n = len(q)
     if n < 2:
         return q, d, score
     same_q = q[1:] == q[:-1]
-    if not ((q[1:] > q[:-1]) | (same_q & (score[1:] <= score[:-1]))).all():
-        order = np.lexsort((-score, q))
-        q, d, score = q[order], d[order], score[order]
-        same_q = q[1:] == q[:-1]
+    falling = (~same_q | (score[1:] <= score[:-1])).all()  # within each block of a query
+    heads = np.flatnonzero(np.concatenate([[True], ~same_q]))
+    n_queries = int(q.max()) + 1
+    if falling and len(heads) <= n_queries and (np.bincount(q[heads], minlength=n_queries) <= 1).all():
+        hq = q[heads]
+        if not (hq[1:] > hq[:-1]).all():  # one block per query, not in query order: move the blocks
+            by_q = np.argsort(hq)
+            lengths = np.diff(np.append(heads, n))[by_q]
+            perm = np.repeat(heads[by_q] - (np.cumsum(lengths) - lengths), lengths) + np.arange(n)
+            q, d, score = q[perm], d[perm], score[perm]
+    else:
+        order = np.argsort(-score)  # the order among equal scores does not matter: ties are sorted below
+        qk = q[order]
+        order = order[np.argsort(qk.astype(np.uint16) if n_queries <= 1 << 16 else qk, kind="stable")]
+        d, score = d[order], score[order]
+        q = np.repeat(np.arange(n_queries), np.bincount(q, minlength=n_queries))
+    same_q = q[1:] == q[:-1]
     tie = same_q & (score[1:] == score[:-1])  # entry i + 1 is tied with entry i
     if not tie.any():
         return q, d, score
@@ -239,9 +258,11 @@ def _trec_order(np, q, d, score, docs: Vocabulary):
     tied_docs = sorted(set(d[pos].tolist()), key=docs.key)
     ordinal = {doc: i for i, doc in enumerate(tied_docs)}
     rank = np.array([ordinal[x] for x in d[pos].tolist()], dtype=np.int64)
-    # groups are contiguous and share query and score: only the documents move, inside each group
-    d = d.copy()
-    d[pos] = d[pos[np.lexsort((-rank, group))]]
+    # groups are contiguous and share query and score value: the entries move inside each group (the
+    # scores too, which differ only by a zero's sign)
+    moved = pos[np.lexsort((-rank, group))]
+    d, score = d.copy(), score.copy()
+    d[pos], score[pos] = d[moved], score[moved]
     return q, d, score
 
 
@@ -257,37 +278,33 @@ def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional
     return Run(query_ids, docs, t(q, np.int64), t(d, np.int64), t(score, np.float64), t(offsets, np.int64), tag)
 
 
-def _read_bytes(path: PathLike) -> Tuple[bytes, str]:
-    name = os.fspath(path)
-    with open(name, "rb") as f:
-        return f.read(), name
+def _read_table(path: PathLike, n_fields: int, *, exact: bool, number: int, integer: bool, what: str):
+    """Query and doc ids (bytes columns), the number column, the line numbers and the last record's
+    sixth field (a run's tag) of a TREC file, its name; its bytes are let go on return."""
+    np = numpy()
+    src = _parse.Source.read(os.fspath(path))
+    qcol, dcol, ncol = _parse.Words(np, src), _parse.Words(np, src), _numbers.Numbers(np, src, integer=integer)
+    lines, last = _parse.scan(np, src, n_fields, exact=exact, columns=[(0, qcol), (2, dcol), (number, ncol)])
+    values = ncol.result(lines, src.name, what)
+    tag = _parse.last_field(src, last, 5) if n_fields > 5 else None
+    return _parse.as_bytes(np, qcol.result()), _parse.as_bytes(np, dcol.result()), values, lines, tag, src.name
 
 
 def read_qrels(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Qrels:
     """Read a TREC qrels file (``qid iter docid rel``); ``docs``: a vocabulary to share (extended)."""
-    np = numpy()
-    data, name = _read_bytes(path)
-    (qcol, dcol, rcol), lines = _parse.parse_table(data, name, 4, exact=True, fields=(0, 2, 3))
-    rel = _parse.to_int(np, rcol, lines, name, "the relevance (4th field)")
-    return _build_qrels(np, qcol, dcol, rel, lines, name, docs)
+    qcol, dcol, rel, lines, _, name = _read_table(path, 4, exact=True, number=3, integer=True,
+                                                  what="the relevance (4th field)")
+    return _build_qrels(numpy(), qcol, dcol, rel, lines, name, docs)
 
 
 def read_run(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Run:
     """Read a TREC run file (``qid Q0 docid rank score tag``); ``docs``: a vocabulary to share
-    (e.g. ``qrels.docs``; extended with the run's new documents)."""
-    np = numpy()
-    data, name = _read_bytes(path)
-    (qcol, dcol, scol), lines = _parse.parse_table(data, name, 6, exact=False, fields=(0, 2, 4))
-    score = _parse.to_float(np, scol, lines, name, "the score (5th field)")
-    tag = ""
-    if len(lines):  # the last record's sixth field (trec_eval keeps the last line's tag)
-        n_lines = data.count(b"\n") + (not data.endswith(b"\n"))
-        end = len(data)
-        for _ in range(n_lines - int(lines[-1]) + data.endswith(b"\n")):  # the lines after it
-            end = data.rfind(b"\n", 0, end)
-        start = data.rfind(b"\n", 0, end) + 1
-        tag = data[start:end].split()[5].decode("utf-8", "surrogateescape")
-    return _build_run(np, qcol, dcol, score, lines, name, tag, docs)
+    (e.g. ``qrels.docs``; extended with the run's new documents). The tag is the last line's, as
+    trec_eval keeps it."""
+    qcol, dcol, score, lines, tag, name = _read_table(path, 6, exact=False, number=4, integer=False,
+                                                      what="the score (5th field)")
+    tag = "" if tag is None else tag.decode("utf-8", "surrogateescape")
+    return _build_run(numpy(), qcol, dcol, score, lines, name, tag, docs)
 
 
 def _dict_columns(d: Mapping, what: str):
