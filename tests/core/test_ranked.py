@@ -207,3 +207,36 @@ def test_flat_scores_with_n_relevant_equal_padded_rows(layout, ties):
     assert got.query_ids.tolist() == sorted(qids.tolist())
     for key in KEYS:
         assert torch.allclose(got[key], want[key][by_id], atol=1e-12), key
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_blocks_of_rows_give_the_values_of_one_block(monkeypatch, flat):
+    # R given: the rows are ranked and evaluated a block at a time; a block of one or two
+    # rows must give what one block of every row gives, and the checks see every row
+    gains, n_rel, ideal = _random_lists(21, q=13, depth=6)
+    preds = torch.randint(0, 4, (13, 6), generator=torch.Generator().manual_seed(22)).double()
+    ids = torch.arange(13).repeat_interleave(6)
+    args = (preds.reshape(-1), gains.reshape(-1)) if flat else (preds, gains)
+    kw = dict(indexes=ids) if flat else {}
+
+    def run(**extra):
+        return rc.evaluate_scores(*args, KEYS, reduce="none", empty="zero", **kw, **extra)
+
+    want = run(n_relevant=n_rel, ideal=ideal)
+    ranked_want = rc.evaluate_ranked(gains, KEYS, n_relevant=n_rel, ideal=ideal, reduce="none", empty="zero")
+    monkeypatch.setattr(rc.sizing, "CPU_BLOCK_ELEMENTS", 8 * 12)  # deep blocks of 12 elements: 2 rows of 6
+    got = run(n_relevant=n_rel, ideal=ideal)
+    ranked_got = rc.evaluate_ranked(gains, KEYS, n_relevant=n_rel, ideal=ideal, reduce="none", empty="zero")
+    for key in KEYS:
+        assert torch.equal(got[key], want[key]), key
+        assert torch.equal(ranked_got[key], ranked_want[key]), key
+    short = n_rel.clone()
+    with_hits = ((gains > 0).sum(1) > 0).nonzero().squeeze(1)
+    short[[with_hits[0], with_hits[-1]]] = 0  # two queries in different blocks
+    assert with_hits[-1] - with_hits[0] >= 2
+    with pytest.raises(ValueError, match="in the list of 2 queries"):
+        run(n_relevant=short, ideal=None)
+    with pytest.raises(ValueError, match="one count per query \\[13\\]"):
+        run(n_relevant=torch.cat([n_rel, n_rel[:1]]))  # one too many: never sliced into blocks unseen
+    with pytest.raises(ValueError, match="ideal must be \\[queries, m\\] = \\[13, m\\]"):
+        run(n_relevant=n_rel, ideal=ideal[:12])
