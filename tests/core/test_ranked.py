@@ -232,7 +232,7 @@ def test_blocks_of_rows_give_the_values_of_one_block(monkeypatch, flat):
         assert torch.equal(ranked_got[key], ranked_want[key]), key
     short = n_rel.clone()
     with_hits = ((gains > 0).sum(1) > 0).nonzero().squeeze(1)
-    short[[with_hits[0], with_hits[-1]]] = 0  # two queries in different blocks
+    short[with_hits[[0, -1]]] = 0  # two queries in different blocks
     assert with_hits[-1] - with_hits[0] >= 2
     with pytest.raises(ValueError, match="in the list of 2 queries"):
         run(n_relevant=short, ideal=None)
