@@ -63,9 +63,9 @@ def _block_ranking(preds, target, mask, keys, depth, at_r, whole, select="checke
 
 
 def _block_values(preds, target, mask, keys, depth, at_r, whole, select="checked", max_relevant=None,
-                  ties="stable", binary=False) -> Tensor:
-    return ranking_values(_block_ranking(preds, target, mask, keys, depth, at_r, whole, select, max_relevant, ties,
-                                         binary), keys)
+                  ties="stable") -> Tensor:
+    return ranking_values(_block_ranking(preds, target, mask, keys, depth, at_r, whole, select, max_relevant, ties),
+                          keys)
 
 
 def _checked_block_ranking(preds, target, mask, rows, keys, depth, at_r, whole, ties) -> Ranking:

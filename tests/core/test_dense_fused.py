@@ -82,9 +82,9 @@ def test_stable_top_with_a_visit_equals_the_stable_sort(levels, d, small_slices)
 
 # ------------------------------------------------------------ ideal gains and R at once
 
-@pytest.mark.parametrize("n", [5, 63, 64, 300, 1000, 4096, 5000])
+@pytest.mark.parametrize("n", [5, 64, 300, 1000, 5000])
 @pytest.mark.parametrize("d", [1, 10, 40])
-@pytest.mark.parametrize("density", [0.0, 0.01, 0.3, 1.0])
+@pytest.mark.parametrize("density", [0.0, 0.01, 1.0])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
                                    torch.int32])
 def test_gain_pass_equals_the_separate_passes(n, d, density, dtype, small_slices):
