@@ -32,6 +32,11 @@ from .validate import (
     check_tie_keys,
     check_ties,
     check_values,
+    gain_max_flag,
+    score_flag,
+    sign_flag,
+    value_flags,
+    value_flags_and_max,
     widen_unsigned,
 )
 
@@ -49,11 +54,11 @@ class QueryValues:
 
 
 def _block_ranking(preds, target, mask, keys, depth, at_r, whole, select="checked", max_relevant=None,
-                   ties="stable") -> Ranking:
+                   ties="stable", binary=False, on_scores=None, on_gains=None) -> Ranking:
     need_ideal = any(m.spec.needs_ideal for m in keys)
     return rank_dense(
         preds, target, preds.shape[1] if whole else depth, mask=mask, at_r=at_r, need_ideal=need_ideal,
-        select=select, max_relevant=max_relevant, ties=ties,
+        select=select, max_relevant=max_relevant, ties=ties, binary=binary, on_scores=on_scores, on_gains=on_gains,
     )
 
 
@@ -61,6 +66,35 @@ def _block_values(preds, target, mask, keys, depth, at_r, whole, select="checked
                   ties="stable") -> Tensor:
     return ranking_values(_block_ranking(preds, target, mask, keys, depth, at_r, whole, select, max_relevant, ties),
                           keys)
+
+
+def _checked_block_ranking(preds, target, mask, rows, keys, depth, at_r, whole, ties) -> Ranking:
+    """The Ranking of one block of dense rows with its value checks (host reads: the CPU
+    policy only), in fewer passes over the inputs than :func:`check_values` before the loop.
+    A flag makes the whole input's check raise, with the error the up-front check gives.
+
+    Float gains unmasked, with nDCG's ideal gains (whose top-k reads every gain): the
+    checks read each slice of rows right after the ranking's pass over it (``on_scores``,
+    ``on_gains`` of :func:`rank_dense`, while the cache holds it): the scores' sum and the
+    gains' sign bits (:func:`score_flag`, :func:`sign_flag`), then the largest gain from the
+    ideal gains (:func:`gain_max_flag`). Otherwise the block is checked first, exactly,
+    and integer gains whose largest is 1 are ranked as 0/1 (``binary``: no top-k for the
+    ideal gains).
+    """
+    p, t, m = preds[rows], target[rows], None if mask is None else mask[rows]
+    if m is None and t.is_floating_point() and any(k.spec.needs_ideal for k in keys):
+        flags = []
+        ranking = _block_ranking(p, t, m, keys, depth, at_r, whole, ties=ties,
+                                 on_scores=lambda x: flags.append(score_flag(x)),
+                                 on_gains=lambda x: flags.append(sign_flag(x)))
+        if (any(flags) and bool(value_flags(p, t).any())) or bool(gain_max_flag(ranking.ideal[:, 0].max())):
+            check_values(preds, target)
+        return ranking
+    flags, high = value_flags_and_max(p, t)
+    if bool(flags.any()):
+        check_values(preds, target)
+    binary = high is not None and not t.is_floating_point() and bool(high <= 1)
+    return _block_ranking(p, t, m, keys, depth, at_r, whole, ties=ties, binary=binary)
 
 
 def _max_relevant(target: Tensor, mask: Optional[Tensor], blocks) -> int:
@@ -128,8 +162,12 @@ def score_values(
 
 
 def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, indexes: Optional[Tensor],
-                  mask: Optional[Tensor], ties: str, block_elements: Optional[int] = None) -> QueryValues:
-    """:func:`score_values` of checked inputs (parsed ``keys``, widened ``target`` and ``indexes``)."""
+                  mask: Optional[Tensor], ties: str, block_elements: Optional[int] = None,
+                  check: bool = False) -> QueryValues:
+    """:func:`score_values` of checked inputs (parsed ``keys``, widened ``target`` and ``indexes``).
+
+    ``check``: dense rows under the CPU policy only (:func:`_fused_checks`): the values are
+    checked block by block, with the ranking (:func:`_checked_block_ranking`)."""
     depth, at_r, whole = depth_needed(keys)
     device = preds.device
     deep_elements = sizing.block_elements(device, deep=True)
@@ -144,11 +182,14 @@ def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, i
                                          ties)
         return QueryValues(values, names)
     if indexes is None:
-        blocks = [
-            _block_values(preds[rows], target[rows], None if mask is None else mask[rows], keys, depth, at_r, whole,
-                          ties=ties)
-            for rows in row_blocks(preds.shape[0], preds.shape[1], block_elements)
-        ]
+        blocks = []
+        for rows in row_blocks(preds.shape[0], preds.shape[1], block_elements):
+            if check:
+                ranking = _checked_block_ranking(preds, target, mask, rows, keys, depth, at_r, whole, ties)
+            else:
+                ranking = _block_ranking(preds[rows], target[rows], None if mask is None else mask[rows], keys,
+                                         depth, at_r, whole, ties=ties)
+            blocks.append(ranking_values(ranking, keys))
         return QueryValues(torch.cat(blocks), names)
     if sync_free:
         parts, ids = [], []
@@ -169,6 +210,13 @@ def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, i
     ids = torch.cat(ids)
     order = torch.argsort(ids)
     return QueryValues(torch.cat(parts)[order], names, ids[order])
+
+
+def _fused_checks(preds: Tensor, indexes: Optional[Tensor]) -> bool:
+    """Whether :func:`evaluate_scores` checks the values block by block, inside the ranking
+    loop (dense rows, CPU policy: one pass less over each input than a check before the
+    loop; measured in BENCHMARKS.md), rather than once before it."""
+    return indexes is None and not sizing.sync_free(preds.device)
 
 
 def _per_query(values: Tensor, indexes: Tensor, query_ids: Tensor, n: int, name: str) -> Tensor:
@@ -301,14 +349,21 @@ def evaluate_scores(
                                 keep_per_query=keep_per_query, reduce=reduce)
     check_scores(preds, target, indexes=indexes, mask=mask)
     target, indexes = widen_unsigned("target", target), widen_unsigned("indexes", indexes)
-    check_values(preds, target)
-    if confidence is not None:  # structure before the work: the number of entries
-        check_confidence(confidence, preds.shape[0] if indexes is None else indexes.numel(),
-                         "query (row)" if indexes is None else "prediction (the flat form takes one per entry)",
-                         values=False)
-    check_per_query_keys(keys, "evaluate_embeddings computes them")
-    check_tie_keys(keys, ties)
-    qv = _score_values(preds, target, keys, indexes=indexes, mask=mask, ties=ties)
+    fused = _fused_checks(preds, indexes)
+    if not fused:
+        check_values(preds, target)
+    try:
+        if confidence is not None:  # structure before the work: the number of entries
+            check_confidence(confidence, preds.shape[0] if indexes is None else indexes.numel(),
+                             "query (row)" if indexes is None else "prediction (the flat form takes one per entry)",
+                             values=False)
+        check_per_query_keys(keys, "evaluate_embeddings computes them")
+        check_tie_keys(keys, ties)
+    except Exception:
+        if fused:  # the values' errors come first, as from the up-front check
+            check_values(preds, target)
+        raise
+    qv = _score_values(preds, target, keys, indexes=indexes, mask=mask, ties=ties, check=fused)
     if categories is not None:
         categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])
     if confidence is not None:

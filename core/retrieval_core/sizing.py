@@ -35,6 +35,7 @@ from torch import Tensor
 
 __all__ = [
     "CPU_BLOCK_ELEMENTS",
+    "CPU_CACHE_ELEMENTS",
     "DEEP_BLOCK_DIVISOR",
     "CPU_BUCKET_ENTRIES",
     "MAX_BUCKETS",
@@ -55,6 +56,10 @@ DeviceLike = Union[torch.device, str, Tensor]
 
 # --- CPU: today's values, unchanged ------------------------------------------------
 CPU_BLOCK_ELEMENTS = 1 << 21  # elements of one dense block
+# Entries of a slice of rows that a CPU core's L2 cache holds (512 KiB of float32): the
+# passes over a block's [B, N] inputs run slice by slice where the caller reads the same
+# rows again (the value checks), so that its read finds them in cache.
+CPU_CACHE_ELEMENTS = 1 << 17
 # Whole-list (and @r) rankings hold ~8 float64 [B, N] arrays: blocks this many times smaller.
 DEEP_BLOCK_DIVISOR = 8
 # flat entries of one id-range bucket when regrouping: its scratch (~20 B per entry:

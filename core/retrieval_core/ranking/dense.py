@@ -10,7 +10,8 @@ from .. import sizing
 from .gains import exp_gain as scaled_exp_gain
 from .ranking import EXP_HEADROOM, Ranking
 from .topk import (
-    SELECTS, _exact_top, _leading_top, _rank_rows, _score_view, _stable_top, _stable_top_deferred, _top_values,
+    _SAME_ORDER_INT, GAIN_TWO_LEVEL_MIN_COLUMNS, SELECTS, _exact_top, _leading_top, _rank_rows, _score_view,
+    _stable_top, _stable_top_deferred, _top_values, row_blocks,
 )
 
 __all__ = ["rank_dense", "rank_binary"]
@@ -60,6 +61,9 @@ def rank_dense(
     select: str = "checked",
     max_relevant: Optional[int] = None,
     ties: str = "stable",
+    binary: bool = False,
+    on_scores: Optional[Callable[[Tensor], None]] = None,
+    on_gains: Optional[Callable[[Tensor], None]] = None,
 ) -> Ranking:
     """Rank a block of dense rows to ``depth`` (or deeper: each row's R with ``at_r``).
 
@@ -71,7 +75,12 @@ def rank_dense(
     ``max_relevant``: the largest R of every block of the call, read once by the
     caller, so that ``at_r`` reads nothing per block. ``ties``: ``"expected"`` adds the
     tie fields at the cut (``with_ties``); ``"optimistic"``/``"pessimistic"`` order equal
-    scores by gain, highest/lowest first (then by column).
+    scores by gain, highest/lowest first (then by column). ``binary``: the caller knows
+    every gain is 0 or 1 (bool gains are): the ideal gains are R ones, no top-k.
+    ``on_scores(rows)`` / ``on_gains(rows)``: the caller's own reads of the block (value
+    checks), called on every row of ``preds`` / ``target`` once, in slices of rows right
+    after the ranking's pass over them where it reads them slice by slice (CPU), so that
+    the cache still holds them; else on the whole block, first.
 
     Example:
         >>> import torch
@@ -80,10 +89,25 @@ def rank_dense(
         ([[0.0, 1.0]], [2])
     """
     n = preds.shape[1]
+    if on_scores is not None and (mask is not None or top is not None or select != "checked"):
+        on_scores(preds)
+        on_scores = None
     if mask is not None:
+        if on_gains is not None:
+            on_gains(target)
+            on_gains = None
         target = target.masked_fill(~mask, 0)
-    n_relevant = _count_relevant(target)
-    d = _depth(depth, at_r, n_relevant, max_relevant, n)
+    binary = binary or target.dtype == torch.bool
+    # with host reads, one pass over the gains after the top (_gain_pass): the ideal gains, R
+    # and the ranked gains (else R first: the depth of @r keys needs it)
+    gain_pass = need_ideal and not binary and not at_r and not sizing.sync_free(target)
+    if gain_pass:
+        d = _depth(depth, False, None, None, n)
+    else:
+        if on_gains is not None:
+            on_gains(target)
+        n_relevant = _count_relevant(target)
+        d = _depth(depth, at_r, n_relevant, max_relevant, n)
     with_ties = with_ties or ties == "expected"
     by_gain = ties in ("optimistic", "pessimistic")
     perm = None
@@ -93,9 +117,12 @@ def rank_dense(
     inexact = crossing = None
     if top is not None or select == "checked":
         scores, floor, clash_rows = _score_view(preds, mask)
+        if on_scores is not None and scores is not preds:  # converted scores (float16...): read first
+            on_scores(preds)
+            on_scores = None
         # rank d+1 shows which rows a tie crosses the cut in
         extra = int((with_ties or by_gain) and top is None and d < n)
-        vals, idx, *flags = _stable_top(scores, d + extra, floor) if top is None else top(scores, d)
+        vals, idx, *flags = _stable_top(scores, d + extra, floor, on_scores) if top is None else top(scores, d)
         inexact = flags[0] if flags else None  # a deferred ``top`` flags the rows it cannot prove
         if clash_rows is not None:
             _rank_rows(scores, mask, clash_rows, d + extra, vals, idx)
@@ -119,7 +146,11 @@ def rank_dense(
         vals, idx = _leading_top(scores, d)
     else:
         raise ValueError(f"select must be one of {SELECTS}; got {select!r}")
-    relevance = target.gather(1, idx).to(torch.float64)
+    if gain_pass:
+        top_gains, n_relevant, ranked = _gain_pass(target, d, idx, on_gains)
+    else:
+        ranked = target.gather(1, idx)
+    relevance = ranked.to(torch.float64)
     if mask is None:
         valid = torch.ones_like(idx, dtype=torch.bool)
         n_candidates = torch.full_like(n_relevant, n)
@@ -129,10 +160,10 @@ def rank_dense(
         n_candidates = _count_relevant(mask)  # a bool sum would make an int64 copy of the block
     ideal = None
     if need_ideal:
-        if target.dtype == torch.bool:
+        if binary:
             ideal = _binary_ideal(n_relevant, d)
         else:
-            ideal = _top_values(target, d).to(torch.float64)
+            ideal = (top_gains if gain_pass else _top_values(target, d)).to(torch.float64)
     tie_count = tie_gain = tie_hits = tie_exp_gain = tie_exp_shift = None
     if with_ties:
         tie_count, tie_gain, tie_hits, tie_exp_gain, tie_exp_shift = _past_cut(scores, vals, mask, valid, target,
@@ -257,6 +288,49 @@ def _depth(depth: int, at_r: bool, n_relevant: Tensor, max_relevant: Optional[in
     if at_r and n_relevant.numel():
         d = max(d, int(n_relevant.max()) if max_relevant is None else max_relevant)
     return max(1, min(d, n))
+
+
+def _gain_pass(target: Tensor, d: int, idx: Tensor, visit: Optional[Callable[[Tensor], None]] = None
+               ) -> Tuple[Tensor, Tensor, Tensor]:
+    """``(ideal, n_relevant, ranked)``: :func:`_top_values` ``(target, d)``, :func:`_count_relevant`
+    and ``target.gather(1, idx)``, mostly from one pass over the gains (host reads: the
+    CPU policy only).
+
+    Torch's CPU top-k sorts partially while ``k * 64 <= n``, at about the same cost for
+    every such k (n = 1,000: k = 15 is 1.05x k = 10): the top ``k`` gains then also
+    count R in each row with fewer than ``k`` relevant candidates; only the others are
+    counted over their whole row. Long rows (the multi-level top-k) count apart.
+    ``visit``: called on every row once; the pass then runs slice by slice of rows
+    (``sizing.CPU_CACHE_ELEMENTS``), each slice's ranked gains read and ``visit`` called
+    right after its top-k, while the cache holds it (as ``on_gains`` of :func:`rank_dense`).
+    """
+    b, n = target.shape
+    k = min(n, max(d, n // 64))
+    if n >= GAIN_TWO_LEVEL_MIN_COLUMNS or b == 0:
+        if visit is not None:
+            visit(target)
+        return _top_values(target, d), _count_relevant(target), target.gather(1, idx)
+    if visit is None:
+        top, ranked = _top_values(target, k), target.gather(1, idx)
+    else:
+        keys = target.view(_SAME_ORDER_INT[target.dtype]) if target.dtype in _SAME_ORDER_INT else target
+        top = torch.empty(b, k, dtype=keys.dtype, device=target.device)
+        where = torch.empty(b, k, dtype=torch.int64, device=target.device)
+        ranked = target.new_empty(idx.shape)
+        for rows in row_blocks(b, n, sizing.CPU_CACHE_ELEMENTS):
+            torch.topk(keys[rows], k, dim=1, out=(top[rows], where[rows]))
+            torch.gather(target[rows], 1, idx[rows], out=ranked[rows])
+            visit(target[rows])
+        top = top.view(target.dtype)
+    positive = top > 0  # -0.0 and 0 are not relevant; a top-k ends with its zeros
+    n_relevant = positive.sum(1)
+    if k < n:
+        rows = positive[:, -1].nonzero().squeeze(1)  # R >= k: counted over the whole row
+        if 2 * rows.numel() > b:
+            n_relevant = _count_relevant(target)
+        elif rows.numel():
+            n_relevant[rows] = _count_relevant(target.index_select(0, rows))
+    return top[:, :d], n_relevant, ranked
 
 
 def _binary_ideal(n_relevant: Tensor, d: int) -> Tensor:

@@ -1,7 +1,7 @@
 """Top-k selection in the stable order (higher score, then lower column): multi-level, checked, deferred, exact."""
 from __future__ import annotations
 
-from typing import Iterator, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -106,6 +106,9 @@ DEVICE_TWO_LEVEL_MIN_COLUMNS = 4096
 GAIN_TWO_LEVEL_MIN_COLUMNS = 4096
 
 
+Visit = Optional[Callable[[Tensor], None]]  # a caller's read of each slice of rows (value checks)
+
+
 def _group_width(n: int, k: int, inner: bool = False, min_columns: Optional[int] = None) -> int:
     """Columns per group of a level of the top-``k`` of rows of ``n`` (0: plain top-k)."""
     g = INNER_GROUP if inner else (SHORT_GROUP if n < LONG_ROW else LONG_GROUP)
@@ -113,12 +116,16 @@ def _group_width(n: int, k: int, inner: bool = False, min_columns: Optional[int]
         min_columns = TWO_LEVEL_MIN_COLUMNS
     if (not inner and n < min_columns) or TWO_LEVEL_MIN_RATIO * (k * g + n // g) > n:
         return 0
+    if inner and n % g and n % (g + 1) == 0 and TWO_LEVEL_MIN_RATIO * (k * (g + 1) + n // (g + 1)) <= n:
+        return g + 1  # no tail columns to append (250 maxima of 1,000 scores: 50 groups of 5)
     return g
 
 
-def _candidates(scores: Tensor, k: int, inner: bool = False, min_columns: Optional[int] = None) -> Optional[Tensor]:
+def _candidates(scores: Tensor, k: int, inner: bool = False, min_columns: Optional[int] = None,
+                visit: Visit = None) -> Optional[Tensor]:
     """``[B, m]`` columns of each row that hold its ``k`` largest values (see above);
-    None when a plain top-k is as cheap (short rows, deep cuts)."""
+    None when a plain top-k is as cheap (short rows, deep cuts). ``visit``: as in
+    :func:`_topk` (called only where the columns are found: the caller visits otherwise)."""
     b, n = scores.shape
     if min_columns is None and scores.device.type != "cpu":
         min_columns = DEVICE_TWO_LEVEL_MIN_COLUMNS
@@ -127,7 +134,14 @@ def _candidates(scores: Tensor, k: int, inner: bool = False, min_columns: Option
         return None
     n_groups = n // g
     head = scores[:, :n_groups * g].unflatten(1, (g, n_groups))
-    groups = _top_columns(head.amax(1), k)  # [B, k]
+    if visit is None:
+        maxima = head.amax(1)
+    else:  # slice by slice of rows, each handed to visit while the cache holds it
+        maxima = scores.new_empty(b, n_groups)
+        for rows in row_blocks(b, n, sizing.CPU_CACHE_ELEMENTS):
+            torch.amax(head[rows], 1, out=maxima[rows])
+            visit(scores[rows])
+    groups = _top_columns(maxima, k)  # [B, k]
     cols = (groups.unsqueeze(2) + n_groups * torch.arange(g, device=scores.device)).flatten(1)
     if n > n_groups * g:
         tail = torch.arange(n_groups * g, n, device=scores.device).expand(b, -1)
@@ -143,11 +157,17 @@ def _top_columns(values: Tensor, k: int) -> Tensor:
     return cols.gather(1, values.gather(1, cols).topk(k, dim=1, sorted=False).indices)
 
 
-def _topk(scores: Tensor, k: int) -> Tuple[Tensor, Tensor]:
+def _topk(scores: Tensor, k: int, visit: Visit = None) -> Tuple[Tensor, Tensor]:
     """``scores.topk(k, dim=1)``: the same values in the same (descending) order; among
-    equal values the columns may differ (callers fix tie order and ties at the cut)."""
-    cols = _candidates(scores, k)
+    equal values the columns may differ (callers fix tie order and ties at the cut).
+    ``visit(rows)`` is called on every row of ``scores`` once: slice by slice of rows
+    (``sizing.CPU_CACHE_ELEMENTS``) right after the first level's maxima read it, while
+    the cache still holds it (the caller's checks of the scores then cost no second read
+    from memory); on the whole block first where there is no such level."""
+    cols = _candidates(scores, k, visit=visit)
     if cols is None:
+        if visit is not None:
+            visit(scores)
         return scores.topk(k, dim=1)
     vals, pos = scores.gather(1, cols).topk(k, dim=1)
     return vals, cols.gather(1, pos)
@@ -172,15 +192,18 @@ def _top_values(values: Tensor, k: int) -> Tensor:
     return values.gather(1, cols).topk(k, dim=1).values
 
 
-def _stable_top(scores: Tensor, d: int, floor=float("-inf")) -> Tuple[Tensor, Tensor]:
+def _stable_top(scores: Tensor, d: int, floor=float("-inf"), visit: Visit = None) -> Tuple[Tensor, Tensor]:
     """The first ``d`` candidates of each row by (score desc, column asc).
 
     ``floor`` marks padding (None: no padding); ties among padding need no order.
+    ``visit``: as in :func:`_topk`.
     """
     n = scores.shape[1]
     if d >= n:
+        if visit is not None:
+            visit(scores)
         return torch.sort(scores, dim=1, descending=True, stable=True)
-    vals, idx = _topk(scores, d + 1)
+    vals, idx = _topk(scores, d + 1, visit)
     # A row whose d-th and (d+1)-th scores are equal has a tie across the cut:
     # topk may have picked any of the tied columns. Those rows (rare with
     # continuous scores) get an exact stable sort.

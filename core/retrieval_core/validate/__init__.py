@@ -30,7 +30,8 @@ from .tensors import (  # noqa: F401
     check_score_batch, check_scores, check_tensor, widen_unsigned,
 )
 from .values import (  # noqa: F401
-    check_representable, check_values, raise_value_flags, value_flags,
+    check_representable, check_values, gain_max_flag, raise_value_flags, score_flag, sign_flag, value_flags,
+    value_flags_and_max,
 )
 from .options import (  # noqa: F401
     BACKENDS, EMPTY, PER_CLASS, REDUCE, TIES, check_backend, check_choice, check_cutoffs,

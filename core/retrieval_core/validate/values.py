@@ -1,6 +1,7 @@
 """Value checks read from the data (NaN, inf, negative or too large gains): once per evaluation, never per batch."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence, Tuple
 
 import torch
@@ -10,7 +11,13 @@ from .. import sizing
 from ..ranking.ranking import GAIN_LIMIT
 from .tensors import _contains
 
-__all__ = ["value_flags", "raise_value_flags", "check_values", "check_representable"]
+__all__ = [
+    "value_flags", "value_flags_and_max", "score_flag", "sign_flag", "gain_max_flag", "raise_value_flags",
+    "check_values", "check_representable",
+]
+
+# a float's bits read as the signed integer of its size: negative exactly when its sign bit is set
+_BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 
 # -- score mode: values (read from the data) -------------------------------------------
 
@@ -28,18 +35,79 @@ def value_flags(preds: Tensor, target: Tensor) -> Tensor:
         >>> value_flags(torch.tensor([[0.5, float("nan")]]), torch.tensor([[1, -1]])).tolist()
         [1, 0, 1]
     """
+    return value_flags_and_max(preds, target, want_max=False)[0]
+
+
+def value_flags_and_max(preds: Tensor, target: Tensor, want_max: bool = True) -> Tuple[Tensor, Optional[Tensor]]:
+    """:func:`value_flags` and the largest gain (0-dim, the gains' dtype), read in the
+    same pass: None for bool gains, for empty ones, or when not ``want_max`` (integer
+    gains then read their minimum only).
+
+    Example:
+        >>> flags, high = value_flags_and_max(torch.tensor([[0.5, 0.2]]), torch.tensor([[1, 0]]))
+        >>> flags.tolist(), high.item()
+        ([0, 0, 0], 1)
+    """
     zero = torch.zeros((), dtype=torch.bool, device=preds.device)
     bad_preds = bad_target = negative = zero
+    high = None
     if preds.is_floating_point() and preds.numel():
         bad_preds = _nonfinite(preds)
     if target.dtype != torch.bool and target.numel():
         if target.is_floating_point():  # one pass for both (a NaN propagates to both)
             low, high = torch.aminmax(target)
-            bad_target = ~(torch.isfinite(low) & torch.isfinite(high) & (high <= GAIN_LIMIT))
+            bad_target = ~torch.isfinite(low) | gain_max_flag(high)
+        elif want_max:
+            low, high = torch.aminmax(target)
         else:
             low = target.amin()
         negative = low < 0
-    return torch.stack([bad_preds, bad_target.to(preds.device), negative.to(preds.device)]).to(torch.int64)
+    flags = torch.stack([bad_preds, bad_target.to(preds.device), negative.to(preds.device)]).to(torch.int64)
+    return flags, high if want_max else None
+
+
+def score_flag(preds: Tensor) -> bool:
+    """The scores' part of :func:`value_flags`, with a host read (the CPU policy): whether
+    ``preds`` hold a NaN or an infinity.
+
+    Example:
+        >>> score_flag(torch.tensor([[0.5, float("-inf")]])), score_flag(torch.tensor([[3, 1]]))
+        (True, False)
+    """
+    if not preds.is_floating_point() or preds.numel() == 0:
+        return False
+    if preds.dtype in (torch.float32, torch.float64) and math.isfinite(preds.sum().item()):
+        return False  # the common case of _nonfinite, without its 0-dim tensors
+    return bool(_nonfinite(preds))
+
+
+def sign_flag(target: Tensor) -> bool:
+    """Part of :func:`value_flags` for float gains, with a host read (the CPU policy):
+    whether a gain has its sign bit set (negative, -0.0, -inf, -NaN), read as the
+    minimum of the bits as integers (one pass, ~0.6x the time of an ``aminmax``). The
+    rest is :func:`gain_max_flag` of the largest gain, where the caller has it from
+    elsewhere (nDCG's ideal gains: their top-k reads every gain anyway). On True,
+    :func:`value_flags` decides (-0.0 is a valid gain).
+
+    Example:
+        >>> sign_flag(torch.tensor([[1.0, -0.0]])), sign_flag(torch.tensor([[1.0, float("nan")]]))
+        (True, False)
+    """
+    bits = _BITS.get(target.dtype)
+    if bits is None:  # a float dtype without a known bit layout: let value_flags decide
+        return True
+    return target.numel() > 0 and target.view(bits).amin().item() < 0
+
+
+def gain_max_flag(high: Tensor) -> Tensor:
+    """0-dim bool: the largest gain ``high`` (0-dim, floats) is NaN, infinite or above
+    :data:`GAIN_LIMIT` (a NaN or +inf gain is the largest in the order of the bits).
+
+    Example:
+        >>> gain_max_flag(torch.tensor(float("nan"))).item(), gain_max_flag(torch.tensor(3.0)).item()
+        (True, False)
+    """
+    return ~(torch.isfinite(high) & (high <= GAIN_LIMIT))
 
 
 def _nonfinite(x: Tensor) -> Tensor:
@@ -51,8 +119,7 @@ def _nonfinite(x: Tensor) -> Tensor:
     maximum decide only when the sum is not finite. Elsewhere: the minimum and maximum.
     """
     if x.dtype in (torch.float32, torch.float64) and not sizing.sync_free(x):
-        total = x.sum()
-        if bool(torch.isfinite(total)):
+        if math.isfinite(x.sum().item()):  # a host read, as cheap here as a 0-dim isfinite
             return torch.zeros((), dtype=torch.bool, device=x.device)
     low, high = torch.aminmax(x)
     return ~(torch.isfinite(low) & torch.isfinite(high))
