@@ -103,10 +103,7 @@ def _ideal(ideal: Optional[Tensor], gains: Tensor, n_relevant: Optional[Tensor],
            ) -> Optional[Tensor]:
     """The ideal gains ``[Q, m]`` in decreasing order, or None where no key needs them."""
     if ideal is not None:
-        ideal = _as_gains(ideal, "ideal")
-        if ideal.ndim != 2 or ideal.shape[0] != q:
-            raise ValueError(f"ideal must be [queries, m] = [{q}, m]; got {tuple(ideal.shape)}")
-        ideal = ideal.sort(dim=1, descending=True).values
+        ideal = _as_gains(ideal, "ideal").sort(dim=1, descending=True).values  # its shape: _given_r
         if n_relevant is not None and not torch.equal((ideal > 0).sum(1), n_relevant):
             raise ValueError("ideal and n_relevant disagree: each query's positive ideal gains must number R")
         return ideal
@@ -235,19 +232,17 @@ def _values_in_blocks(rows_of, q: int, width: int, device, keys, *, hits: Tensor
     (1M queries x 100: 5.5 s in blocks, 10.1 s at once)."""
     n_relevant = _given_r(n_relevant, ideal, hits, keys)
     step = sizing.block_elements(device, deep=True)
-    parts = [_rows_values(*rows_of(rows), keys, n_relevant=None if n_relevant is None else n_relevant[rows],
-                          ideal=None if ideal is None else ideal[rows])
-             for rows in row_blocks(q, width, step)]
-    if not parts:  # no query
-        parts = [_rows_values(*rows_of(slice(0, 0)), keys, n_relevant=n_relevant, ideal=ideal)]
-    return torch.cat(parts)
+    blocks = list(row_blocks(q, width, step)) or [slice(0, 0)]  # no query: one empty block
+    return torch.cat([_rows_values(*rows_of(rows), keys, hits=hits[rows],
+                                   n_relevant=None if n_relevant is None else n_relevant[rows],
+                                   ideal=None if ideal is None else ideal[rows]) for rows in blocks])
 
 
-def _rows_values(g: Tensor, valid: Tensor, keys, *, n_relevant: Optional[Tensor], ideal) -> Tensor:
-    """``[Q, M]`` values of padded rows: float64 gains ``g`` in rank order, ``valid``; R checked."""
+def _rows_values(g: Tensor, valid: Tensor, keys, *, hits: Tensor, n_relevant: Optional[Tensor], ideal) -> Tensor:
+    """``[Q, M]`` values of padded rows: float64 gains ``g`` in rank order, ``valid``, the
+    relevant items ``hits`` of each row; R checked."""
     g = g * valid
     q = g.shape[0]
-    hits = (g > 0).sum(1)
     needs_ideal = any(m.spec.needs_ideal for m in keys)
     best = _ideal(ideal, g, n_relevant, q, needs_ideal)
     r = hits if n_relevant is None else n_relevant
