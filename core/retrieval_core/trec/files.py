@@ -148,6 +148,14 @@ def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary,
     return by_key
 
 
+def _nested(query_ids, docs: "Vocabulary", query: Tensor, doc: Tensor, values: Tensor) -> Dict[str, Dict[str, object]]:
+    """``{qid: {docid: value}}``: the dicts of ranx, ir_measures and pytrec_eval."""
+    out: Dict[str, Dict[str, object]] = {q: {} for q in query_ids}
+    for q, d, v in zip(query.tolist(), doc.tolist(), values.tolist()):
+        out[query_ids[q]][docs[d]] = v
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Qrels:
     """Judgements, sorted by query: ``query`` (index into ``query_ids``), ``doc`` (index into
@@ -174,10 +182,7 @@ class Qrels:
 
     def to_dict(self) -> Dict[str, Dict[str, int]]:
         """``{qid: {docid: rel}}`` (ranx / ir_measures / pytrec_eval qrels)."""
-        out: Dict[str, Dict[str, int]] = {q: {} for q in self.query_ids}
-        for q, d, r in zip(self.query.tolist(), self.doc.tolist(), self.rel.tolist()):
-            out[self.query_ids[q]][self.docs[d]] = r
-        return out
+        return _nested(self.query_ids, self.docs, self.query, self.doc, self.rel)
 
 
 @dataclass(frozen=True, eq=False)
@@ -204,10 +209,7 @@ class Run:
 
     def to_dict(self) -> Dict[str, Dict[str, float]]:
         """``{qid: {docid: score}}`` (ranx / ir_measures / pytrec_eval run)."""
-        out: Dict[str, Dict[str, float]] = {q: {} for q in self.query_ids}
-        for q, d, s in zip(self.query.tolist(), self.doc.tolist(), self.score.tolist()):
-            out[self.query_ids[q]][self.docs[d]] = s
-        return out
+        return _nested(self.query_ids, self.docs, self.query, self.doc, self.score)
 
 
 def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabulary]) -> Qrels:
