@@ -59,10 +59,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         message = " ".join(str(err).split()) or type(err).__name__
         if isinstance(err, KeyError):
             message = f"missing {message}"
+        elif isinstance(err, OSError) and err.filename is not None:  # one wording in every command
+            message = _os_message(err)
         elif not isinstance(err, (CommandError, ValueError, TypeError, ImportError, OSError)):
             message = f"{type(err).__name__}: {message}"  # unexpected: say what kind
         print(f"{PROG} {args.command}: error: {message}", file=sys.stderr)
         return 2 if isinstance(err, CommandError) else 1
+
+
+def _os_message(err: OSError) -> str:
+    """``no such file: PATH`` (the wording of every command), ``is a directory: PATH``..."""
+    if isinstance(err, FileNotFoundError):
+        return f"no such file: {err.filename}"
+    reason = (err.strerror or type(err).__name__).lower()
+    return f"{reason}: {err.filename}"
 
 
 if __name__ == "__main__":

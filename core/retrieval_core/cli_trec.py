@@ -13,6 +13,8 @@ Example:
     ['num_q', 'num_ret', 'num_rel', 'num_rel_ret']
     >>> expand_measures(["map", "infAP", "all_trec"])[1][:3]
     ['infAP', 'relstring', 'unj']
+    >>> expand_measures(["P.5", "P.10", "official"])[0][-1]  # trec_eval: the first parameters given
+    'P.5'
     >>> measure_list("P.5,10,map,iprec_at_recall.1,.5,utility.2,-1,0")
     ['P.5,10', 'map', 'iprec_at_recall.1,.5', 'utility.2,-1,0']
 """
@@ -27,33 +29,64 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 
 from . import compare_many
-from .trec import TrecEvaluation, evaluate_trec, read_qrels, read_run, split_measures
+from .trec import TrecEvaluation, evaluate_trec, read_qrels, read_run
+from .trec.align import DuplicateError
 from .trec.kernels import IPREC_RULES
-from .trec.measures import SETS
+from .trec.measures import SETS, TREC_EVAL_MEASURES, MeasureError, Unsupported, parse_one
 
 __all__ = ["add_trec_parser", "cmd_trec", "expand_measures", "measure_list", "runs_table"]
 
 DEFAULT = "official"
+PROG = "retrieval-metrics trec"
+INT64 = 2**63
 FORMATS = ("markdown", "latex", "json")
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
+def first_parameters(names: Sequence[str]) -> Tuple[Dict[str, str], List[str]]:
+    """trec_eval's rule for ``-m``: a measure takes the **first** parameter list given for it on
+    the command line, wherever it is named (``-m P -m P.10`` and ``-m official -m P.10`` print
+    ``P_10`` alone); returns ``({measure: parameters}, the names whose parameters are not used)``."""
+    params: Dict[str, str] = {}
+    unused: List[str] = []
+    for name in names:
+        base, dot, rest = name.partition(".")
+        if dot and base in TREC_EVAL_MEASURES:
+            if params.setdefault(base, rest) != rest:
+                unused.append(name)
+    return params, unused
+
+
 def expand_measures(names: Sequence[str]) -> Tuple[List[str], List[str], bool]:
-    """``(supported names, unsupported names, runid asked)``: a set (``official``, ``all_trec``)
-    is split into its members, so that its supported ones are evaluated."""
+    """``(supported names, unsupported names, runid asked)``, read as trec_eval reads ``-m``: a set
+    (``official``, ``all_trec``) is split into its members, a measure takes the first parameters
+    given for it (:func:`first_parameters`). A wrong name (unknown, or malformed parameters such
+    as ``P.5,5`` or trec_eval's output name ``P_5``) raises :class:`MeasureError`, naming them all."""
+    params, _ = first_parameters(names)
     good: List[str] = []
     bad: List[str] = []
+    wrong: List[str] = []
     runid = False
     for name in names:
-        text = name[2:].strip() if name.startswith("-m") else name
-        if text == "runid":
+        if name == "runid":
             runid = True
             continue
-        members = list(SETS[text]) if text in SETS else [text]
-        runid = runid or text in SETS
+        members = list(SETS[name]) if name in SETS else [name]
+        runid = runid or name in SETS
         for member in members:
-            pairs, _ = split_measures([member])
-            (good if pairs else bad).append(member)
+            base = member.partition(".")[0]
+            if base in params and base in TREC_EVAL_MEASURES:
+                member = f"{base}.{params[base]}"
+            try:
+                parse_one(member, command_line=True)
+            except MeasureError as err:
+                wrong.append(str(err))
+            except Unsupported:
+                bad.append(member)
+            else:
+                good.append(member)
+    if wrong:
+        raise MeasureError("; ".join(dict.fromkeys(wrong)))
     return list(dict.fromkeys(good)), list(dict.fromkeys(bad)), runid
 
 
@@ -82,41 +115,93 @@ def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
     p.add_argument("-q", dest="per_query", action="store_true", help="print each query's values too")
     p.add_argument("-c", dest="complete", action="store_true",
                    help="average over every qrels query, 0 where a run has none")
-    p.add_argument("-M", dest="max_per_query", type=int, metavar="N", help="keep the first N entries of each query")
-    p.add_argument("-l", dest="level", type=int, default=1, metavar="N", help="rel >= N is relevant")
+    p.add_argument("-M", dest="max_per_query", type=_count, metavar="N", help="keep the first N entries of each query")
+    p.add_argument("-l", dest="level", type=_int64, default=1, metavar="N", help="rel >= N is relevant")
     p.add_argument("--iprec-rule", choices=IPREC_RULES, default="lround",
                    help="relevant documents needed at recall x in iprec_at_recall: lround(x R) as trec_eval 10, "
                         "or v9: floor(x R + 0.9) as trec_eval 9 and pytrec_eval")
-    p.add_argument("--format", choices=FORMATS, default="markdown", help="table of several runs")
+    p.add_argument("--format", choices=FORMATS,
+                   help="a table of the runs' summaries (several runs: markdown unless said; one run: trec_eval's "
+                        "lines unless said)")
     p.add_argument("--alpha", type=float, default=0.05, help="level of the paired tests of several runs")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")
     return p
 
 
+def _int64(text: str) -> int:
+    """``-l``: an integer an int64 holds (trec_eval's ``atol`` would read ``2x`` as 2 and clamp a larger one)."""
+    try:
+        value = int(text, 10) if len(text) < 30 else None
+    except ValueError:
+        value = None
+    if value is None or not -INT64 <= value < INT64:
+        raise argparse.ArgumentTypeError(f"expected an integer between -2**63 and 2**63 - 1; got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    """``-M``: a non-negative integer; beyond int64 it keeps every entry, as trec_eval's clamped ``atol``."""
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer; got {text!r}")
+    return min(int(text) if len(text) < 30 else INT64, INT64 - 1)
+
+
+def _write(text: str) -> None:
+    """``text`` on stdout as the bytes read (ids are decoded with surrogateescape): trec_eval
+    prints a Latin-1 query id as it read it, whatever the terminal's encoding."""
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text-only stream (tests, notebooks)
+        sys.stdout.write(text)
+    else:
+        buffer.write(text.encode("utf-8", "surrogateescape"))
+        buffer.flush()
+
+
+def _evaluate(qrels, path: str, good: List[str], args: argparse.Namespace) -> TrecEvaluation:
+    run = read_run(path, docs=qrels.docs, duplicates=True)  # trec_eval refuses only the duplicates it evaluates
+    try:
+        return evaluate_trec(qrels, run, good, level=args.level, max_per_query=args.max_per_query,
+                             complete=args.complete, iprec_rule=args.iprec_rule)
+    except DuplicateError as err:
+        raise DuplicateError(f"{args.qrels if err.source == 'qrels' else path}: {err}") from None
+
+
 def cmd_trec(args: argparse.Namespace) -> int:
     """Run the command (see the module doc)."""
+    from .cli_parser import CommandError  # (cli_parser imports this module)
+
     names = [n for group in (args.measures or [[DEFAULT]]) for n in group]
-    good, bad, runid = expand_measures(names)
+    try:
+        good, bad, runid = expand_measures(names)
+    except MeasureError as err:
+        raise CommandError(f"-m: {err}") from None
+    for name in first_parameters(names)[1]:
+        print(f"{PROG}: {name} not used: trec_eval takes the first parameters given for a measure",
+              file=sys.stderr)
     if bad:
-        print(f"retrieval-metrics trec: unsupported measures, not printed: {', '.join(bad)}", file=sys.stderr)
+        print(f"{PROG}: unsupported measures, not printed: {', '.join(bad)}", file=sys.stderr)
     if not good and not (runid and len(args.runs) == 1):
         raise ValueError("none of the measures asked for is supported")
     if not 0 < args.alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1); got {args.alpha}")
-    qrels = read_qrels(args.qrels)
+    table = args.format is not None or len(args.runs) > 1
+    if table and args.per_query:
+        raise CommandError("-q prints one run's lines per query as trec_eval does; a table (--format, or several "
+                           "runs) holds the summaries: drop -q or --format")
+    if table and not good:
+        raise CommandError("-m runid alone prints the run's tag, not a table: drop --format")
+    qrels = read_qrels(args.qrels, duplicates=True)
     if not good:  # -m runid alone: the run's tag
-        print(f"{'runid':<22}\tall\t{read_run(args.runs[0], docs=qrels.docs).tag}")
+        _write(f"{'runid':<22}\tall\t{read_run(args.runs[0], docs=qrels.docs, duplicates=True).tag}\n")
         return 0
-    evals = []
-    for path in args.runs:
-        run = read_run(path, docs=qrels.docs)
-        evals.append(evaluate_trec(qrels, run, good, level=args.level, max_per_query=args.max_per_query,
-                                   complete=args.complete, iprec_rule=args.iprec_rule))
-    if len(evals) == 1:
-        sys.stdout.write("".join(line + "\n" for line in evals[0].lines(per_query=args.per_query, runid=runid)))
+    evals = [_evaluate(qrels, path, good, args) for path in args.runs]
+    if not table:
+        _write("".join(line + "\n" for line in evals[0].lines(per_query=args.per_query, runid=runid)))
         return 0
     names = _run_names(args.runs)
-    print(runs_table(dict(zip(names, evals)), fmt=args.format, alpha=args.alpha, seed=args.seed))
+    _write(runs_table(dict(zip(names, evals)), fmt=args.format or "markdown", alpha=args.alpha, seed=args.seed)
+           + "\n")
     return 0
 
 
@@ -158,7 +243,7 @@ def runs_table(evals: Dict[str, TrecEvaluation], *, fmt: str = "markdown", alpha
     names = list(evals)
     if len(names) > len(LETTERS):
         raise ValueError(f"at most {len(LETTERS)} runs in one table; got {len(names)}")
-    tests = _tests(evals, alpha, seed)
+    tests = _tests(evals, alpha, seed) if len(names) > 1 else {}  # one run: its summary, nothing to test
     measures = [m for _, m in evals[names[0]].measures]
     beats: Dict[Tuple[str, str], List[str]] = {}
     for measure, by_run in tests.items():
@@ -188,7 +273,7 @@ def runs_table(evals: Dict[str, TrecEvaluation], *, fmt: str = "markdown", alpha
         esc = [h.replace("_", r"\_") for h in header]
         lines = [r"\begin{tabular}{l" + "r" * len(measures) + "}", " & ".join(esc) + r" \\", r"\hline"]
         lines += [" & ".join(c.replace("_", r"\_") for c in row) + r" \\" for row in rows]
-        return "\n".join(lines + [r"\end{tabular}", "% " + note])
+        return "\n".join(lines + [r"\end{tabular}"] + (["% " + note] if len(names) > 1 else []))
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines + ["", note])
+    return "\n".join(lines + (["", note] if len(names) > 1 else []))

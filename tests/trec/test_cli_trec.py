@@ -61,7 +61,8 @@ def test_output_is_trec_eval_output_for_the_supported_measures(name, capsys):
         assert missing == set() and err == ""
     elif name == "out.test.meas_params":
         assert err == ("retrieval-metrics trec: unsupported measures, not printed: Rprec_mult.5.0,0.2,0.35, "
-                       "utility.2,-1,0,0, 11pt_avg..25,.5,.75, ndcg.1=3,2=9,4=4.5, ndcg_cut.10,20,23.4\n")
+                       "utility.2,-1,0,0, 11pt_avg..25,.5,.75, ndcg.1=3,2=9,4=4.5\n")
+        assert "ndcg_cut_23" in ours_measures  # 23.4 read as 23, as trec_eval's atol
     else:
         assert len(err.splitlines()) == 1 and err.startswith("retrieval-metrics trec: unsupported measures")
         named = err.split(": ", 1)[1].removeprefix("unsupported measures, not printed: ").strip().split(", ")
@@ -113,7 +114,7 @@ def _write_runs(tmp_path, n_queries=30):
 
 def test_several_runs_table_marks_the_run_that_beats_the_baseline(tmp_path, capsys):
     _write_runs(tmp_path)
-    status, out, _ = _run(["-m", "map,P_5", "qrels", "a.run", "b.run"], capsys, cwd=tmp_path)
+    status, out, _ = _run(["-m", "map,P.5", "qrels", "a.run", "b.run"], capsys, cwd=tmp_path)
     assert status == 0
     rows = [line for line in out.splitlines() if line.startswith("| (")]
     assert rows[0].startswith("| (a) a.run |") and "^" not in rows[0]

@@ -99,6 +99,7 @@ ALIASES: Dict[str, str] = {"cmc": "hit_rate"}
 # Unicode digits ("１０", "٣") and surrounding whitespace, which would make
 # distinct keys mean the same thing.
 _ASCII_INT = re.compile(r"-?[0-9]+")
+INT64_MAX = 2**63 - 1  # the largest cutoff: an int64 (a tensor holds it)
 _ASCII_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
@@ -235,6 +236,8 @@ def _parse_one(key: str) -> MetricKey:
         raise ValueError(f"metric {name!r} takes no '@k' cutoff; got {key!r}; known keys: {known_metrics()}")
     if not _ASCII_INT.fullmatch(arg):
         raise ValueError(f"k must be a positive integer or 'r' in {key!r}; got {arg!r}")
+    if len(arg.lstrip("-0")) > 19 or int(arg) > INT64_MAX:  # before int(): no 5000-digit conversion
+        raise ValueError(f"k must be at most 2**63 - 1 in {key!r}; got {arg}")
     k = int(arg)
     if k <= 0:
         raise ValueError(f"k must be a positive integer in {key!r}; got {k}")

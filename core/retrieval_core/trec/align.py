@@ -38,7 +38,7 @@ from torch import Tensor
 from ._parse import numpy
 from .files import Qrels, Run
 
-__all__ = ["Aligned", "align"]
+__all__ = ["Aligned", "DuplicateError", "align"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,6 +97,27 @@ class Aligned:
         return out
 
 
+class DuplicateError(ValueError):
+    """A document twice for an evaluated query; ``source``: ``"run"`` or ``"qrels"``."""
+
+    def __init__(self, message: str, source: str = ""):
+        super().__init__(message)
+        self.source = source
+
+
+def _refuse_duplicates(np, query, doc, rank, n_docs: int, query_ids, docs, source: str) -> None:
+    """trec_eval's check (form_res_rels.c): a document twice among an evaluated query's entries
+    (a run's within ``-M``; a qrels query's judgements) is an error; elsewhere it is never looked at."""
+    key = query * max(n_docs, 1) + doc
+    order = np.argsort(key, kind="stable")
+    same = np.flatnonzero(key[order][1:] == key[order][:-1])
+    if len(same):
+        a, b = order[same[0]], order[same[0] + 1]
+        where = f" (ranks {int(rank[a])} and {int(rank[b])})" if rank is not None else ""
+        raise DuplicateError(f"document {docs[int(doc[a])]!r} appears twice for query {query_ids[int(query[a])]!r}"
+                             f"{where}; trec_eval refuses it too", source)
+
+
 def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int] = None,
           complete: bool = False) -> Aligned:
     """Judge the entries of ``run`` with ``qrels`` (see the module doc for the semantics)."""
@@ -106,6 +127,8 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
                         f"{type(qrels).__name__}")
     if isinstance(level, bool) or not isinstance(level, int):
         raise TypeError(f"level must be an int (rel >= level is relevant); got {level!r}")
+    if not -2**63 <= level < 2**63:
+        raise ValueError(f"level must be an int64 (-2**63 <= level < 2**63), as the relevances are; got {level}")
     if max_per_query is not None and (isinstance(max_per_query, bool) or not isinstance(max_per_query, int)
                                       or max_per_query < 0):
         raise ValueError(f"max_per_query must be a non-negative int or None; got {max_per_query!r}")
@@ -126,7 +149,7 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     eq[in_qrels >= 0] = eval_of_qrels[in_qrels[in_qrels >= 0]]
     keep = eq >= 0
     if max_per_query is not None:
-        keep &= rank <= max_per_query
+        keep &= rank <= min(max_per_query, 2**63 - 1)  # beyond int64: every entry
     eq, rank = eq[keep], rank[keep]
     qq = run_to_qrels[run.query.numpy()[keep]]
     rdoc = run.doc.numpy()[keep]
@@ -137,6 +160,8 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
         lut = np.full(len(run.docs), -1, np.int64)
         lut[used] = qrels.docs.find(run.docs.array[used])
         qdoc = lut[rdoc]
+    if run.duplicates:
+        _refuse_duplicates(np, eq, rdoc, rank, len(run.docs), query_ids, run.docs, "run")
     n_docs = max(len(qrels.docs), 1)
     jkey = qrels.query.numpy() * n_docs + qrels.doc.numpy()  # sorted: qrels are sorted by (query, doc)
     rkey = qq * n_docs + qdoc
@@ -156,6 +181,10 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     np.cumsum(np.bincount(eq, minlength=len(query_ids)), out=offsets[1:])
 
     jq = eval_of_qrels[qrels.query.numpy()]
+    if qrels.duplicates:
+        evaluated = jq >= 0
+        _refuse_duplicates(np, jq[evaluated], qrels.doc.numpy()[evaluated], None, len(qrels.docs), query_ids,
+                           qrels.docs, "qrels")
     pos_rel = (jq >= 0) & (qrel > 0)
     iq, ig = jq[pos_rel], qrel[pos_rel].astype(np.float64)
     order = np.lexsort((-ig, iq))

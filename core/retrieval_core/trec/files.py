@@ -133,11 +133,15 @@ def _query_codes(np, qcol):
     return tuple(keys[i].decode("utf-8", "surrogateescape") for i in order), np.repeat(new[inv], run_lengths)
 
 
-def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary, query_ids, *, order=False):
-    """Refuse a document twice for a query; ``order``: return the order by (query, doc)."""
+def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary, query_ids, *, order=False,
+                      allow=False):
+    """Refuse a document twice for a query (``allow``: keep it); returns ``(the order by (query, doc)
+    when ``order``, whether a duplicate was kept)``."""
     key = q * max(n_docs, 1) + d
     by_key, ks = _codes.sort_order(np, key) if order else (None, np.sort(key))
     if len(ks) > 1 and (ks[1:] == ks[:-1]).any():
+        if allow:
+            return by_key, True
         by_key = np.argsort(key, kind="stable")
         ks = key[by_key]
         dup = np.flatnonzero(ks[1:] == ks[:-1])
@@ -145,7 +149,13 @@ def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary,
         where = f"lines {int(lines[a])} and {int(lines[b])}" if lines is not None else "twice"
         raise ValueError(f"{path}: document {docs[int(d[a])]!r} appears twice for query "
                          f"{query_ids[int(q[a])]!r} ({where}); trec_eval refuses duplicates too")
-    return by_key
+    return by_key, False
+
+
+def _no_duplicates(obj, what: str) -> None:
+    if obj.duplicates:
+        raise ValueError(f"this {what} holds a document twice for a query (read with duplicates=True): a dict "
+                         "{qid: {docid: value}} cannot hold both")
 
 
 def _nested(query_ids, docs: "Vocabulary", query: Tensor, doc: Tensor, values: Tensor) -> Dict[str, Dict[str, object]]:
@@ -166,6 +176,7 @@ class Qrels:
     query: Tensor
     doc: Tensor
     rel: Tensor
+    duplicates: bool = False  # read with duplicates=True and one was kept: align() refuses those it evaluates
 
     def __len__(self) -> int:
         return int(self.rel.numel())
@@ -182,6 +193,7 @@ class Qrels:
 
     def to_dict(self) -> Dict[str, Dict[str, int]]:
         """``{qid: {docid: rel}}`` (ranx / ir_measures / pytrec_eval qrels)."""
+        _no_duplicates(self, "qrels")
         return _nested(self.query_ids, self.docs, self.query, self.doc, self.rel)
 
 
@@ -198,6 +210,7 @@ class Run:
     score: Tensor
     offsets: Tensor
     tag: str
+    duplicates: bool = False  # read with duplicates=True and one was kept: align() refuses those it evaluates
 
     def __len__(self) -> int:
         return int(self.score.numel())
@@ -209,16 +222,17 @@ class Run:
 
     def to_dict(self) -> Dict[str, Dict[str, float]]:
         """``{qid: {docid: score}}`` (ranx / ir_measures / pytrec_eval run)."""
+        _no_duplicates(self, "run")
         return _nested(self.query_ids, self.docs, self.query, self.doc, self.score)
 
 
-def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabulary]) -> Qrels:
+def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabulary], allow=False) -> Qrels:
     docs = Vocabulary() if docs is None else docs
     query_ids, q = _query_codes(np, qcol)
     d = docs.extend(dcol)
-    order = _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids, order=True)
+    order, dup = _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids, order=True, allow=allow)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a[order], dtype=np.int64))  # noqa: E731
-    return Qrels(query_ids, docs, t(q), t(d), t(rel))
+    return Qrels(query_ids, docs, t(q), t(d), t(rel), dup)
 
 
 def _trec_order(np, q, d, score, docs: Vocabulary):
@@ -268,16 +282,17 @@ def _trec_order(np, q, d, score, docs: Vocabulary):
     return q, d, score
 
 
-def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary]) -> Run:
+def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary], allow=False) -> Run:
     docs = Vocabulary() if docs is None else docs
     query_ids, q = _query_codes(np, qcol)
     d = docs.extend(dcol)
-    _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids)
+    _, dup = _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids, allow=allow)
     q, d, score = _trec_order(np, q, d, score, docs)
     offsets = np.zeros(len(query_ids) + 1, np.int64)
     np.cumsum(np.bincount(q, minlength=len(query_ids)), out=offsets[1:])
     t = lambda a, dt: torch.from_numpy(np.ascontiguousarray(a, dtype=dt))  # noqa: E731
-    return Run(query_ids, docs, t(q, np.int64), t(d, np.int64), t(score, np.float64), t(offsets, np.int64), tag)
+    return Run(query_ids, docs, t(q, np.int64), t(d, np.int64), t(score, np.float64), t(offsets, np.int64), tag,
+               dup)
 
 
 def _read_table(path: PathLike, n_fields: int, *, exact: bool, number: int, integer: bool, what: str):
@@ -292,21 +307,25 @@ def _read_table(path: PathLike, n_fields: int, *, exact: bool, number: int, inte
     return _parse.as_bytes(np, qcol.result()), _parse.as_bytes(np, dcol.result()), values, lines, tag, src.name
 
 
-def read_qrels(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Qrels:
-    """Read a TREC qrels file (``qid iter docid rel``); ``docs``: a vocabulary to share (extended)."""
+def read_qrels(path: PathLike, *, docs: Optional[Vocabulary] = None, duplicates: bool = False) -> Qrels:
+    """Read a TREC qrels file (``qid iter docid rel``); ``docs``: a vocabulary to share (extended).
+    A document judged twice for a query is refused; ``duplicates=True`` keeps it, as trec_eval reads
+    the file, and :func:`~retrieval_core.trec.align` refuses it in a query it evaluates."""
     qcol, dcol, rel, lines, _, name = _read_table(path, 4, exact=True, number=3, integer=True,
                                                   what="the relevance (4th field)")
-    return _build_qrels(numpy(), qcol, dcol, rel, lines, name, docs)
+    return _build_qrels(numpy(), qcol, dcol, rel, lines, name, docs, duplicates)
 
 
-def read_run(path: PathLike, *, docs: Optional[Vocabulary] = None) -> Run:
+def read_run(path: PathLike, *, docs: Optional[Vocabulary] = None, duplicates: bool = False) -> Run:
     """Read a TREC run file (``qid Q0 docid rank score tag``); ``docs``: a vocabulary to share
     (e.g. ``qrels.docs``; extended with the run's new documents). The tag is the last line's, as
-    trec_eval keeps it."""
+    trec_eval keeps it. A document given twice for a query is refused; ``duplicates=True`` keeps
+    it, as trec_eval reads the file, and :func:`~retrieval_core.trec.align` refuses it where
+    trec_eval does: both entries among the evaluated ones (a qrels query's, within ``-M``)."""
     qcol, dcol, score, lines, tag, name = _read_table(path, 6, exact=False, number=4, integer=False,
                                                       what="the score (5th field)")
     tag = "" if tag is None else tag.decode("utf-8", "surrogateescape")
-    return _build_run(numpy(), qcol, dcol, score, lines, name, tag, docs)
+    return _build_run(numpy(), qcol, dcol, score, lines, name, tag, docs, duplicates)
 
 
 def _dict_columns(d: Mapping, what: str):

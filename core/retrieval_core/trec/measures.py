@@ -27,12 +27,15 @@ Example:
 """
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Iterable, List, Optional, Tuple, Union
 
 from retrieval_core import parse_metrics
+from retrieval_core.metrics.registry import ALIASES, REGISTRY
 
-__all__ = ["parse_measures", "split_measures", "CUTOFFS", "NEW_KEYS", "SETS"]
+__all__ = ["parse_measures", "parse_one", "split_measures", "MeasureError", "Unsupported", "CUTOFFS", "NEW_KEYS", "SETS",
+           "TREC_EVAL_MEASURES"]
 
 # trec_eval's default cutoffs (m_P.c, m_recall.c, m_ndcg_cut.c, m_map_cut.c, m_success.c, m_iprec_at_recall.c)
 CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
@@ -61,32 +64,65 @@ SETS = {
                  "ndcg_rel", "Rndcg", "binG", "G", "set_P", "set_recall", "set_relative_P", "set_map", "set_F",
                  "num_nonrel_judged_ret"),
 }
-# ir_measures names -> trec_eval base name (cutoff forms go through the same table)
-IR_MEASURES = {"AP": "map", "P": "P", "R": "recall", "nDCG": "ndcg", "RR": "recip_rank", "Rprec": "Rprec",
-               "Success": "success", "Bpref": "bpref", "NumQ": "num_q", "NumRet": "num_ret", "NumRel": "num_rel",
-               "NumRelRet": "num_rel_ret", "IPrec": "iprec_at_recall"}
+# every measure of trec_eval 10.0 (its measures.c table, in its output order), its sets, and the
+# measures that take parameters (their init_meas reads them; the others ignore them)
+TREC_EVAL_MEASURES = (
+    "runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
+    "iprec_at_recall", "P", "relstring", "recall", "infAP", "gm_bpref", "Rprec_mult", "utility", "11pt_avg", "binG",
+    "G", "dcg", "ideal_dcg", "ndcg", "ndcg_rel", "Rndcg", "ndcg_cut", "map_cut", "relative_P", "success", "set_P",
+    "set_relative_P", "set_recall", "set_map", "set_F", "num_nonrel_judged_ret", "prefs_num_prefs_poss",
+    "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret", "prefs_simp", "prefs_pair", "prefs_avgjg",
+    "prefs_avgjg_Rnonrel", "prefs_simp_ret", "prefs_pair_ret", "prefs_avgjg_ret", "prefs_avgjg_Rnonrel_ret",
+    "prefs_simp_imp", "prefs_pair_imp", "prefs_avgjg_imp", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg", "yaap",
+    "rbp", "rbp_resid", "unj")
+TREC_EVAL_SETS = ("official", "set", "all_trec", "all_prefs", "prefs", "qrels_jg")
+TAKES_PARAMETERS = ("iprec_at_recall", "P", "relstring", "recall", "Rprec_mult", "utility", "11pt_avg", "G", "dcg",
+                    "ideal_dcg", "ndcg", "ndcg_rel", "Rndcg", "ndcg_cut", "map_cut", "relative_P", "success",
+                    "set_F", "P_avgjg", "Rprec_mult_avgjg", "rbp", "rbp_resid", "unj")
+# ir_measures names -> trec_eval base name (cutoff forms go through the same table); its aliases included
+IR_MEASURES = {"AP": "map", "MAP": "map", "P": "P", "Precision": "P", "R": "recall", "Recall": "recall",
+               "nDCG": "ndcg", "NDCG": "ndcg", "RR": "recip_rank", "MRR": "recip_rank", "Rprec": "Rprec",
+               "RPrec": "Rprec", "Success": "success", "Bpref": "bpref", "BPref": "bpref", "NumQ": "num_q",
+               "NumRet": "num_ret", "NumRel": "num_rel", "NumRelRet": "num_rel_ret", "IPrec": "iprec_at_recall"}
+# ir_measures' other measures (its registry): known names, not supported here
+IR_MEASURES_OTHER = ("Accuracy", "AP_IA", "alpha_DCG", "alpha_nDCG", "BPM", "Compat", "ERR", "ERR_IA", "infAP",
+                     "INSQ", "INST", "Judged", "NERR8", "NERR9", "NERR10", "NERR11", "nERR_IA", "NRBP", "nNRBP",
+                     "P_IA", "RBP", "SDCG", "SetAP", "SetF", "SetP", "SetR", "SetRelP", "STREC")
 
-_INT = re.compile(r"[0-9]+")
+_CUT_TEXT = re.compile(r"([0-9]+)(?:\.[0-9]*)?")  # trec_eval's atol reads "23.4" as 23
+_DIGITS = re.compile(r"([0-9]+)")
 _FLOAT = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
-_TREC = re.compile(r"(?P<base>[A-Za-z_]+?)(?:[._](?P<params>[0-9.,]+))?")
+_OUTPUT = re.compile(r"(?P<base>P|recall|ndcg_cut|map_cut|success|iprec_at_recall)_(?P<params>[0-9.]+)")
 _IRM = re.compile(r"(?P<base>[A-Za-z]+)(?:\((?P<args>[^)]*)\))?(?:@(?P<cut>[0-9.]+))?")
+INT64_MAX = 2**63 - 1
 
 Pair = Tuple[str, Optional[str]]
 
 
 class Unsupported(ValueError):
-    """A name no table here knows; ``reason`` says why when known."""
+    """A name no table here computes; ``reason`` says why when known."""
 
 
-def _cutoff(text: str, name: str) -> int:
-    if not _INT.fullmatch(text) or int(text) <= 0:
-        raise Unsupported(f"{name!r}: a cutoff must be a positive integer; got {text!r}")
-    return int(text)
+class MeasureError(Unsupported):
+    """A wrong name, not merely an unsupported one: nobody's measure (the message has a
+    did-you-mean), or a known measure with malformed parameters (``P.5,5``, ``P.abc``, ``map.5``)."""
+
+
+def _cutoff(text: str, name: str, *, trec: bool = False) -> int:
+    """A positive cutoff that an int64 holds; ``trec``: read as trec_eval's ``atol`` reads it, a
+    fractional part dropped (``23.4`` is 23, trec_eval's own test ``out.test.meas_params``)."""
+    m = (_CUT_TEXT if trec else _DIGITS).fullmatch(text)
+    digits = m[1].lstrip("0") if m else ""
+    if not digits:
+        raise MeasureError(f"{name!r}: a cutoff must be a positive integer; got {text!r}")
+    if len(digits) > 19 or int(digits) > INT64_MAX:
+        raise MeasureError(f"{name!r}: a cutoff must be at most 2**63 - 1; got {text}")
+    return int(digits)
 
 
 def _level(text: str, name: str) -> float:
     if not _FLOAT.fullmatch(text) or not 0.0 <= float(text) <= 1.0:
-        raise Unsupported(f"{name!r}: a recall level must be a number in [0, 1]; got {text!r}")
+        raise MeasureError(f"{name!r}: a recall level must be a number in [0, 1]; got {text!r}")
     return float(text)
 
 
@@ -94,39 +130,63 @@ def _iprec(x: float) -> Pair:
     return f"iprec_at_recall@{x:g}", f"iprec_at_recall_{x:.2f}"
 
 
+def _params(params: str, name: str, parse) -> list:
+    """trec_eval's parameter list ``"5,10"``: parsed, refused when empty or repeated (as trec_eval)."""
+    values = [parse(p, name) for p in params.split(",")]
+    if len(set(values)) < len(values):
+        raise MeasureError(f"{name!r}: a parameter is given twice (trec_eval: 'duplicate cutoffs detected')")
+    return values
+
+
 def _trec(base: str, params: Optional[str], name: str) -> List[Pair]:
     """Pairs of a trec_eval base name with parameters ``params`` ("5", "5,10", ".10,.20"; None = defaults)."""
-    if base in PLAIN:
+    if params == "":
+        raise MeasureError(f"{name!r}: no parameter after '.' (trec_eval: 'improper measure')")
+    if base in SETS or base in TREC_EVAL_SETS:
         if params is not None:
-            raise Unsupported(f"{name!r}: trec_eval's {base} takes no parameter")
+            raise MeasureError(f"{name!r}: the set {base} takes no parameter")
+        if base not in SETS:
+            raise Unsupported(f"{name!r}: trec_eval's set {base} is not supported")
+        out: List[Pair] = []
+        for member in SETS[base]:
+            out.extend(_trec(member, None, base))  # raises for the set's unsupported members
+        return out
+    if base in PLAIN and params is None:
         return [(PLAIN[base], base)]
     if base in CUT:
         ours, defaults = CUT[base]
-        ks = defaults if params is None else [_cutoff(p, name) for p in params.split(",")]
+        ks = defaults if params is None else sorted(_params(params, name, lambda p, n: _cutoff(p, n, trec=True)))
         return [(f"{ours}@{k}", f"{base}_{k}") for k in ks]
     if base == "iprec_at_recall":
-        xs = RECALL_LEVELS if params is None else [_level(p, name) for p in params.split(",")]
-        return [_iprec(x) for x in xs]
+        return [_iprec(x) for x in (RECALL_LEVELS if params is None else sorted(_params(params, name, _level)))]
+    if params is not None and base not in TAKES_PARAMETERS:
+        raise MeasureError(f"{name!r}: trec_eval's {base} takes no parameter (trec_eval ignores it; refused here)")
+    if base in TREC_EVAL_MEASURES:
+        raise Unsupported(name if params is None else f"{name!r}: trec_eval's {base} with parameters is not "
+                                                      "supported")
     raise Unsupported(name)
 
 
-def _from_trec(name: str) -> Optional[List[Pair]]:
-    text = name[2:].strip() if name.startswith("-m") else name
-    if text in SETS:
-        out: List[Pair] = []
-        for base in SETS[text]:
-            out.extend(_trec(base, None, text))  # raises for the set's unsupported members
-        return out
-    if text in PLAIN or text in CUT or text == "iprec_at_recall":
-        return _trec(text, None, name)
-    m = _TREC.fullmatch(text)
-    if m and (m["base"] in CUT or m["base"] == "iprec_at_recall" or m["base"] in PLAIN) and m["params"]:
+def _from_trec(name: str, command_line: bool = False) -> Optional[List[Pair]]:
+    """trec_eval's syntax: ``base.params`` (split at the first '.', as trec_eval), or, outside the
+    command line, its output names (``P_5``, ``iprec_at_recall_0.10``)."""
+    text = name[2:].strip() if name.startswith("-m") and not command_line else name
+    base, dot, params = text.partition(".")
+    if base in TREC_EVAL_MEASURES or base in TREC_EVAL_SETS or base in SETS:
+        return _trec(base, params if dot else None, name)
+    m = _OUTPUT.fullmatch(text)
+    if m and command_line:
+        raise MeasureError(f"{name!r} is trec_eval's output name: write {m['base']}.{m['params']} "
+                           f"(trec_eval refuses {name} too)")
+    if m:
         return _trec(m["base"], m["params"], name)
     return None
 
 
 def _from_ir_measures(name: str) -> Optional[List[Pair]]:
     m = _IRM.fullmatch(name)
+    if m and m["base"] in IR_MEASURES_OTHER:
+        raise Unsupported(name)
     if not m or m["base"] not in IR_MEASURES:
         return None
     base, args, cut = IR_MEASURES[m["base"]], (m["args"] or "").replace(" ", ""), m["cut"]
@@ -139,8 +199,6 @@ def _from_ir_measures(name: str) -> Optional[List[Pair]]:
         else:
             raise Unsupported(f"{name!r}: parameters ({args}) are not supported (the relevance level is "
                               "one setting of the evaluation, level=)")
-    if base == "map" and cut:
-        return [(f"map@{_cutoff(cut, name)}", f"map_cut_{int(cut)}")]
     if base == "ndcg":
         key = "ndcg_exp" if exp else "ndcg"
         if cut:
@@ -151,14 +209,17 @@ def _from_ir_measures(name: str) -> Optional[List[Pair]]:
         return [(f"mrr@{_cutoff(cut, name)}", None)]
     if base == "iprec_at_recall":
         if not cut:
-            raise Unsupported(f"{name!r}: IPrec needs a recall level, e.g. IPrec@0.1")
+            raise MeasureError(f"{name!r}: IPrec needs a recall level, e.g. IPrec@0.1")
         return [_iprec(_level(cut, name))]
+    if base == "map" and cut:
+        base = "map_cut"
     if base in CUT:
         if not cut:
-            raise Unsupported(f"{name!r}: ir_measures' {m['base']} needs a cutoff, e.g. {m['base']}@10")
-        return _trec(base, cut, name)
+            raise MeasureError(f"{name!r}: ir_measures' {m['base']} needs a cutoff, e.g. {m['base']}@10")
+        k = _cutoff(cut, name)
+        return [(f"{CUT[base][0]}@{k}", f"{base}_{k}")]
     if cut:
-        raise Unsupported(f"{name!r}: {m['base']} takes no cutoff")
+        raise MeasureError(f"{name!r}: {m['base']} takes no cutoff")
     return _trec(base, None, name)
 
 
@@ -171,14 +232,17 @@ def _from_ours(name: str) -> Optional[List[Pair]]:
     if base in NEW_KEYS:
         if base == "iprec_at_recall":
             if not sep:
-                raise Unsupported(f"{name!r}: iprec_at_recall needs a recall level, e.g. iprec_at_recall@0.1")
+                raise MeasureError(f"{name!r}: iprec_at_recall needs a recall level, e.g. iprec_at_recall@0.1")
             return [_iprec(_level(arg, name))]
         if sep:
-            raise Unsupported(f"{name!r}: {base} takes no cutoff")
+            raise MeasureError(f"{name!r}: {base} takes no cutoff")
         return [(base, base)]
     try:
         (key,) = parse_metrics([name])
-    except ValueError:
+    except ValueError as err:
+        inner = base.rpartition(":")[2]  # erc:ndcg@10 -> ndcg
+        if inner in REGISTRY or inner in ALIASES:
+            raise MeasureError(f"{name!r}: {err}") from None  # our metric, a wrong cutoff
         return None
     cutoff = key.cutoff
     if key.confidence is None and key.spec.per_query:
@@ -193,16 +257,45 @@ def _from_ours(name: str) -> Optional[List[Pair]]:
     return [(name, None)]
 
 
-def _one(name: str) -> List[Pair]:
+def _did_you_mean(name: str) -> str:
+    """``" Did you mean ndcg_cut.10?"`` when the name before its parameters is close to a known one."""
+    base = re.split(r"[.@(]", name, maxsplit=1)[0]
+    known = list(TREC_EVAL_MEASURES) + list(TREC_EVAL_SETS) + list(IR_MEASURES) + list(IR_MEASURES_OTHER)
+    known += list(REGISTRY) + list(ALIASES) + list(NEW_KEYS)
+    close = difflib.get_close_matches(base, list(dict.fromkeys(known)), n=3, cutoff=0.6)
+    rest = name[len(base):]
+    return f" Did you mean {' or '.join(c + rest for c in close)}?" if close else ""
+
+
+def parse_one(name: str, *, command_line: bool = False) -> List[Pair]:
+    """The pairs of one name (a set gives its members'). Raises :class:`MeasureError` for a wrong
+    name (unknown, with a did-you-mean; malformed parameters) and :class:`Unsupported` for a known
+    measure not computed here. ``command_line``: trec_eval's ``-m`` syntax only, as trec_eval
+    reads it (its output names such as ``P_5`` refused).
+
+    Example:
+        >>> parse_one("ndcg_cut.10,20,23.4")
+        [('ndcg@10', 'ndcg_cut_10'), ('ndcg@20', 'ndcg_cut_20'), ('ndcg@23', 'ndcg_cut_23')]
+        >>> parse_one("ndgc_cut.10")
+        Traceback (most recent call last):
+        ...
+        retrieval_core.trec.measures.MeasureError: unknown measure name 'ndgc_cut.10'. Did you mean ndcg_cut.10?
+        >>> parse_one("P_5", command_line=True)
+        Traceback (most recent call last):
+        ...
+        retrieval_core.trec.measures.MeasureError: 'P_5' is trec_eval's output name: write P.5 (trec_eval refuses P_5 too)
+    """
     if not isinstance(name, str):
         raise TypeError(f"measure names are strings; got {name!r} of type {type(name).__name__}")
     if name == "runid" or name == "-m runid":
         raise Unsupported("'runid' is the run's tag (Run.tag), not a measure")
-    for parse in (_from_trec, _from_ir_measures, _from_ours):
-        pairs = parse(name)
-        if pairs is not None:
-            return pairs
-    raise Unsupported(name)
+    pairs = _from_trec(name, command_line)
+    for parse in (_from_ir_measures, _from_ours):
+        if pairs is None:
+            pairs = parse(name)
+    if pairs is None:
+        raise MeasureError(f"unknown measure name {name!r}.{_did_you_mean(name)}")
+    return pairs
 
 
 def split_measures(names: Union[str, Iterable[str]]) -> Tuple[List[Pair], List[str]]:
@@ -217,7 +310,7 @@ def split_measures(names: Union[str, Iterable[str]]) -> Tuple[List[Pair], List[s
     seen = set()
     for name in names:
         try:
-            got = _one(name)
+            got = parse_one(name)
         except Unsupported:
             bad.append(_set_detail(name) or name)
             continue
@@ -228,22 +321,30 @@ def split_measures(names: Union[str, Iterable[str]]) -> Tuple[List[Pair], List[s
     return pairs, bad
 
 
+def _supported(member: str) -> bool:
+    try:
+        parse_one(member)
+    except Unsupported:
+        return False
+    return True
+
+
 def _set_detail(name: str) -> Optional[str]:
     text = name[2:].strip() if isinstance(name, str) and name.startswith("-m") else name
     if text not in SETS:
         return None
-    missing = [b for b in SETS[text] if _from_trec(b) is None]
+    missing = [b for b in SETS[text] if not _supported(b)]
     return f"{name} (unsupported: {', '.join(missing)})"
 
 
 def parse_measures(names: Union[str, Iterable[str]]) -> List[Pair]:
     """``[(canonical key, trec_eval output name or None)]`` for every name; a ValueError listing
-    every unsupported name (with the reason where one is known)."""
+    every unsupported or wrong name (with the reason where one is known)."""
     names_list = [names] if isinstance(names, str) else list(names)
     reasons = []
     for name in names_list:
         try:
-            _one(name)
+            parse_one(name)
         except Unsupported as err:
             detail = _set_detail(name)
             reasons.append(detail or (name if str(err) == name else f"{name} ({err})"))
