@@ -27,6 +27,7 @@ except ImportError as error:  # pragma: no cover - exercised only without ignite
     ) from error
 
 from retrieval_core.parallel.agree import agree_options
+from retrieval_core.validate import check_device_available
 from retrieval_core.parallel.collectives import all_reduce_sum, rank_of, world_size
 
 __all__ = ["RetrievalMetric", "NotComputableError", "to_python"]
@@ -99,6 +100,7 @@ class RetrievalMetric(Metric):
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,
     ) -> None:
+        check_device_available("device", torch.device(device))  # one line, not torch's bare AssertionError
         super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
 
     # -- checkpointing ------------------------------------------------------------

@@ -27,7 +27,7 @@ Example:
 """
 from .tensors import (  # noqa: F401
     check_categories, check_compact_inputs, check_compact_keys, check_rows, check_same_device,
-    check_score_batch, check_scores, check_tensor, widen_unsigned,
+    check_device_available, check_score_batch, check_scores, check_tensor, widen_unsigned,
 )
 from .values import (  # noqa: F401
     check_representable, check_values, gain_max_flag, raise_value_flags, score_flag, sign_flag, value_flags,

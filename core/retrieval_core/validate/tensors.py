@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "check_tensor", "widen_unsigned", "check_same_device", "check_rows", "check_score_batch", "check_scores",
+    "check_tensor", "check_device_available", "widen_unsigned", "check_same_device", "check_rows", "check_score_batch", "check_scores",
     "check_categories", "check_compact_keys", "check_compact_inputs",
 ]
 
@@ -37,7 +37,15 @@ def check_tensor(name: str, value) -> Tensor:
     """
     if not isinstance(value, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
+    check_device_available(name, value.device)
     return value
+
+
+def check_device_available(name: str, device: torch.device) -> None:
+    """A CUDA device needs a torch built with CUDA (else torch's bare ``AssertionError`` later)."""
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}: {device} is not available: this torch has no CUDA (torch.cuda.is_available() "
+                         "is False); use the CPU")
 
 
 _WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
