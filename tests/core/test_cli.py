@@ -361,3 +361,21 @@ def test_a_reader_that_stops_early_is_not_an_error(saved):
     err = p.stderr.read().decode()
     assert p.wait(timeout=300) == 0, err
     assert err == ""
+
+
+@pytest.mark.parametrize("args", [
+    ["eval", "{missing}", "{missing}"],
+    ["report", "{missing}", "--output", "{tmp}/out"],
+    ["compare", "{missing}", "{missing}"],
+    ["trec", "{missing}", "{missing}"],
+])
+def test_a_missing_file_has_one_wording_in_every_command(args, tmp_path, capsys):
+    missing = str(tmp_path / "nope.json")
+    status = cli.main([a.format(missing=missing, tmp=tmp_path) for a in args])
+    err = capsys.readouterr().err
+    assert (status, err) == (1, f"retrieval-metrics {args[0]}: error: no such file: {missing}\n")
+
+
+def test_a_directory_given_as_a_file_says_so(tmp_path, capsys):
+    status = cli.main(["trec", str(tmp_path), str(tmp_path)])
+    assert (status, capsys.readouterr().err) == (1, f"retrieval-metrics trec: error: is a directory: {tmp_path}\n")

@@ -152,3 +152,112 @@ def test_several_runs_p_values_are_holm_adjusted_over_the_runs(tmp_path, capsys)
         adjusted[name] = running
     assert adjusted[ranked[1]] != raw[ranked[1]]  # the correction changes something here
     assert {n: t["p_value"] for n, t in data["tests"]["map"].items()} == pytest.approx(adjusted)
+
+
+# -- -m read as trec_eval reads it; wrong names are errors (status 2), unsupported ones a stderr line
+
+def test_misspelt_measure_is_an_error_with_a_did_you_mean(capsys):
+    status, out, err = _run(["-m", "map", "-m", "ndgc_cut.10", "qrels.test", "results.test"], capsys)
+    assert (status, out) == (2, "")
+    assert err == ("retrieval-metrics trec: error: -m: unknown measure name 'ndgc_cut.10'. Did you mean "
+                   "ndcg_cut.10?\n")
+
+
+@pytest.mark.parametrize("measure, message", [
+    ("P.5,5", "'P.5,5': a parameter is given twice (trec_eval: 'duplicate cutoffs detected')"),
+    ("P_5", "'P_5' is trec_eval's output name: write P.5 (trec_eval refuses P_5 too)"),
+    ("P.99999999999999999999", "'P.99999999999999999999': a cutoff must be at most 2**63 - 1; got 99999999999999999999"),
+    ("map.5", "'map.5': trec_eval's map takes no parameter (trec_eval ignores it; refused here)"),
+])
+def test_parameters_trec_eval_refuses_are_errors(measure, message, capsys):
+    status, out, err = _run(["-m", measure, "qrels.test", "results.test"], capsys)
+    assert (status, out, err) == (2, "", f"retrieval-metrics trec: error: -m: {message}\n")
+
+
+def test_a_measure_takes_the_first_parameters_given_as_in_trec_eval(capsys):
+    # trec_eval 10: -m P.5 -m P.10 prints P_5 alone; -m P -m P.10 and -m P.10 -m P print P_10 alone
+    status, out, err = _run(["-m", "P.5", "-m", "P.10", "qrels.test", "results.test"], capsys)
+    assert out == "P_5                   \tall\t0.2667\n"
+    assert err == "retrieval-metrics trec: P.10 not used: trec_eval takes the first parameters given for a measure\n"
+    for args in (["-m", "P", "-m", "P.10"], ["-m", "P.10", "-m", "P"]):
+        assert _run([*args, "qrels.test", "results.test"], capsys)[1] == "P_10                  \tall\t0.3000\n"
+    status, out, _ = _run(["-m", "official", "-m", "P.10", "qrels.test", "results.test"], capsys)
+    assert [line.split("\t")[0].strip() for line in out.splitlines() if line.startswith("P_")] == ["P_10"]
+
+
+def test_format_with_one_run_prints_its_table(capsys):
+    status, out, err = _run(["-m", "map,P.5", "--format", "json", "qrels.test", "results.test"], capsys)
+    data = json.loads(out)
+    assert (status, err, data["runs"], data["tests"]) == (0, "", ["results.test"], {})
+    assert round(data["values"]["results.test"]["map"], 4) == 0.1785  # out.test
+    status, out, _ = _run(["-m", "map", "--format", "markdown", "qrels.test", "results.test"], capsys)
+    assert out == "| run | map |\n|---|---|\n| (a) results.test | 0.1785 |\n"
+    status, out, err = _run(["-q", "-m", "map", "--format", "json", "qrels.test", "results.test"], capsys)
+    assert (status, out) == (2, "") and "-q prints one run's lines per query" in err
+    status, out, err = _run(["-q", "-m", "map", "qrels.test", "results.test", "results.test"], capsys)
+    assert (status, out) == (2, "") and "drop -q or --format" in err
+
+
+def test_level_beyond_int64_is_one_line_and_a_huge_M_keeps_everything(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _run(["-l", "99999999999999999999", "qrels.test", "results.test"], capsys)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1
+    assert "argument -l: expected an integer between -2**63 and 2**63 - 1; got '99999999999999999999'" in err
+    huge = _run(["-M", "99999999999999999999", "-m", "map", "qrels.test", "results.test"], capsys)
+    assert huge == _run(["-m", "map", "qrels.test", "results.test"], capsys)  # trec_eval clamps -M: no limit
+
+
+def _dup_files(tmp_path):
+    (tmp_path / "qrels").write_text("q1 0 a 1\nq1 0 b 0\nq1 0 c 1\nq3 0 y 1\nq3 0 y 0\n")
+    # 'a' twice in q1 (ranks 1 and 4), 'z' twice in q9 (no qrels)
+    (tmp_path / "run").write_text("q1 Q0 a 1 0.9 t\nq1 Q0 b 2 0.8 t\nq1 Q0 c 3 0.7 t\nq1 Q0 a 4 0.1 t\n"
+                                  "q9 Q0 z 1 1 t\nq9 Q0 z 2 1 t\n")
+
+
+def test_duplicates_are_refused_where_trec_eval_looks_only(tmp_path, capsys):
+    """trec_eval (form_res_rels.c) checks a query's entries within -M, and only the evaluated queries'."""
+    _dup_files(tmp_path)
+    # checked by hand with trec_eval 10: -M3 -m map -m num_ret prints num_ret 3, map 0.8333; -M4 exits 4
+    status, out, err = _run(["-M3", "-m", "map,num_ret", "qrels", "run"], capsys, cwd=tmp_path)
+    assert (status, err) == (0, "") and out == "num_ret               \tall\t3\nmap                   \tall\t0.8333\n"
+    status, out, err = _run(["-M4", "-m", "map", "qrels", "run"], capsys, cwd=tmp_path)
+    assert (status, out) == (1, "")
+    assert err == ("retrieval-metrics trec: error: run: document 'a' appears twice for query 'q1' (ranks 1 and 4); "
+                   "trec_eval refuses it too\n")
+    # q3's twice-judged 'y' is evaluated with -c only (the run lacks q3)
+    status, out, err = _run(["-c", "-M3", "-m", "map", "qrels", "run"], capsys, cwd=tmp_path)
+    assert (status, err) == (1, "retrieval-metrics trec: error: qrels: document 'y' appears twice for query 'q3'; "
+                                "trec_eval refuses it too\n")
+
+
+def test_the_python_readers_still_refuse_duplicates_unless_asked(tmp_path):
+    from retrieval_core.trec import DuplicateError, align
+    _dup_files(tmp_path)
+    with pytest.raises(ValueError, match=r"run: document 'a' appears twice for query 'q1' \(lines 1 and 4\)"):
+        read_run(tmp_path / "run")
+    qrels = read_qrels(tmp_path / "qrels", duplicates=True)
+    run = read_run(tmp_path / "run", docs=qrels.docs, duplicates=True)
+    assert run.duplicates and qrels.duplicates and len(align(run, qrels, max_per_query=3).query_ids) == 1
+    with pytest.raises(DuplicateError, match="'a' appears twice for query 'q1'") as err:
+        align(run, qrels)
+    assert err.value.source == "run"
+    with pytest.raises(ValueError, match="holds a document twice for a query"):
+        run.to_dict()
+    with pytest.raises(ValueError, match=r"level must be an int64 \(-2\*\*63 <= level < 2\*\*63\)"):
+        align(run, qrels, level=10**20, max_per_query=3)
+
+
+def test_latin1_query_id_is_written_as_read_on_a_strict_utf8_stdout(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "qrels").write_bytes(b"q\xe9 0 a 1\nq\xe9 0 b 0\n")
+    (tmp_path / "run").write_bytes(b"q\xe9 Q0 a 1 0.9 t\xe9\nq\xe9 Q0 b 2 0.8 t\xe9\n")
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "retrieval_core.cli", "trec", "-q", "-m", "map", "-m", "runid",
+                           "qrels", "run"], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, b"")
+    # trec_eval 10 prints these bytes (checked by hand with `cmp`)
+    assert done.stdout == (b"map                   \tq\xe9\t1.0000\nrunid                 \tall\tt\xe9\n"
+                           b"map                   \tall\t1.0000\n")

@@ -1,6 +1,8 @@
 """Measure names of trec_eval, ir_measures and ours parse to the same canonical keys."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import retrieval_core
@@ -92,3 +94,58 @@ def test_bad_types_and_levels():
         parse_measures([5])
     with pytest.raises(ValueError, match=r"a recall level must be a number in \[0, 1\]"):
         parse_measures("IPrec@1.5")
+
+
+# -- trec_eval's -m syntax: parameters read as trec_eval reads them; wrong names vs unsupported ones
+
+def test_cutoffs_are_read_as_trec_eval_atol_reads_them():
+    from retrieval_core.trec import parse_one
+    # trec_eval's own out.test.meas_params: -m ndcg_cut.10,20,23.4 prints ndcg_cut_23
+    assert [t for _, t in parse_one("ndcg_cut.10,20,23.4")] == ["ndcg_cut_10", "ndcg_cut_20", "ndcg_cut_23"]
+    assert [t for _, t in parse_one("P.5,10,7.9")] == ["P_5", "P_7", "P_10"]  # sorted, as trec_eval
+    assert parse_one("P.9223372036854775807") == [("precision@9223372036854775807", "P_9223372036854775807")]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("ndgc_cut.10", r"unknown measure name 'ndgc_cut.10'. Did you mean ndcg_cut.10\?"),
+    ("ndgc@10", r"unknown measure name 'ndgc@10'. Did you mean ndcg@10"),
+    ("P.5,5", r"'P.5,5': a parameter is given twice \(trec_eval: 'duplicate cutoffs detected'\)"),
+    ("iprec_at_recall..1,.10", r"a parameter is given twice"),
+    ("P.abc", r"'P.abc': a cutoff must be a positive integer; got 'abc'"),
+    ("P.0", r"a cutoff must be a positive integer; got '0'"),
+    ("P.", r"'P.': no parameter after '.'"),
+    ("map.5", r"'map.5': trec_eval's map takes no parameter"),
+    ("official.5", r"the set official takes no parameter"),
+    ("P.99999999999999999999", r"a cutoff must be at most 2\*\*63 - 1; got 99999999999999999999"),
+    ("precision@99999999999999999999", r"k must be at most 2\*\*63 - 1"),
+    ("IPrec@1.5", r"a recall level must be a number in \[0, 1\]"),
+])
+def test_wrong_names_are_measure_errors(name, message):
+    from retrieval_core.trec import MeasureError, parse_one
+    with pytest.raises(MeasureError, match=message):
+        parse_one(name)
+    with pytest.raises(ValueError, match=re.escape(name)):
+        parse_measures([name])
+
+
+@pytest.mark.parametrize("name", ["infAP", "utility.2,-1,0,0", "ndcg.1=3,2=9", "ERR@20", "relstring.20", "set",
+                                  "Rprec_mult.5.0,0.2", "Judged@10", "P(rel=2)@5"])
+def test_known_but_unsupported_names_are_not_errors(name):
+    from retrieval_core.trec import MeasureError, Unsupported, parse_one
+    with pytest.raises(Unsupported) as err:
+        parse_one(name)
+    assert not isinstance(err.value, MeasureError)
+
+
+def test_output_names_are_refused_on_the_command_line_only():
+    from retrieval_core.trec import MeasureError, parse_one
+    assert parse_one("P_5") == [("precision@5", "P_5")]  # the Python API keeps ir_measures users' spelling
+    for name, hint in (("P_5", "write P.5"), ("ndcg_cut_10", "write ndcg_cut.10"),
+                       ("iprec_at_recall_0.10", "write iprec_at_recall.0.10")):
+        with pytest.raises(MeasureError, match=f"trec_eval's output name: {hint} "):
+            parse_one(name, command_line=True)
+
+
+def test_core_cutoffs_beyond_int64_are_refused_before_any_tensor():
+    with pytest.raises(ValueError, match=r"k must be at most 2\*\*63 - 1 in 'ndcg@" + "9" * 5000):
+        retrieval_core.parse_metrics(["ndcg@" + "9" * 5000])  # no 4300-digit int() error either

@@ -7,14 +7,14 @@ Example:
     >>> qrels_from_dict({"q": {"d": 2}}).n_relevant(level=2).tolist()
     [1]
 """
-from .align import Aligned, align
+from .align import Aligned, DuplicateError, align
 from .evaluate import TrecEvaluation, evaluate_trec
 from .files import Qrels, Run, Vocabulary, qrels_from_dict, read_qrels, read_run, run_from_dict
 from .judge import JudgedBatch, QrelsJudge
-from .measures import parse_measures, split_measures
+from .measures import MeasureError, Unsupported, parse_measures, parse_one, split_measures
 from .output import parse_trec_eval_output, read_trec_eval_output
 from .write import write_qrels, write_run
 
-__all__ = ["Aligned", "JudgedBatch", "Qrels", "QrelsJudge", "Run", "Vocabulary", "TrecEvaluation", "align",
-           "evaluate_trec", "parse_measures", "parse_trec_eval_output", "qrels_from_dict", "read_qrels", "read_run",
+__all__ = ["Aligned", "DuplicateError", "MeasureError", "Unsupported", "JudgedBatch", "Qrels", "QrelsJudge", "Run", "Vocabulary", "TrecEvaluation", "align",
+           "evaluate_trec", "parse_measures", "parse_one", "parse_trec_eval_output", "qrels_from_dict", "read_qrels", "read_run",
            "read_trec_eval_output", "run_from_dict", "split_measures", "write_qrels", "write_run"]
