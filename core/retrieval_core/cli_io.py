@@ -23,6 +23,11 @@ import torch
 from . import optional
 
 TENSOR_SUFFIXES = (".pt", ".npy", ".npz")
+
+
+class CommandError(Exception):
+    """A bad command line found after parsing (exit status 2)."""
+
 Labels = Union[torch.Tensor, List[str]]
 
 

@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence
 
 from . import validate
 from .cli_demo import demo_results
-from .cli_io import TENSOR_SUFFIXES, is_tensor_file
+from .cli_io import TENSOR_SUFFIXES, CommandError, is_tensor_file
 from .cli_trec import add_trec_parser
 from .version import __version__
 
@@ -26,10 +26,6 @@ PROG = "retrieval-metrics"
 REPORT_FILES = ("report.md", "report.html", "results.json")  # and PNGs: what `report` writes
 TEST_NAMES = {"permutation": "sign-flip permutation test", "paired_t": "paired t-test",
               "bootstrap": "bootstrap of the mean difference"}
-
-
-class CommandError(Exception):
-    """A bad command line found after parsing (exit status 2)."""
 
 
 # ---------------------------------------------------------------------------------------------

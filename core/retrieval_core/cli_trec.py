@@ -13,7 +13,7 @@ Example:
     ['num_q', 'num_ret', 'num_rel', 'num_rel_ret']
     >>> expand_measures(["map", "infAP", "all_trec"])[1][:3]
     ['infAP', 'relstring', 'unj']
-    >>> expand_measures(["P.5", "P.10", "official"])[0][-1]  # trec_eval: the first parameters given
+    >>> expand_measures(["official", "P.5", "P.10"])[0][-1]  # trec_eval: the first parameters given, anywhere
     'P.5'
     >>> measure_list("P.5,10,map,iprec_at_recall.1,.5,utility.2,-1,0")
     ['P.5,10', 'map', 'iprec_at_recall.1,.5', 'utility.2,-1,0']
@@ -29,6 +29,7 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 
 from . import compare_many
+from .cli_io import CommandError
 from .trec import TrecEvaluation, evaluate_trec, read_qrels, read_run
 from .trec.align import DuplicateError
 from .trec.kernels import IPREC_RULES
@@ -169,8 +170,6 @@ def _evaluate(qrels, path: str, good: List[str], args: argparse.Namespace) -> Tr
 
 def cmd_trec(args: argparse.Namespace) -> int:
     """Run the command (see the module doc)."""
-    from .cli_parser import CommandError  # (cli_parser imports this module)
-
     names = [n for group in (args.measures or [[DEFAULT]]) for n in group]
     try:
         good, bad, runid = expand_measures(names)
