@@ -2,8 +2,11 @@
 
 One run prints trec_eval's lines (``measure<TAB>query<TAB>value``; ``-q`` per query too),
 so that ``diff`` with trec_eval's output is empty for the measures supported here;
-the measures asked for that are not supported are named in one line on stderr. Several
-runs print a table runs x measures (``--format markdown|latex|json``) where each cell
+the known measures asked for that are not supported are named in one line on stderr.
+``-m`` is read as trec_eval reads it: a measure takes the first parameters given for it,
+``ndcg_cut.23.4`` is ndcg_cut_23; an unknown name (with a did-you-mean), ``P.5,5`` and
+trec_eval's output names (``P_5``) are errors. Several runs, or ``--format`` with one,
+print a table runs x measures (``--format markdown|latex|json``) where each cell
 says which runs it beats: every run is compared with the first (the baseline) by a
 paired test over the queries both runs have, Holm-corrected over the runs per measure,
 at ``--alpha``.
