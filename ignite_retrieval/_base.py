@@ -27,8 +27,8 @@ except ImportError as error:  # pragma: no cover - exercised only without ignite
     ) from error
 
 from retrieval_core.parallel.agree import agree_options
-from retrieval_core.validate import as_tensors
 from retrieval_core.parallel.collectives import all_reduce_sum, rank_of, world_size
+from retrieval_core.validate import as_tensors
 
 __all__ = ["RetrievalMetric", "NotComputableError", "to_python"]
 
@@ -172,7 +172,8 @@ class RetrievalMetric(Metric):
         fields = self._fields(output)
         if not self._takes_numpy:
             return fields
-        return dict(zip(fields, as_tensors(device=self._device, **fields)))
+        with self._named_errors():
+            return dict(zip(fields, as_tensors(device=self._device, **fields)))
 
     def _fields(self, output: Any) -> Dict[str, Optional[Tensor]]:
         names = self._required + self._optional + self._per_batch
