@@ -1,11 +1,14 @@
-"""The input checks of score and embedding mode, once (``tensors``, ``values``, ``options``,
-``embeddings``, ``stats``): the core's entry points
+"""The input checks of score and embedding mode, once (``arrays``, ``tensors``, ``values``,
+``options``, ``embeddings``, ``stats``): the core's entry points
 (``evaluate_scores``, ``score_values``, ``evaluate_embeddings``) and the adapters'
 ``RankingMetrics``/``EmbeddingMetrics`` (ignite and torchmetrics/Lightning) call
 these, so a bad input gets the same exception and message from each face (an
 adapter may name its inputs differently, e.g. ignite's ``y_pred``/``y``, and ignite
 puts the metric's name in front).
 
+* NumPy arrays become tensors first, on the device of the call's tensors
+  (:func:`as_tensors`, :func:`as_categories`); float labels of whole numbers become
+  int64 (:func:`integral_labels`, called by :func:`check_labels`).
 * Structure (types, shapes, dtypes, devices) is cheap and checked wherever input
   arrives, per batch in the adapters: :func:`check_scores`, :func:`check_score_batch`,
   :func:`check_rows`, :func:`check_embeddings`, :func:`check_labels`,
