@@ -29,6 +29,7 @@ except ImportError as error:  # pragma: no cover - exercised only without ignite
 from retrieval_core.parallel.agree import agree_options
 from retrieval_core.validate import check_device_available
 from retrieval_core.parallel.collectives import all_reduce_sum, rank_of, world_size
+from retrieval_core.validate import as_tensors
 
 __all__ = ["RetrievalMetric", "NotComputableError", "to_python"]
 
@@ -163,8 +164,20 @@ class RetrievalMetric(Metric):
         more = f" (optional: {opt})" if opt else ""
         return f"({req}) or a mapping with keys {keys}{more}"
 
+    # NumPy arrays in the output become tensors (retrieval_core.validate.as_tensors); the
+    # drop-ins of ignite's own metrics keep ignite's refusal
+    _takes_numpy = True
+
     def _parse(self, output: Any) -> Dict[str, Optional[Tensor]]:
-        """Every input name mapped to its value (None for an absent optional one)."""
+        """Every input name mapped to its value (None for an absent optional one), NumPy
+        arrays as tensors on the device of the output's tensors (else the metric's)."""
+        fields = self._fields(output)
+        if not self._takes_numpy:
+            return fields
+        with self._named_errors():
+            return dict(zip(fields, as_tensors(device=self._device, **fields)))
+
+    def _fields(self, output: Any) -> Dict[str, Optional[Tensor]]:
         names = self._required + self._optional + self._per_batch
         if isinstance(output, Mapping):
             missing = [k for k in self._required if k not in output]

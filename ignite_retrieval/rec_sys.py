@@ -81,6 +81,7 @@ class _RecSysMetric(RankingMetrics):
 
     _optional = ("ids",)
     _per_batch = ()
+    _takes_numpy = False  # as ignite's HitRate, MRR and NDCG
 
     def _init(self, top_k: List[int], ignore_zero_hits: bool, empty: str, core_name: str,
               output_transform: Callable, device: Device, skip_unrolling: bool) -> None:

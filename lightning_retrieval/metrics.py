@@ -18,7 +18,7 @@ from retrieval_core.adapter_steps import (
     score_batch_values,
 )
 from retrieval_core.steps import compact_sums, finalize_compact, finalize_embeddings, finalize_scores
-from retrieval_core.validate import raise_value_flags
+from retrieval_core.validate import as_tensors, raise_value_flags
 
 from ._base import CoreStateMetric
 
@@ -145,6 +145,9 @@ class RankingMetrics(CoreStateMetric):
         ideal: Optional[Tensor] = None,
     ) -> None:
         """Compute the batch's per-query values (structure checked here, values in ``compute``)."""
+        preds, target, ids, categories, mask, confidence, n_relevant, ideal = as_tensors(
+            device=self.device, preds=preds, target=target, ids=ids, categories=categories, mask=mask,
+            confidence=confidence, n_relevant=n_relevant, ideal=ideal)
         rows = check_score_rows(preds, target, ids=ids, categories=categories, confidence=confidence,
                                 compact=self.compact, mask=mask)
         ids, categories, confidence = (None if t is None else t.to(preds.device)
@@ -266,6 +269,9 @@ class EmbeddingMetrics(CoreStateMetric):
         confidence: Optional[Tensor] = None,
     ) -> None:
         """Store one batch (detached). Shapes and dtypes are checked here, values in ``compute``."""
+        embeddings, labels, ids, is_query, is_gallery, categories, confidence = as_tensors(
+            device=self.device, embeddings=embeddings, labels=labels, ids=ids, is_query=is_query,
+            is_gallery=is_gallery, categories=categories, confidence=confidence)
         earlier_embeddings, earlier_labels = self._last_batch("embeddings"), self._last_batch("labels")
         embeddings, labels, rows = check_embedding_batch(
             embeddings, labels, dict(ids=ids, is_query=is_query, is_gallery=is_gallery, categories=categories,

@@ -111,7 +111,43 @@ def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = Fa
     if keep_per_query:
         wanted["keep_per_query"] = True
     keys = list(args.metrics) + [k for k in extra_keys if k not in args.metrics]
-    return evaluate_embeddings(query, labels, keys, **options, **tensors, **wanted)
+    results = evaluate_embeddings(query, labels, keys, **options, **tensors, **wanted)
+    note = empty_note(results, keys, args.empty)
+    if note:
+        print(f"{PROG}: note: {args.query}: {note}", file=sys.stderr)
+    return results
+
+
+# keys whose queries are undefined for another reason than "no relevant item" (all relevant, one class only)
+_OTHER_EMPTY = ("fall_out", "auroc")
+
+
+def empty_note(results: MetricResults, keys: Sequence[str], empty: str) -> Optional[str]:
+    """What ``eval`` and ``report`` say on stderr when queries have no relevant item
+    (R = 0: no gallery item shares the query's label, the query itself excluded), which
+    the table alone shows only as ``–`` (every query) or not at all (some); None when
+    every query has one. The exit status stays 0: ``--empty error`` makes it fail.
+
+    Example:
+        >>> x, labels = torch.eye(3), torch.tensor([0, 1, 2])
+        >>> empty_note(evaluate_embeddings(x, labels, ["cmc@1"]), ["cmc@1"], "skip")
+        'no query has a relevant item (no gallery item shares its label, the query itself excluded): every value is undefined (printed –, null in JSON); check the labels, or count such queries as 0 with --empty zero (--empty error fails instead)'
+    """
+    counts = [int(results.n_empty[m.key]) for m in parse_metrics(keys)
+              if m.key in results.n_empty and m.spec.name not in _OTHER_EMPTY]
+    if not counts or max(counts) == 0 or results.n_queries is None:
+        return None
+    n, k = int(results.n_queries), max(counts)
+    if k == n:
+        what = "no query has a relevant item"
+        how = {"skip": "every value is undefined (printed –, null in JSON); check the labels, or count such "
+                       "queries as 0 with --empty zero (--empty error fails instead)",
+               "zero": "every value is 0 (--empty zero)", "one": "every value is 1 (--empty one)"}[empty]
+    else:
+        what = f"{k} of {n} queries have no relevant item"
+        how = {"skip": "they are left out of every value (--empty skip; --empty zero counts them as 0)",
+               "zero": "they count as 0 (--empty zero)", "one": "they count as 1 (--empty one)"}[empty]
+    return f"{what} (no gallery item shares its label, the query itself excluded): {how}"
 
 
 def _json_values(r: MetricResults) -> Dict[str, object]:

@@ -24,9 +24,9 @@ from .stats.aggregate import (
 from .stats.curves import split_key
 from .stats.intervals import macro_intervals
 from .validate import (
-    PER_CLASS, check_backend, check_categories, check_confidence, check_cutoffs, check_embedding_options,
+    PER_CLASS, as_categories, as_tensors, check_backend, check_categories, check_confidence, check_embedding_options,
     check_embedding_values, check_embeddings, check_labels, check_memory_budget, check_pairs, check_per_class,
-    check_query_gallery, check_return_neighbours, check_rows, check_same_device, check_stats_options,
+    check_query_gallery, check_return_neighbours, check_rows, check_same_device, check_stats_options, tensor_device,
 )
 
 __all__ = ["evaluate_embeddings", "embedding_values", "DEFAULT_MEMORY_BUDGET"]
@@ -140,6 +140,10 @@ def evaluate_embeddings(
     stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                 keep_per_query=keep_per_query, reduce=reduce, per_class=per_class)
     n_neighbours = check_return_neighbours(return_neighbours)
+    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence = as_tensors(
+        query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
+        gallery_ids=gallery_ids, confidence=confidence)
+    categories = as_categories(categories, tensor_device(query))
     given_ids = query_ids
     query_keys, set_keys = split_scopes(keys)
     custom = relevance is not None
@@ -164,7 +168,6 @@ def evaluate_embeddings(
     check_backend(backend, distance=distance, custom=custom, labels=query_labels, device=query.device,
                   whole=depth_needed(query_keys)[2])
     budget = sizing.memory_budget(query.device, check_memory_budget(memory_budget))
-    check_cutoffs(query_keys, gallery.shape[0])
     check_per_class(per_class, query_labels, custom)
     if categories is not None:
         check_categories(categories, query.shape[0], "query")

@@ -23,6 +23,8 @@ from .metrics.apply import ranking_values
 from .metrics.registry import MetricKey, depth_needed, parse_metrics
 from .ranked import evaluate_scores_ranked
 from .validate import (
+    as_categories,
+    as_tensors,
     check_categories,
     check_confidence,
     check_per_query_keys,
@@ -37,6 +39,7 @@ from .validate import (
     sign_flag,
     value_flags,
     value_flags_and_max,
+    tensor_device,
     widen_unsigned,
 )
 
@@ -156,6 +159,7 @@ def score_values(
     keys = parse_metrics(metrics)
     check_per_query_keys(keys, "evaluate_embeddings computes them")
     check_tie_keys(keys, ties)
+    preds, target, indexes, mask = as_tensors(preds=preds, target=target, indexes=indexes, mask=mask)
     check_scores(preds, target, indexes=indexes, mask=mask)
     target, indexes = widen_unsigned("target", target), widen_unsigned("indexes", indexes)
     return _score_values(preds, target, keys, indexes=indexes, mask=mask, ties=ties, block_elements=block_elements)
@@ -336,6 +340,10 @@ def evaluate_scores(
         (0.25, [0.0, 0.5])
     """
     check_score_options(ties=ties, empty=empty, reduce=reduce)
+    preds, target, indexes, mask, confidence, n_relevant, ideal = as_tensors(
+        preds=preds, target=target, indexes=indexes, mask=mask, confidence=confidence, n_relevant=n_relevant,
+        ideal=ideal)
+    categories = as_categories(categories, tensor_device(preds, target))
     if n_relevant is not None or ideal is not None:  # R given: the whole list ranked, then evaluate_ranked
         if confidence is not None:
             raise ValueError("confidence keys are not available with n_relevant or ideal")

@@ -28,7 +28,10 @@ from .ranking.groups import group_flat
 from .ranking.topk import row_blocks
 from .ranking.ranking import Ranking
 from .stats.aggregate import MetricResults, aggregate
-from .validate import check_per_query_keys, check_score_options, check_scores, check_stats_options, check_values
+from .validate import (
+    as_categories, as_tensors, check_per_query_keys, check_score_options, check_scores, check_stats_options,
+    check_values, tensor_device,
+)
 
 __all__ = ["evaluate_ranked", "ranked_values", "ranked_lists", "rank_scores", "scores_ranked_values"]
 
@@ -158,6 +161,9 @@ def evaluate_ranked(
     """
     keys, stats = _ranked_options(metrics, empty=empty, reduce=reduce, ci=ci, ci_method=ci_method,
                                   n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
+    gains, n_relevant, ideal, mask, indexes = as_tensors(gains=gains, n_relevant=n_relevant, ideal=ideal, mask=mask,
+                                                         indexes=indexes)
+    categories = as_categories(categories, tensor_device(gains))
     values, query_ids = ranked_values(gains, keys, n_relevant=n_relevant, ideal=ideal, mask=mask, indexes=indexes)
     return aggregate(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
                      query_ids=query_ids, **stats)

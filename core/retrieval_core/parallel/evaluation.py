@@ -9,9 +9,9 @@ from torch import Tensor
 from ..embeddings import evaluate_embeddings as evaluate_one
 from ..metrics.registry import depth_needed, parse_metrics, split_scopes
 from ..validate import (
-    check_backend, check_categories, check_confidence, check_embedding_options, check_embedding_values,
-    check_embeddings, check_labels, check_pairs, check_per_class, check_query_gallery, check_return_neighbours,
-    check_rows, check_same_device, check_stats_options,
+    as_categories, as_tensors, check_backend, check_categories, check_confidence, check_embedding_options,
+    check_embedding_values, check_embeddings, check_labels, check_pairs, check_per_class, check_query_gallery,
+    check_return_neighbours, check_rows, check_same_device, check_stats_options, tensor_device,
 )
 from .agree import _comm_device, agree
 from .collectives import gather_cat, rank_of, world_size
@@ -205,6 +205,10 @@ def evaluate_embeddings(
     options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
                        dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                             keep_per_query=keep_per_query, return_neighbours=return_neighbours))
+    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence = as_tensors(
+        query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
+        gallery_ids=gallery_ids, confidence=confidence)
+    categories = as_categories(categories, tensor_device(query))
     if world_size(group) == 1:
         if shard_gallery is not False:  # one process: the sharded mode's limits but the tie modes' apply
             _check_shard_options(parse_metrics(metrics), dict(options, ties="stable"), shard_gallery)
@@ -304,6 +308,10 @@ def evaluate_split(
     options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
                        dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                             keep_per_query=keep_per_query, return_neighbours=return_neighbours))
+    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence = as_tensors(
+        query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
+        gallery_ids=gallery_ids, confidence=confidence)
+    categories = as_categories(categories, tensor_device(query))
     n = world_size(group)
     if n == 1:
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
@@ -315,17 +323,18 @@ def evaluate_split(
         check_embeddings("query", query, distance)
         keys = parse_metrics(metrics)
         _check_options(keys, options)
-        check_labels("query_labels", query_labels, query.shape[0], relevance is not None)
+        labels = check_labels("query_labels", query_labels, query.shape[0], relevance is not None)
         if query_ids is not None:
             check_rows("query_ids", query_ids, query.shape[0], unit="embedding")
-        check_per_class(per_class, query_labels, relevance is not None)
+        check_per_class(per_class, labels, relevance is not None)
         if categories is not None:
             check_categories(categories, query.shape[0], "query")
         checked = None if confidence is None else check_confidence(confidence, query.shape[0], "query")
-        return (keys, checked), [query.shape[0], None if gallery is None else int(gallery.shape[0])]
+        return (keys, checked, labels), [query.shape[0], None if gallery is None else int(gallery.shape[0])]
 
-    (keys, confidence), sizes = agree(check, group=group, device=device, options=_agreed(metrics, options),
-                                      what="distributed.evaluate_split")
+    agreed = _agreed(metrics, options)
+    (keys, confidence, query_labels), sizes = agree(check, group=group, device=device, options=agreed,
+                                                    what="distributed.evaluate_split")
     if any(s != sizes[0] for s in sizes):
         raise ValueError(
             "evaluate_split needs the same rows on every rank (gathered states); got [queries, gallery] rows "

@@ -36,7 +36,6 @@ from ..metrics.apply import ranking_values
 from ..metrics.registry import depth_needed
 from ..ranking.ranking import Ranking
 from ..ranking.topk import _stable_top
-from ..validate import check_cutoffs
 from . import shares
 from .agree import agree
 from .collectives import all_reduce_sum, gather_cat, rank_of, world_size
@@ -204,7 +203,6 @@ def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: 
     n_total, dim = sum(g_rows), query.shape[1]
     if n_total == 0:
         raise ValueError(f"gallery is empty; got shape (0, {dim})")
-    check_cutoffs(query_keys, n_total)
     if n_total < search.MIN_ROWS:  # a tiny gallery: gathered, evaluated unsharded
         g, gl = gather_cat(gallery, group), gather_cat(gallery_labels, group)
         gi = None if gallery_ids is None else gather_cat(gallery_ids, group)

@@ -1,11 +1,14 @@
-"""The input checks of score and embedding mode, once (``tensors``, ``values``, ``options``,
-``embeddings``, ``stats``): the core's entry points
+"""The input checks of score and embedding mode, once (``arrays``, ``tensors``, ``values``,
+``options``, ``embeddings``, ``stats``): the core's entry points
 (``evaluate_scores``, ``score_values``, ``evaluate_embeddings``) and the adapters'
 ``RankingMetrics``/``EmbeddingMetrics`` (ignite and torchmetrics/Lightning) call
 these, so a bad input gets the same exception and message from each face (an
 adapter may name its inputs differently, e.g. ignite's ``y_pred``/``y``, and ignite
 puts the metric's name in front).
 
+* NumPy arrays become tensors first, on the device of the call's tensors
+  (:func:`as_tensors`, :func:`as_categories`); float labels of whole numbers become
+  int64 (:func:`integral_labels`, called by :func:`check_labels`).
 * Structure (types, shapes, dtypes, devices) is cheap and checked wherever input
   arrives, per batch in the adapters: :func:`check_scores`, :func:`check_score_batch`,
   :func:`check_rows`, :func:`check_embeddings`, :func:`check_labels`,
@@ -25,6 +28,9 @@ Example:
     ...
     ValueError: preds and target must be 2-D [queries, candidates] of the same shape, or 1-D with indexes=; got (2, 3) and (2, 4)
 """
+from .arrays import (  # noqa: F401
+    as_categories, as_tensor, as_tensors, integral_labels, is_numpy_array, tensor_device,
+)
 from .tensors import (  # noqa: F401
     check_categories, check_compact_inputs, check_compact_keys, check_rows, check_same_device,
     check_device_available, check_score_batch, check_scores, check_tensor, widen_unsigned,
@@ -34,7 +40,7 @@ from .values import (  # noqa: F401
     value_flags_and_max,
 )
 from .options import (  # noqa: F401
-    BACKENDS, EMPTY, PER_CLASS, REDUCE, TIES, check_backend, check_choice, check_cutoffs,
+    BACKENDS, EMPTY, PER_CLASS, REDUCE, TIES, check_backend, check_choice,
     check_embedding_options, check_embedding_ties, check_memory_budget, check_per_query_keys,
     check_return_neighbours, check_score_options, check_tie_keys, check_ties,
 )

@@ -6,6 +6,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .arrays import integral_labels
 from .tensors import _contains, _shape, check_tensor
 
 __all__ = [
@@ -43,13 +44,18 @@ def check_embeddings(name: str, x, distance="cosine", *, batch: bool = False) ->
 def check_labels(name: str, labels, n: int, custom: bool = False) -> Tensor:
     """One label per embedding: ``[n]`` integer classes or ``[n, C]`` multi-hot
     (bool or integer 0/1); anything with one entry per embedding when ``custom``
-    (a relevance callable reads them).
+    (a relevance callable reads them). Returned as the evaluation reads them: float
+    labels whose values are all whole numbers as int64 (one read of the data), and an
+    integer or float ``[n, 1]`` column of classes as ``[n]`` (a bool ``[n, 1]`` stays a
+    multi-hot matrix of one class); see :mod:`~retrieval_core.validate.arrays`.
 
     Example:
-        >>> check_labels("labels", torch.tensor([0.0, 1.0]), 2)
+        >>> check_labels("labels", torch.tensor([[3.0], [1.0]]), 2)
+        tensor([3, 1])
+        >>> check_labels("labels", torch.tensor([0.0, 1.5]), 2)
         Traceback (most recent call last):
         ...
-        TypeError: labels must be integer class labels; got torch.float32
+        ValueError: labels must be integer class labels; got 1.5 at position 1 (float labels are taken when every value is a whole number)
     """
     check_tensor(name, labels)
     if labels.ndim == 0 or labels.shape[0] != n:
@@ -58,11 +64,13 @@ def check_labels(name: str, labels, n: int, custom: bool = False) -> Tensor:
         return labels
     if labels.ndim > 2:
         raise ValueError(f"{name} must be 1-D class labels or 2-D multi-hot [N, classes]; got shape {_shape(labels)}")
-    if labels.ndim == 1 and (labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool):
+    if labels.ndim == 2 and labels.shape[1] == 1 and labels.dtype != torch.bool:  # a column of classes
+        labels = labels.reshape(-1)
+    if labels.ndim == 1 and (labels.is_complex() or labels.dtype == torch.bool):
         raise TypeError(f"{name} must be integer class labels; got {labels.dtype}")
-    if labels.ndim == 2 and (labels.is_complex() or labels.is_floating_point()):
-        raise TypeError(f"{name} as multi-hot [N, classes] must be bool or integer 0/1; got {labels.dtype}")
-    return labels
+    if labels.ndim == 2 and labels.is_complex():
+        raise TypeError(f"{name} as multi-hot [N, classes] must be bool or 0/1 numbers; got {labels.dtype}")
+    return integral_labels(name, labels, multi_hot=labels.ndim == 2)
 
 
 def check_batch_like_earlier(embeddings: Tensor, labels: Tensor, dim: Optional[int], label_shape: Optional[tuple]) -> None:

@@ -15,7 +15,7 @@ from .tensors import check_compact_keys
 __all__ = [
     "TIES", "EMPTY", "REDUCE", "PER_CLASS", "BACKENDS", "check_choice", "check_per_query_keys", "check_ties",
     "check_tie_keys", "check_embedding_ties", "check_score_options", "check_memory_budget",
-    "check_embedding_options", "check_cutoffs", "check_backend", "check_return_neighbours",
+    "check_embedding_options", "check_backend", "check_return_neighbours",
 ]
 
 TIES = ("stable", "expected", "optimistic", "pessimistic")
@@ -176,21 +176,6 @@ def check_embedding_options(
             f"relevance must be a callable f(query_labels, gallery_labels) -> gains; got {type(relevance).__name__}"
         )
     check_memory_budget(memory_budget)
-
-
-def check_cutoffs(keys, n_gallery: int) -> None:
-    """No integer cutoff beyond the gallery.
-
-    Example:
-        >>> from retrieval_core import parse_metrics
-        >>> check_cutoffs(parse_metrics(["cmc@1", "precision@6"]), 5)
-        Traceback (most recent call last):
-        ...
-        ValueError: k is larger than the gallery (5 items) in precision@6
-    """
-    big = [m.key for m in keys if isinstance(m.cutoff, int) and m.cutoff > n_gallery]
-    if big:
-        raise ValueError(f"k is larger than the gallery ({n_gallery} items) in {', '.join(big)}")
 
 
 def check_backend(backend, *, distance, custom: bool, labels: Tensor, device: torch.device, whole: bool) -> None:
