@@ -148,7 +148,7 @@ def test_write_run_from_topk_tensors(tmp_path):
 def test_write_run_refuses_bad_input(tmp_path):
     with pytest.raises(ValueError, match=r"must both be \[Q, k\]"):
         write_run(tmp_path / "r", torch.tensor([[1, 2]]), torch.tensor([1.0, 2.0]))
-    with pytest.raises(ValueError, match="non-empty without whitespace; got 'a b'"):
+    with pytest.raises(ValueError, match="non-empty, without whitespace or NUL .*; got 'a b'"):
         write_run(tmp_path / "r", torch.tensor([[1]]), torch.tensor([[1.0]]), query_ids=["a b"])
     with pytest.raises(ValueError, match="2 query ids for 1 rows"):
         write_run(tmp_path / "r", torch.tensor([[1]]), torch.tensor([[1.0]]), query_ids=["a", "b"])

@@ -135,7 +135,7 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     else:  # translate the run's documents into the qrels' vocabulary
         used = np.unique(rdoc)
         lut = np.full(len(run.docs), -1, np.int64)
-        lut[used] = qrels.docs.find(run.docs.array[used])
+        lut[used] = qrels.docs.find(run.docs.take(used))
         qdoc = lut[rdoc]
     n_docs = max(len(qrels.docs), 1)
     jkey = qrels.query.numpy() * n_docs + qrels.doc.numpy()  # sorted: qrels are sorted by (query, doc)
