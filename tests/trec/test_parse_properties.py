@@ -332,3 +332,33 @@ def test_reads_a_pipe(tmp_path):
     run = read_run(fifo)
     writer.join()
     assert len(run) == 5000 and run.tag == "tag" and sorted(run.score.tolist()) == [i + 0.25 for i in range(5000)]
+
+
+LENGTHS = st.sampled_from([0, 1, 7, 8, 9, 15, 16, 17, 32, 33, 64, 65, 130, 600])
+ID_BYTES = st.tuples(st.sampled_from(b"ab\xe9"), LENGTHS).map(lambda t: bytes([t[0]]) * t[1]) | \
+    st.binary(min_size=1, max_size=20).filter(lambda b: b"\x00" not in b)
+
+
+@pytest.mark.parametrize("hash_fn", [None, lambda np_, w: np.zeros(len(w), np.uint64)])
+@settings(**SETTINGS)
+@given(st.lists(ID_BYTES, max_size=40), st.lists(ID_BYTES, max_size=10), st.data())
+def test_ids_of_every_length_class_equal_python(monkeypatch, hash_fn, keys, more, data):
+    """An id column split by length class gives the codes, rows, runs and byte order of the plain
+    Python lists, whatever the lengths mixed in it, and when every hash collides."""
+    if hash_fn is not None:
+        monkeypatch.setattr(_codes, "hash_words", hash_fn)
+    ids, other = _codes.Ids.of(np, keys), _codes.Ids.of(np, more)
+    assert all(w.shape[1] == _codes.word_class(-(-len(keys[r]) // 8)) for w, rows in ids.parts
+               for r in (range(len(keys)) if rows is None else rows.tolist()))  # each id in its own class
+    assert ids.tolist(np) == keys and len(ids) == len(keys)
+    index: dict = {}
+    codes = [index.setdefault(k, len(index)) for k in keys]
+    first, inverse = ids.factorize(np)
+    assert inverse.tolist() == codes and first.tolist() == [keys.index(k) for k in index]
+    both = ids.concat(np, other)
+    assert both.tolist(np) == keys + more
+    pick = data.draw(st.lists(st.integers(0, max(len(keys) + len(more) - 1, 0)), max_size=12)) if keys + more else []
+    assert both.take(np, pick).tolist(np) == [(keys + more)[i] for i in pick]
+    assert [both.key(np, i) for i in range(len(both))] == keys + more
+    assert both.run_heads(np).tolist() == [i for i, k in enumerate(keys + more) if i == 0 or (keys + more)[i - 1] != k]
+    assert [(keys + more)[i] for i in both.byte_order(np).tolist()] == sorted(keys + more)
