@@ -211,7 +211,7 @@ class Ids:
     def where(self, np):
         """Each row's part and its position in that part's words."""
         if self._where is None:
-            part, pos = np.zeros(self.n, np.int64), np.empty(self.n, np.int64)
+            part, pos = np.zeros(self.n, np.int8), np.empty(self.n, np.int64)
             for j, (words, rows) in enumerate(self.parts):
                 rows = self._rows(np, rows)
                 part[rows], pos[rows] = j, np.arange(len(rows))
@@ -261,11 +261,11 @@ class Ids:
         """The rows where a run of equal ids starts (row 0, and each row unlike the one before)."""
         change = np.ones(self.n, bool)
         for words, rows in self.parts:
-            rows = self._rows(np, rows)
-            same = rows[1:] == rows[:-1] + 1  # the previous row is in this class too
+            # (rows None: every row is in this class; else the previous row must be in it too)
+            same = np.ones(len(words) - 1, bool) if rows is None else rows[1:] == rows[:-1] + 1
             for j in range(words.shape[1]):
                 same &= words[1:, j] == words[:-1, j]
-            change[rows[1:][same]] = False
+            change[(np.flatnonzero(same) + 1) if rows is None else rows[1:][same]] = False
         return np.flatnonzero(change)
 
     def tolist(self, np) -> List[bytes]:

@@ -104,15 +104,17 @@ class Words:
         np = self.np
         if not len(starts):
             return
-        k = word_class((int(widths.max()) + 7) // 8)
-        if k == word_class((int(widths.min()) + 7) // 8):  # one class (the usual case)
+        low, k = word_class((int(widths.min()) + 7) // 8), word_class((int(widths.max()) + 7) // 8)
+        if k == low:  # one class (the usual case)
             self.pieces.append((gather_words(np, self.view, self.masks, starts, widths, k), self.n))
         else:
             classes = word_classes(np, widths)
-            for k in np.unique(classes).tolist():
-                sel = np.flatnonzero(classes == k)
-                words = gather_words(np, self.view, self.masks, starts[sel], widths[sel], k)
-                self.pieces.append((words, sel + self.n))
+            while low <= k:
+                sel = np.flatnonzero(classes == low)
+                if len(sel):
+                    words = gather_words(np, self.view, self.masks, starts[sel], widths[sel], low)
+                    self.pieces.append((words, sel + self.n))
+                low *= 2
         self.n += len(starts)
 
     def result(self) -> Ids:
