@@ -316,3 +316,30 @@ def test_a_long_id_costs_its_own_length(tmp_path, column):
                                                                     for q in set(queries)}
     al = align(run, qrels)  # separate vocabularies: the run's ids found in the qrels'
     assert al.relevant.all() and len(al.relevant) == n
+
+
+def test_a_long_score_costs_its_own_length(tmp_path):
+    """Scores of the slow spellings (17 digits, exponents) were padded to the longest of them: one
+    score written with 60,000 digits adds a small multiple of its length, and reads exactly."""
+    import tracemalloc
+
+    n = 3000
+    scores = [repr(1 / (i + 3)) for i in range(n)]
+
+    def peak_of(scores):
+        p = write(tmp_path, "run", "".join(f"q Q0 d{i} 1 {s} t\n" for i, s in enumerate(scores)))
+        tracemalloc.start()
+        try:
+            return read_run(p), tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    _, peak_short = peak_of(scores)
+    scores[n // 2] = "0." + "0" * 60_000 + "1"  # 1e-60001: 0.0
+    scores[7] = "2." + "0" * 200 + "1e-1"
+    run, peak = peak_of(scores)
+    assert peak < peak_short + 20 * 60_000, (peak, peak_short)  # (padded: 3000 x 60 kB)
+    assert sorted(run.score.tolist()) == sorted(float(s) for s in scores)
+    write(tmp_path, "run", "".join(f"q Q0 d{i} 1 {s} t\n" for i, s in enumerate(scores[:-1] + ["1_" + "0" * 99])))
+    with pytest.raises(ValueError, match=f"run: line {n}: the score .* got '1_000"):
+        read_run(tmp_path / "run")

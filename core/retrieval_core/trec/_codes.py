@@ -262,7 +262,7 @@ class Ids:
         change = np.ones(self.n, bool)
         for words, rows in self.parts:
             # (rows None: every row is in this class; else the previous row must be in it too)
-            same = np.ones(len(words) - 1, bool) if rows is None else rows[1:] == rows[:-1] + 1
+            same = np.ones(max(len(words) - 1, 0), bool) if rows is None else rows[1:] == rows[:-1] + 1
             for j in range(words.shape[1]):
                 same &= words[1:, j] == words[:-1, j]
             change[(np.flatnonzero(same) + 1) if rows is None else rows[1:][same]] = False

@@ -66,6 +66,8 @@ def parse_decimal(np, cols, widths, *, integer: bool):
 def _python_only(np, col):
     """Index of the first token in a spelling that Python's parsers take but C's (trec_eval's) do
     not: digits grouped by underscores (``1_0``); None if none."""
+    if col.dtype == object:  # (bytes objects: see ``Numbers.result``)
+        return next((i for i, token in enumerate(col) if b"_" in token), None)
     grouped = np.flatnonzero(np.char.find(col, b"_") >= 0)
     return int(grouped[0]) if len(grouped) else None
 
@@ -78,7 +80,7 @@ def _error(path: str, line, what: str, must: str, token, hint: str = "") -> Valu
 
 
 def to_float(np, col, lines, path: str, what: str, hint: str = ""):
-    """float64 array of a column of bytes; a clear error (file, line) for a bad or non-finite value.
+    """float64 array of a column of bytes (an S array, or an object array of bytes); a clear error (file, line) for a bad or non-finite value.
     ``hint`` ends the message when the bad token is on line ``lines[0]`` (the file's first record)."""
     bad = _python_only(np, col)
     try:
@@ -128,7 +130,7 @@ class Numbers:
     other tokens kept); ``result`` parses those with ``astype`` and checks the values."""
 
     def __init__(self, np, src, *, integer: bool):
-        self.np, self.integer, self.view = np, integer, words_view(np, src.data)
+        self.np, self.integer, self.data, self.view = np, integer, src.data, words_view(np, src.data)
         self.masks = np.array(_MASKS, np.uint64)
         self.values, self.slow, self.slow_starts, self.slow_widths, self.n = [], [], [], [], 0
 
@@ -155,9 +157,14 @@ class Numbers:
         values = np.concatenate(self.values) if self.values else np.zeros(0, dtype)
         if self.slow:
             slow = np.concatenate(self.slow)
-            widths = np.concatenate(self.slow_widths)
-            words = gather_words(np, self.view, self.masks, np.concatenate(self.slow_starts), widths,
-                                 (int(widths.max()) + 7) // 8)
+            starts, widths = np.concatenate(self.slow_starts), np.concatenate(self.slow_widths)
+            longest = int(widths.max())
+            if longest > 64 and len(widths) * longest > 2 * int(widths.sum()) + (1 << 20):
+                # a long token among many: each as its own bytes object, not all padded to the longest
+                col = np.array([bytes(self.data[a:a + w]) for a, w in zip(starts.tolist(), widths.tolist())] + [b""],
+                               dtype=object)[:-1]
+            else:
+                col = as_bytes(np, gather_words(np, self.view, self.masks, starts, widths, (longest + 7) // 8))
             parse = to_int if self.integer else to_float
-            values[slow] = parse(np, as_bytes(np, words), lines[slow], path, what, hint if slow[0] == 0 else "")
+            values[slow] = parse(np, col, lines[slow], path, what, hint if slow[0] == 0 else "")
         return values
