@@ -278,7 +278,8 @@ def test_align_edge_cases():
 def test_malformed_numbers_and_hints_name_the_file_and_line(tmp_path, name, text, reader, message):
     import re
 
-    with pytest.raises(ValueError, match=f"^{re.escape(str(tmp_path / name))}: {re.escape(message.split(': ', 1)[1])}$"):
+    want = f"^{re.escape(str(tmp_path / name))}: {re.escape(message.split(': ', 1)[1])}$"
+    with pytest.raises(ValueError, match=want):
         reader(write(tmp_path, name, text))
 
 
@@ -287,7 +288,8 @@ def _read_both(tmp_path, queries, ids):
     import tracemalloc
 
     n = len(ids)
-    run_path = write(tmp_path, "run", "".join(f"{q} Q0 {d} 1 {n - i} t\n" for i, (q, d) in enumerate(zip(queries, ids))))
+    run_path = write(tmp_path, "run", "".join(f"{q} Q0 {d} 1 {n - i} t\n"
+                                              for i, (q, d) in enumerate(zip(queries, ids))))
     qrels_path = write(tmp_path, "qrels", "".join(f"{q} 0 {d} 1\n" for q, d in zip(queries, ids)))
     tracemalloc.start()
     try:

@@ -252,8 +252,8 @@ def test_read_run_equals_reference(tmp_path, monkeypatch, chunk, text):
 
 
 @settings(**SETTINGS)
-@given(st.lists(st.tuples(IDS, IDS, st.integers(-3, 3).map(str) | st.sampled_from(["+1", "007", "1.5", "x", "rel", "1_0"])
-                          | st.integers(-2 ** 65, 2 ** 65).map(str)), max_size=30),
+@given(st.lists(st.tuples(IDS, IDS, st.integers(-3, 3).map(str) | st.integers(-2 ** 65, 2 ** 65).map(str)
+                          | st.sampled_from(["+1", "007", "1.5", "x", "rel", "1_0"])), max_size=30),
        st.sampled_from([" ", "\t", "  "]), st.booleans())
 def test_read_qrels_equals_reference(tmp_path, rows, sep, crlf):
     rows = list({(q, d): r for q, d, r in rows}.items())  # one judgement per (query, doc)
@@ -291,7 +291,8 @@ def test_errors_keep_their_order_and_messages(tmp_path):
         read_run(p)
     p.write_bytes(b"q 0 a 1\nq 0 b 99999999999999999999\n")
     with pytest.raises(ValueError, match=r"run: line 2: the relevance \(4th field\) must be an integer of 64 bits "
-                                         r"\(-9223372036854775808 to 9223372036854775807\); got '99999999999999999999'$"):
+                                         r"\(-9223372036854775808 to 9223372036854775807\); "
+                                         r"got '99999999999999999999'$"):
         read_qrels(p)
 
 

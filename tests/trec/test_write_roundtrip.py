@@ -11,7 +11,7 @@ import torch
 
 np = pytest.importorskip("numpy")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from retrieval_core.trec import (  # noqa: E402
@@ -28,7 +28,8 @@ def readable(field: str, first: bool = False) -> bool:
     return bool(raw) and not BLANKS & set(raw) and not (first and raw.startswith(b"#"))
 
 
-def one(tmp_path, **kw):
+def one(tmp_path):
+    """A path not written yet, and one row of two documents."""
     return tmp_path / "out", torch.tensor([[0, 1]]), torch.tensor([[2.0, 1.0]])
 
 
@@ -86,7 +87,9 @@ def test_a_run_or_qrels_object_is_checked_too(tmp_path):
         write_run(tmp_path / "run", nan)
     with pytest.raises(ValueError, match="write_qrels: a query id appears twice in query_ids"):
         write_qrels(tmp_path / "qrels", Qrels(("q", "q"), docs, torch.tensor([0, 1]), torch.tensor([0, 1]), z))
-    with pytest.raises(ValueError, match=r"qrels: query 'q', doc 'a': relevance must fit in 64 bits \(-9223372036854775808"):
+    with pytest.raises(ValueError, match=r"run: query 'q', doc 'a\\x00': ids must not hold a NUL byte"):
+        run_from_dict({"q": {"a\0": 1.0}})  # (a trailing NUL was dropped: 'a' written)
+    with pytest.raises(ValueError, match=r"qrels: query 'q', doc 'a': relevance must fit in 64 bits \(-92233"):
         write_qrels(tmp_path / "qrels", {"q": {"a": 2 ** 63}})
     assert not (tmp_path / "run").exists() and not (tmp_path / "qrels").exists()
 
@@ -104,6 +107,8 @@ def bits(x: float) -> bytes:
 
 @settings(**SETTINGS)
 @given(st.dictionaries(IDS, st.dictionaries(IDS, SCORES, max_size=6), max_size=5), IDS)
+@example({"a": {"a\0": 0.0}}, "")  # (a numpy bytes array drops a trailing NUL)
+@example({"q": {"d": 1.0}, "#q": {"d": 2.0}, "r": {"a b": 1.0}}, "t")
 def test_written_runs_read_back_equal(tmp_path, table, tag):
     path = tmp_path / "run"
     ok = (all(readable(q, first=True) and all(readable(d) and math.isfinite(s) for d, s in docs.items())

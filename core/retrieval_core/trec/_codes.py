@@ -19,7 +19,7 @@ Example:
 An id column of any lengths is an :class:`Ids`: its ids split by length class (the ids of one to
 eight bytes, nine to 16, 17 to 32, 33 to 64...: their number of 8-byte words rounded up to a
 power of two), each class a zero-padded ``[m, k]`` matrix of uint64 words with the rows it holds.
-An id costs at most twice its own length, whatever the longest id of the column; equal ids
+An id costs at most twice its length (8 bytes at least), whatever the longest id; equal ids
 share a class, so codes are computed class by class and merged in order of first appearance.
 
     >>> ids = Ids.of(np, [b"a", b"x" * 20, b"b", b"a", b"x" * 20])
@@ -30,7 +30,7 @@ share a class, so codes are computed class by class and merged in order of first
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 _MIX = 0x9E3779B97F4A7C15
 
@@ -42,11 +42,6 @@ def words_of(np, arr):
     if padded != width:
         arr = arr.astype(f"S{padded}")
     return np.ascontiguousarray(arr).view("<u8").reshape(len(arr), padded // 8)
-
-
-def take_rows(np, arr, index):
-    """``arr[index]`` for a bytes (S) array, gathered as opaque rows (faster than S indexing)."""
-    return np.ascontiguousarray(arr).view(f"V{arr.dtype.itemsize}")[index].view(arr.dtype)
 
 
 def hash_words(np, words):
@@ -280,6 +275,8 @@ class Ids:
 
     def key(self, np, i: int) -> bytes:
         """The id at row ``i``."""
+        if len(self.parts) == 1 and self.parts[0][1] is None:
+            return self.parts[0][0][i].tobytes().rstrip(b"\0")
         part, pos = self.where(np)
         return self.parts[int(part[i])][0][int(pos[i])].tobytes().rstrip(b"\0")
 

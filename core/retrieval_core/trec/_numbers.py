@@ -80,7 +80,8 @@ def _error(path: str, line, what: str, must: str, token, hint: str = "") -> Valu
 
 
 def to_float(np, col, lines, path: str, what: str, hint: str = ""):
-    """float64 array of a column of bytes (an S array, or an object array of bytes); a clear error (file, line) for a bad or non-finite value.
+    """float64 array of a column of bytes (an S array, or an object array of bytes); a clear error
+    (file, line) for a bad or non-finite value.
     ``hint`` ends the message when the bad token is on line ``lines[0]`` (the file's first record)."""
     bad = _python_only(np, col)
     try:

@@ -334,6 +334,9 @@ def _dict_columns(d: Mapping, what: str):
         for doc, v in docs.items():
             if not isinstance(doc, str):
                 raise TypeError(f"{what}: query {qid!r}: doc ids must be str; got {doc!r}")
+            if "\0" in doc or "\0" in qid:
+                raise ValueError(f"{what}: query {qid!r}, doc {doc!r}: ids must not hold a NUL byte (no TREC file "
+                                 "can, and the id would lose it)")
             qcol.append(qb)
             dcol.append(doc.encode("utf-8", "surrogateescape"))
             vals.append(v)

@@ -81,10 +81,10 @@ def write_run(path: PathLike, run: Union[Run, Tensor], scores: Optional[Tensor] 
         >>> print(open(p).read(), end="")
         q Q0 0 1 0.75 t
         q Q0 2 2 0.5 t
-        >>> write_run(p, torch.tensor([[2, 2]]), torch.tensor([[0.5, 0.75]]))
+        >>> write_run(p, torch.tensor([[2, 2]]), torch.tensor([[0.5, 0.75]]))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: write_run: row 0 (query '0') holds document '2' twice (columns 0 and 1); a run holds a document once per query
+        ValueError: write_run: row 0 (query '0') holds document '2' twice (columns 0 and 1); a run holds ...
     """
     if not isinstance(run, Run):
         run = _run_from_topk(run, scores, query_ids, doc_ids, "run" if tag is None else tag)
