@@ -148,7 +148,7 @@ def test_write_run_from_topk_tensors(tmp_path):
 def test_write_run_refuses_bad_input(tmp_path):
     with pytest.raises(ValueError, match=r"must both be \[Q, k\]"):
         write_run(tmp_path / "r", torch.tensor([[1, 2]]), torch.tensor([1.0, 2.0]))
-    with pytest.raises(ValueError, match="non-empty without whitespace; got 'a b'"):
+    with pytest.raises(ValueError, match="non-empty, without whitespace or NUL .*; got 'a b'"):
         write_run(tmp_path / "r", torch.tensor([[1]]), torch.tensor([[1.0]]), query_ids=["a b"])
     with pytest.raises(ValueError, match="2 query ids for 1 rows"):
         write_run(tmp_path / "r", torch.tensor([[1]]), torch.tensor([[1.0]]), query_ids=["a", "b"])
@@ -249,3 +249,99 @@ def test_align_edge_cases():
         align(run, qrels, max_per_query=-1)
     with pytest.raises(TypeError, match="level must be an int"):
         align(run, qrels, level=1.5)
+
+
+@pytest.mark.parametrize("name, text, reader, message", [
+    ("run", "q Q0 a 1 0.5 t\nq Q0 b 2 1_0 t\n", read_run, "run: line 2: the score (5th field) must be a finite number; "
+     "got '1_0'"),
+    ("qrels", "q 0 a 1\nq 0 b 1_0\n", read_qrels, "qrels: line 2: the relevance (4th field) must be an integer; "
+     "got '1_0'"),
+    ("qrels", "q 0 a 1\nq 0 b 99999999999999999999\n", read_qrels, "qrels: line 2: the relevance (4th field) must be "
+     "an integer of 64 bits (-9223372036854775808 to 9223372036854775807); got '99999999999999999999'"),
+    ("qrels", "q 0 b -9223372036854775809\n", read_qrels, "qrels: line 1: the relevance (4th field) must be "
+     "an integer of 64 bits (-9223372036854775808 to 9223372036854775807); got '-9223372036854775809'"),
+    # hints: a header line (the first record, its number a word), qrels and run swapped
+    ("run", "qid Q0 docno rank score tag\nq Q0 a 1 2.5 t\n", read_run, "run: line 1: the score (5th field) must be "
+     "a finite number; got 'score' (if line 1 is a header, remove it or comment it out with '#')"),
+    ("qrels", "# judged\n\nquery iter doc rel\nq 0 a 1\n", read_qrels, "qrels: line 3: the relevance (4th field) "
+     "must be an integer; got 'rel' (if line 3 is a header, remove it or comment it out with '#')"),
+    ("qrels", "qid docno rel\nq 0 a 1\n", read_qrels, "qrels: line 1: expected 4 fields, got 3: 'qid docno rel' "
+     "(if line 1 is a header, remove it or comment it out with '#')"),
+    ("qrels", "q Q0 a 1 2.5 t\n", read_qrels, "qrels: line 1: expected 4 fields, got 6: 'q Q0 a 1 2.5 t' (a run's "
+     "line has 6 fields: were the qrels and the run swapped?)"),
+    ("run", "# x\nq 0 a 1\nq 0 b 0\n", read_run, "run: line 2: expected at least 6 fields, got 4: 'q 0 a 1' (a qrels "
+     "line has 4 fields: were the run and the qrels swapped?)"),
+    ("run", "q Q0 a 1 2.5 t\nq 0 b 1\n", read_run, "run: line 2: expected at least 6 fields, got 4: 'q 0 b 1'"),
+    ("run", "q Q0 a 1 2.5 t\nq Q0 b 2 high t\n", read_run, "run: line 2: the score (5th field) must be a finite "
+     "number; got 'high'"),  # no hint past the first record
+])
+def test_malformed_numbers_and_hints_name_the_file_and_line(tmp_path, name, text, reader, message):
+    import re
+
+    want = f"^{re.escape(str(tmp_path / name))}: {re.escape(message.split(': ', 1)[1])}$"
+    with pytest.raises(ValueError, match=want):
+        reader(write(tmp_path, name, text))
+
+
+def _read_both(tmp_path, queries, ids):
+    """The qrels and run of those ids, read, and the peak of numpy's allocations meanwhile (tracemalloc)."""
+    import tracemalloc
+
+    n = len(ids)
+    run_path = write(tmp_path, "run", "".join(f"{q} Q0 {d} 1 {n - i} t\n"
+                                              for i, (q, d) in enumerate(zip(queries, ids))))
+    qrels_path = write(tmp_path, "qrels", "".join(f"{q} 0 {d} 1\n" for q, d in zip(queries, ids)))
+    tracemalloc.start()
+    try:
+        qrels, run = read_qrels(qrels_path), read_run(run_path)
+        return qrels, run, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("column", ["doc", "query"])
+def test_a_long_id_costs_its_own_length(tmp_path, column):
+    """The readers padded every id to its column's longest (one 20 kB id in 200k lines: 15.9 GB):
+    one id of 60 kB among 3000 short ones adds a small multiple of its length to the peak memory
+    (numpy's allocations, tracemalloc), not 3000 x 60 kB."""
+    long = "http://x/" + "a" * 60_000
+    n = 3000
+    ids = [f"d{i}" for i in range(n)]
+    queries = [f"q{i // 100}" for i in range(n)]
+    *_, peak_short = _read_both(tmp_path, queries, ids)
+    (ids if column == "doc" else queries)[n // 2] = long
+    qrels, run, peak = _read_both(tmp_path, queries, ids)
+    assert peak < peak_short + 20 * len(long), (peak, peak_short)  # (padded: 180 MB a column)
+    assert len(run.docs) == n and run.docs.ids() == ids and qrels.docs.ids() == ids
+    assert set(run.query_ids) == set(queries) and run.to_dict() == {q: {d: float(n - i) for i, (q2, d) in
+                                                                        enumerate(zip(queries, ids)) if q2 == q}
+                                                                    for q in set(queries)}
+    al = align(run, qrels)  # separate vocabularies: the run's ids found in the qrels'
+    assert al.relevant.all() and len(al.relevant) == n
+
+
+def test_a_long_score_costs_its_own_length(tmp_path):
+    """Scores of the slow spellings (17 digits, exponents) were padded to the longest of them: one
+    score written with 60,000 digits adds a small multiple of its length, and reads exactly."""
+    import tracemalloc
+
+    n = 3000
+    scores = [repr(1 / (i + 3)) for i in range(n)]
+
+    def peak_of(scores):
+        p = write(tmp_path, "run", "".join(f"q Q0 d{i} 1 {s} t\n" for i, s in enumerate(scores)))
+        tracemalloc.start()
+        try:
+            return read_run(p), tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    _, peak_short = peak_of(scores)
+    scores[n // 2] = "0." + "0" * 60_000 + "1"  # 1e-60001: 0.0
+    scores[7] = "2." + "0" * 200 + "1e-1"
+    run, peak = peak_of(scores)
+    assert peak < peak_short + 20 * 60_000, (peak, peak_short)  # (padded: 3000 x 60 kB)
+    assert sorted(run.score.tolist()) == sorted(float(s) for s in scores)
+    write(tmp_path, "run", "".join(f"q Q0 d{i} 1 {s} t\n" for i, s in enumerate(scores[:-1] + ["1_" + "0" * 99])))
+    with pytest.raises(ValueError, match=f"run: line {n}: the score .* got '1_000"):
+        read_run(tmp_path / "run")

@@ -6,7 +6,8 @@ numpy: its digits as an integer mantissa M, and k the number of digits after the
 <= 2**53 (k <= 22 always holds then), M and 10**k are exact doubles and IEEE division rounds
 once, so M / 10**k is the correctly rounded value (Clinger's fast path): bit-identical to
 ``float()``. Every other token (an exponent, a longer mantissa, inf, nan, junk) is parsed by
-numpy's ``astype`` (Python's parser) as before, with the same errors (file, line).
+numpy's ``astype`` (Python's parser) as before, with the same errors (file, line); spellings that
+only Python takes (digits grouped by underscores, ``1_0``) are refused as malformed first.
 
 Example:
     >>> import numpy as np
@@ -62,15 +63,33 @@ def parse_decimal(np, cols, widths, *, integer: bool):
     return values, ok
 
 
-def to_float(np, col, lines, path: str, what: str):
-    """float64 array of a column of bytes; a clear error (file, line) for a bad or non-finite value."""
+def _python_only(np, col):
+    """Index of the first token in a spelling that Python's parsers take but C's (trec_eval's) do
+    not: digits grouped by underscores (``1_0``); None if none."""
+    if col.dtype == object:  # (bytes objects: see ``Numbers.result``)
+        return next((i for i, token in enumerate(col) if b"_" in token), None)
+    grouped = np.flatnonzero(np.char.find(col, b"_") >= 0)
+    return int(grouped[0]) if len(grouped) else None
+
+
+def _error(path: str, line, what: str, must: str, token, hint: str = "") -> ValueError:
+    """The error of a bad token; ``hint`` (for a header line) only if it holds no digit."""
+    hint = "" if any(48 <= c <= 57 for c in bytes(token)) else hint
+    return ValueError(f"{path}: line {int(line)}: {what} must be {must}; got "
+                      f"{token.decode('utf-8', 'replace')!r}{hint}")
+
+
+def to_float(np, col, lines, path: str, what: str, hint: str = ""):
+    """float64 array of a column of bytes (an S array, or an object array of bytes); a clear error
+    (file, line) for a bad or non-finite value.
+    ``hint`` ends the message when the bad token is on line ``lines[0]`` (the file's first record)."""
+    bad = _python_only(np, col)
     try:
-        values = col.astype(np.float64)
+        values = col.astype(np.float64) if bad is None else None
     except ValueError:
         values = None
-    bad = None
     if values is None:
-        for i, v in enumerate(col):
+        for i, v in enumerate(col[:bad]):
             try:
                 float(v)
             except ValueError:
@@ -81,23 +100,30 @@ def to_float(np, col, lines, path: str, what: str):
         if not finite.all():
             bad = int(np.flatnonzero(~finite)[0])
     if bad is not None:
-        raise ValueError(f"{path}: line {int(lines[bad])}: {what} must be a finite number; got "
-                         f"{col[bad].decode('utf-8', 'replace')!r}")
+        raise _error(path, lines[bad], what, "a finite number", col[bad], hint if bad == 0 else "")
     return values
 
 
-def to_int(np, col, lines, path: str, what: str):
-    """int64 array of a column of bytes; a clear error (file, line) for a non-integer."""
-    try:
-        return col.astype(np.int64)
-    except (ValueError, OverflowError):
-        for i, v in enumerate(col):
-            try:
-                int(v)
-            except ValueError:
-                raise ValueError(f"{path}: line {int(lines[i])}: {what} must be an integer; got "
-                                 f"{v.decode('utf-8', 'replace')!r}") from None
-        raise
+def to_int(np, col, lines, path: str, what: str, hint: str = ""):
+    """int64 array of a column of bytes; a clear error (file, line) for a non-integer or an integer
+    beyond 64 bits. ``hint`` as for :func:`to_float`."""
+    bad = _python_only(np, col)
+    if bad is None:
+        try:
+            return col.astype(np.int64)
+        except (ValueError, OverflowError):
+            pass
+    for i, v in enumerate(col if bad is None else col[:bad]):
+        try:
+            number = int(v)
+        except ValueError:
+            bad = i
+            break
+        if not -(1 << 63) <= number < 1 << 63:
+            raise _error(path, lines[i], what, f"an integer of 64 bits ({-(1 << 63)} to {(1 << 63) - 1})", v)
+    if bad is None:  # (astype refused what int() takes, in range: not expected)
+        return np.array([int(v) for v in col], np.int64)
+    raise _error(path, lines[bad], what, "an integer", col[bad], hint if bad == 0 else "")
 
 
 class Numbers:
@@ -105,7 +131,7 @@ class Numbers:
     other tokens kept); ``result`` parses those with ``astype`` and checks the values."""
 
     def __init__(self, np, src, *, integer: bool):
-        self.np, self.integer, self.view = np, integer, words_view(np, src.data)
+        self.np, self.integer, self.data, self.view = np, integer, src.data, words_view(np, src.data)
         self.masks = np.array(_MASKS, np.uint64)
         self.values, self.slow, self.slow_starts, self.slow_widths, self.n = [], [], [], [], 0
 
@@ -125,15 +151,21 @@ class Numbers:
             self.slow_widths.append(widths[slow])
         self.n += len(starts)
 
-    def result(self, lines, path: str, what: str):
+    def result(self, lines, path: str, what: str, hint: str = ""):
+        """The values; ``hint`` ends the message of a bad token on the first record."""
         np = self.np
         dtype = np.int64 if self.integer else np.float64
         values = np.concatenate(self.values) if self.values else np.zeros(0, dtype)
         if self.slow:
             slow = np.concatenate(self.slow)
-            widths = np.concatenate(self.slow_widths)
-            words = gather_words(np, self.view, self.masks, np.concatenate(self.slow_starts), widths,
-                                 (int(widths.max()) + 7) // 8)
+            starts, widths = np.concatenate(self.slow_starts), np.concatenate(self.slow_widths)
+            longest = int(widths.max())
+            if longest > 64 and len(widths) * longest > 2 * int(widths.sum()) + (1 << 20):
+                # a long token among many: each as its own bytes object, not all padded to the longest
+                col = np.array([bytes(self.data[a:a + w]) for a, w in zip(starts.tolist(), widths.tolist())] + [b""],
+                               dtype=object)[:-1]
+            else:
+                col = as_bytes(np, gather_words(np, self.view, self.masks, starts, widths, (longest + 7) // 8))
             parse = to_int if self.integer else to_float
-            values[slow] = parse(np, as_bytes(np, words), lines[slow], path, what)
+            values[slow] = parse(np, col, lines[slow], path, what, hint if slow[0] == 0 else "")
         return values

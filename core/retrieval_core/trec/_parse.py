@@ -12,8 +12,8 @@ with trec_eval's rules: leading whitespace skipped, a line whose first non-blank
 ``#`` and a blank line ignored. Whitespace is C's ``isspace`` (``bytes.split``'s).
 
 The wanted fields go, as (start, width) spans, to collectors: :class:`Words` gathers ids as
-zero-padded little-endian uint64 words (an ``S{8k}`` view of them is the bytes column), and
-``_numbers.Numbers`` parses scores and relevance levels.
+zero-padded little-endian uint64 words, by length class so that an id costs its own length
+(``_codes.Ids``), and ``_numbers.Numbers`` parses scores and relevance levels.
 
 Example:
     >>> cols, lines = parse_table(b"q1 0 d1 1\\n# c\\nq1 0 d2 0\\n", "x", 4, exact=True, fields=(0, 2, 3))
@@ -27,6 +27,8 @@ import stat
 from typing import List, Optional, Sequence, Tuple
 
 from retrieval_core.optional import require
+
+from ._codes import Ids, as_bytes, word_class, word_classes
 
 CHUNK = 1 << 20  # bytes per chunk (whole lines)
 PAD = 16  # bytes after the content: a final newline, and 8-byte loads that start inside a token
@@ -90,37 +92,33 @@ def gather_words(np, view, masks, starts, widths, n_words: int):
     return out
 
 
-def as_bytes(np, words):
-    """The ``S{8k}`` column (one item per row, trailing zeros dropped) of ``[n, k]`` words."""
-    n, k = words.shape
-    return np.ascontiguousarray(words).view(np.uint8).reshape(n, 8 * k).view(f"S{8 * k}").reshape(n)
-
-
-def concat_words(np, parts):
-    """One ``[n, k]`` words matrix from chunks of possibly fewer words (zero-padded)."""
-    k = max((p.shape[1] for p in parts), default=1)
-    out = np.zeros((sum(len(p) for p in parts), k), "<u8")
-    at = 0
-    for p in parts:
-        out[at:at + len(p), :p.shape[1]] = p
-        at += len(p)
-    return out
-
-
 class Words:
-    """Collects a column of ids as uint64 words; ``result()`` is the ``[n, k]`` matrix."""
+    """Collects a column of ids as uint64 words, by length class (``_codes.Ids``); ``result()`` is
+    the :class:`~._codes.Ids` column."""
 
     def __init__(self, np, src: Source):
-        self.np, self.view, self.parts = np, words_view(np, src.data), []
+        self.np, self.view, self.pieces, self.n = np, words_view(np, src.data), [], 0
         self.masks = np.array(_MASKS, np.uint64)
 
     def add(self, starts, widths) -> None:
-        if len(starts):
-            k = (int(widths.max()) + 7) // 8
-            self.parts.append(gather_words(self.np, self.view, self.masks, starts, widths, k))
+        np = self.np
+        if not len(starts):
+            return
+        low, k = word_class((int(widths.min()) + 7) // 8), word_class((int(widths.max()) + 7) // 8)
+        if k == low:  # one class (the usual case)
+            self.pieces.append((gather_words(np, self.view, self.masks, starts, widths, k), self.n))
+        else:
+            classes = word_classes(np, widths)
+            while low <= k:
+                sel = np.flatnonzero(classes == low)
+                if len(sel):
+                    words = gather_words(np, self.view, self.masks, starts[sel], widths[sel], low)
+                    self.pieces.append((words, sel + self.n))
+                low *= 2
+        self.n += len(starts)
 
-    def result(self):
-        return concat_words(self.np, self.parts)
+    def result(self) -> Ids:
+        return Ids.joined(self.np, self.n, self.pieces)
 
 
 class _Scratch:
@@ -134,10 +132,23 @@ class _Scratch:
         return self if n <= self.n else _Scratch(self.np, n)
 
 
-def _field_error(path: str, line_no: int, line: bytes, n_fields: int, exact: bool) -> ValueError:
+def header_hint(line_no: int) -> str:
+    """The end of the message of an error on a file's first record: it may be a header."""
+    return f" (if line {line_no} is a header, remove it or comment it out with '#')"
+
+
+def _field_error(path: str, line_no: int, line: bytes, n_fields: int, exact: bool, first: bool) -> ValueError:
     want = f"{n_fields} fields" if exact else f"at least {n_fields} fields"
     text = line.decode("utf-8", "replace").strip()
-    return ValueError(f"{path}: line {line_no}: expected {want}, got {len(line.split())}: {text!r}")
+    got = len(line.split())
+    hint = ""
+    if first and (n_fields, exact, got >= 6) == (4, True, True):
+        hint = " (a run's line has 6 fields: were the qrels and the run swapped?)"
+    elif first and (n_fields, exact, got) == (6, False, 4):
+        hint = " (a qrels line has 4 fields: were the run and the qrels swapped?)"
+    elif first:
+        hint = header_hint(line_no)
+    return ValueError(f"{path}: line {line_no}: expected {want}, got {got}: {text!r}{hint}")
 
 
 def _whitespace(np, c, s: _Scratch):
@@ -177,9 +188,10 @@ def _simple(np, c, ws, s: _Scratch, n_fields: int):
     return pos, per_line
 
 
-def _general(np, c, ws, s: _Scratch, n_fields: int, exact: bool, path: str, line0: int):
+def _general(np, c, ws, s: _Scratch, n_fields: int, exact: bool, path: str, line0: int, seen: bool):
     """Field starts and ends, the index of each record's first field, each record's line in the chunk
-    (from 0) and the chunk's number of lines; the first line with too few or many fields raises."""
+    (from 0) and the chunk's number of lines; the first line with too few or many fields raises
+    (``seen``: records came before the chunk)."""
     m = len(c)
     edge = s.flag[:m - 1]
     np.not_equal(ws[:-1], ws[1:], out=edge)
@@ -199,7 +211,7 @@ def _general(np, c, ws, s: _Scratch, n_fields: int, exact: bool, path: str, line
     if bad.any():
         i = int(np.argmax(bad))
         line = bytes(c[line_starts[i]:nl[i]])
-        raise _field_error(path, line0 + i, line, n_fields, exact)
+        raise _field_error(path, line0 + i, line, n_fields, exact, not seen and not record[:i].any())
     recs = np.flatnonzero(record)
     return starts, ends, lo[recs], recs, len(nl)
 
@@ -235,7 +247,8 @@ def scan(np, src: Source, n_fields: int, *, exact: bool, columns: Sequence[Tuple
             recs = np.arange(n_lines)
             first_of_last = int(pos[len(pos) - per - 1]) + 1 if n_lines > 1 else 0
         else:
-            starts, ends, lo, recs, n_lines = _general(np, c, ws, scratch, n_fields, exact, path, line0)
+            starts, ends, lo, recs, n_lines = _general(np, c, ws, scratch, n_fields, exact, path, line0,
+                                                       bool(line_parts))
             for f, col in columns:
                 col.add(starts[lo + f] + a, ends[lo + f] - starts[lo + f])
             first_of_last = int(starts[lo[-1]]) if len(recs) else -1
@@ -254,7 +267,7 @@ def parse_table(data: bytes, path: str, n_fields: int, *, exact: bool, fields: S
     src = Source.of(data, path)
     cols = [Words(np, src) for _ in fields]
     lines, _ = scan(np, src, n_fields, exact=exact, columns=list(zip(fields, cols)))
-    return [as_bytes(np, c.result()) for c in cols], lines
+    return [c.result().array(np) for c in cols], lines
 
 
 def last_field(src: Source, last: int, index: int) -> Optional[bytes]:

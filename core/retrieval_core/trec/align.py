@@ -158,7 +158,7 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     else:  # translate the run's documents into the qrels' vocabulary
         used = np.unique(rdoc)
         lut = np.full(len(run.docs), -1, np.int64)
-        lut[used] = qrels.docs.find(run.docs.array[used])
+        lut[used] = qrels.docs.find(run.docs.take(used))
         qdoc = lut[rdoc]
     if run.duplicates:
         _refuse_duplicates(np, eq, rdoc, rank, len(run.docs), query_ids, run.docs, "run")

@@ -42,7 +42,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 class Vocabulary:
-    """Document ids (utf-8 bytes) and their indices; append-only, so indices never change.
+    """Document ids (utf-8 bytes) and their indices; append-only, so indices never change. Each id
+    costs its own length (``_codes.Ids``), however long the longest.
 
     Example:
         >>> v = Vocabulary(["d1", "d2"])
@@ -52,51 +53,66 @@ class Vocabulary:
 
     def __init__(self, ids: Sequence[str] = ()):
         np = numpy()
-        self.array = np.zeros(0, "S1")  # the ids, index order (numpy bytes)
+        self._ids = _codes.Ids.of(np, [])  # the ids, index order
         self._positions: Optional[Dict[bytes, int]] = None
         if len(ids):
-            self.extend(np.array([i.encode("utf-8", "surrogateescape") for i in ids], dtype=bytes))
+            self.extend([i.encode("utf-8", "surrogateescape") for i in ids])
 
-    def _codes(self, arr, add: bool):
+    def _codes(self, keys, add: bool):
         np = numpy()
-        n0 = len(self.array)
-        both = np.concatenate([self.array, arr]) if n0 else arr
-        first, inv = _codes.factorize(np, both)
+        keys = _codes.Ids.of(np, keys)
+        n0 = len(self._ids)
+        both = self._ids.concat(np, keys) if n0 else keys
+        first, inv = both.factorize(np)
         # groups are numbered by first appearance and the ids here are distinct and come first: the
         # first n0 groups are those ids, in index order, and the new ids' groups follow in order
         codes = inv[n0:]
         if not add:
             return np.where(codes < n0, codes, -1)
         if len(first) > n0:
-            added = _codes.take_rows(np, both, first[n0:])
-            self.array = np.concatenate([self.array, added]) if n0 else added
+            added = both.take(np, first[n0:])
+            self._ids = self._ids.concat(np, added) if n0 else added
             self._positions = None
         return codes
 
-    def extend(self, arr):
-        """Indices of the ids of ``arr`` (numpy bytes array), the new ones appended."""
-        return self._codes(arr, add=True)
+    def extend(self, keys):
+        """Indices of the ids ``keys`` (a numpy bytes array, a sequence of bytes, or ``take``'s
+        column), the new ones appended."""
+        return self._codes(keys, add=True)
 
-    def find(self, arr):
-        """Indices of the ids of ``arr`` (numpy bytes array), -1 for those absent."""
-        return self._codes(arr, add=False)
+    def find(self, keys):
+        """Indices of the ids ``keys`` (as for :meth:`extend`), -1 for those absent."""
+        return self._codes(keys, add=False)
+
+    def take(self, index) -> "_codes.Ids":
+        """The ids at ``index`` (indices), as a column that :meth:`extend` and :meth:`find` take."""
+        return self._ids.take(numpy(), index)
+
+    def byte_order(self):
+        """The indices sorted by their ids in byte order (unsigned, as C's strcmp)."""
+        return self._ids.byte_order(numpy())
+
+    @property
+    def array(self):
+        """The ids as a numpy bytes array, index order (padded to the longest id: for small vocabularies)."""
+        return self._ids.array(numpy())
 
     def add(self, key: bytes) -> int:
         """Index of ``key`` (bytes), added at the end when new."""
-        return int(self.extend(numpy().array([key], dtype=bytes))[0])
+        return int(self.extend([key])[0])
 
     @property
     def positions(self) -> Dict[bytes, int]:
         """``{id bytes: index}`` (built on first use)."""
         if self._positions is None:
-            self._positions = {k: i for i, k in enumerate(self.array.tolist())}
+            self._positions = {k: i for i, k in enumerate(self._ids.tolist(numpy()))}
         return self._positions
 
     def key(self, i: int) -> bytes:
-        return bytes(self.array[i])
+        return self._ids.key(numpy(), i)
 
     def __len__(self) -> int:
-        return len(self.array)
+        return len(self._ids)
 
     def __getitem__(self, i: int) -> str:
         return self.key(i).decode("utf-8", "surrogateescape")
@@ -111,7 +127,7 @@ class Vocabulary:
 
     def ids(self) -> List[str]:
         """Every id, in index order."""
-        return [k.decode("utf-8", "surrogateescape") for k in self.array.tolist()]
+        return [k.decode("utf-8", "surrogateescape") for k in self._ids.tolist(numpy())]
 
 
 def _query_codes(np, qcol):
@@ -119,13 +135,10 @@ def _query_codes(np, qcol):
     n = len(qcol)
     if n == 0:
         return (), np.zeros(0, np.int64)
-    words = _codes.words_of(np, qcol)
-    change = words[1:, 0] != words[:-1, 0]
-    for j in range(1, words.shape[1]):
-        change |= words[1:, j] != words[:-1, j]
-    heads = np.flatnonzero(np.concatenate([[True], change]))  # runs of one query
-    first, inv = _codes.factorize(np, None, words[heads] if len(heads) < n else words)
-    keys = _codes.take_rows(np, qcol, heads[first]).tolist()
+    heads = qcol.run_heads(np)  # runs of one query
+    col = qcol.take(np, heads) if len(heads) < n else qcol
+    first, inv = col.factorize(np)
+    keys = col.take(np, first).tolist(np)
     order = sorted(range(len(keys)), key=keys.__getitem__)
     new = np.empty(len(keys), np.int64)
     new[order] = np.arange(len(keys))
@@ -296,15 +309,15 @@ def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional
 
 
 def _read_table(path: PathLike, n_fields: int, *, exact: bool, number: int, integer: bool, what: str):
-    """Query and doc ids (bytes columns), the number column, the line numbers and the last record's
+    """Query and doc ids (``_codes.Ids`` columns), the number column, the line numbers and the last record's
     sixth field (a run's tag) of a TREC file, its name; its bytes are let go on return."""
     np = numpy()
     src = _parse.Source.read(os.fspath(path))
     qcol, dcol, ncol = _parse.Words(np, src), _parse.Words(np, src), _numbers.Numbers(np, src, integer=integer)
     lines, last = _parse.scan(np, src, n_fields, exact=exact, columns=[(0, qcol), (2, dcol), (number, ncol)])
-    values = ncol.result(lines, src.name, what)
+    values = ncol.result(lines, src.name, what, _parse.header_hint(int(lines[0])) if len(lines) else "")
     tag = _parse.last_field(src, last, 5) if n_fields > 5 else None
-    return _parse.as_bytes(np, qcol.result()), _parse.as_bytes(np, dcol.result()), values, lines, tag, src.name
+    return qcol.result(), dcol.result(), values, lines, tag, src.name
 
 
 def read_qrels(path: PathLike, *, docs: Optional[Vocabulary] = None, duplicates: bool = False) -> Qrels:
@@ -340,24 +353,34 @@ def _dict_columns(d: Mapping, what: str):
         for doc, v in docs.items():
             if not isinstance(doc, str):
                 raise TypeError(f"{what}: query {qid!r}: doc ids must be str; got {doc!r}")
+            if "\0" in doc or "\0" in qid:
+                raise ValueError(f"{what}: query {qid!r}, doc {doc!r}: ids must not hold a NUL byte (no TREC file "
+                                 "can, and the id would lose it)")
             qcol.append(qb)
             dcol.append(doc.encode("utf-8", "surrogateescape"))
             vals.append(v)
-    np = numpy()
-    as_bytes = lambda col: np.array(col, dtype=bytes) if col else np.zeros(0, "S1")  # noqa: E731
-    return as_bytes(qcol), as_bytes(dcol), vals
+    return qcol, dcol, vals
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def qrels_from_dict(qrels: Mapping[str, Mapping[str, int]], *, docs: Optional[Vocabulary] = None) -> Qrels:
-    """A :class:`Qrels` from ``{qid: {docid: rel}}`` (integer relevance)."""
+    """A :class:`Qrels` from ``{qid: {docid: rel}}`` (integer relevance, in int64's range)."""
     np = numpy()
     qcol, dcol, vals = _dict_columns(qrels, "qrels")
-    for (q, dd, v) in zip(qcol.tolist(), dcol.tolist(), vals):
-        if isinstance(v, bool) or not float(v).is_integer():
-            raise ValueError(f"qrels: query {q.decode()!r}, doc {dd.decode()!r}: relevance must be an integer; "
-                             f"got {v!r}")
+    for (q, dd, v) in zip(qcol, dcol, vals):
+        where = f"qrels: query {q.decode('utf-8', 'replace')!r}, doc {dd.decode('utf-8', 'replace')!r}"
+        try:
+            integral = not isinstance(v, bool) and float(v).is_integer()
+        except OverflowError:  # an int beyond a float's range
+            integral = True
+        if not integral:
+            raise ValueError(f"{where}: relevance must be an integer; got {v!r}")
+        if not _INT64[0] <= int(v) <= _INT64[1]:
+            raise ValueError(f"{where}: relevance must fit in 64 bits ({_INT64[0]} to {_INT64[1]}); got {v!r}")
     rel = np.array([int(v) for v in vals], dtype=np.int64)
-    return _build_qrels(np, qcol, dcol, rel, None, "qrels", docs)
+    return _build_qrels(np, _codes.Ids.of(np, qcol), _codes.Ids.of(np, dcol), rel, None, "qrels", docs)
 
 
 def run_from_dict(run: Mapping[str, Mapping[str, float]], *, tag: str = "run",
@@ -368,6 +391,7 @@ def run_from_dict(run: Mapping[str, Mapping[str, float]], *, tag: str = "run",
     score = np.array(vals, dtype=np.float64) if vals else np.zeros(0, np.float64)
     if not np.isfinite(score).all():
         i = int(np.flatnonzero(~np.isfinite(score))[0])
-        raise ValueError(f"run: query {qcol[i].decode()!r}, doc {dcol[i].decode()!r}: scores must be finite; "
-                         f"got {vals[i]!r}")
+        raise ValueError(f"run: query {qcol[i].decode('utf-8', 'replace')!r}, doc "
+                         f"{dcol[i].decode('utf-8', 'replace')!r}: scores must be finite; got {vals[i]!r}")
+    qcol, dcol = _codes.Ids.of(np, qcol), _codes.Ids.of(np, dcol)
     return _build_run(np, qcol, dcol, score, None, "run", tag, docs)

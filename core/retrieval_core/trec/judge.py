@@ -151,7 +151,7 @@ class QrelsJudge:
         """Rank of every document of ``qrels.docs`` in byte order (rebuilt when it grew)."""
         if self._doc_rank is None or len(self._doc_rank) < needed:
             np = numpy()
-            order = np.argsort(self.qrels.docs.array, kind="stable")  # bytes order (unsigned, as strcmp)
+            order = self.qrels.docs.byte_order()  # bytes order (unsigned, as strcmp)
             rank = np.empty(len(order), np.int64)
             rank[order] = np.arange(len(order))
             self._doc_rank = torch.from_numpy(rank)
