@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from .metrics.apply import ranking_values
-from .metrics.registry import AT_R, MetricKey, parse_metrics
+from .metrics.registry import MetricKey, parse_metrics
 from . import sizing
 from .ranking.groups import group_flat
 from .ranking.topk import row_blocks
@@ -99,23 +99,44 @@ def ranked_lists(gains: Tensor, indexes: Tensor) -> Tuple[Tensor, Tensor, Tensor
     return g, torch.ones_like(g, dtype=torch.bool) if valid is None else valid, ids
 
 
-def _ideal(ideal: Optional[Tensor], gains: Tensor, n_relevant: Optional[Tensor], q: int, needs: bool
-           ) -> Optional[Tensor]:
-    """The ideal gains ``[Q, m]`` in decreasing order, or None where no key needs them."""
+def _ideal(ideal: Optional[Tensor], gains: Tensor, n_relevant: Optional[Tensor], needs: bool
+           ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    """``(ideal gains [Q, m] in decreasing order, or a count of ideal gains of 1 [Q])`` of rows
+    of ``gains`` (masked entries 0), (None, None) where no key needs them."""
     if ideal is not None:
         ideal = _as_gains(ideal, "ideal").sort(dim=1, descending=True).values  # its shape: _given_r
         if n_relevant is not None and not torch.equal((ideal > 0).sum(1), n_relevant):
             raise ValueError("ideal and n_relevant disagree: each query's positive ideal gains must number R")
-        return ideal
+        _check_ideal_holds(ideal, gains)
+        return ideal, None
     if not needs:
-        return None
+        return None, None
     if n_relevant is None:
-        return gains.sort(dim=1, descending=True).values
+        return gains.sort(dim=1, descending=True).values, None
     if gains.numel() and not bool(((gains == 0) | (gains == 1)).all()):
         raise ValueError("nDCG of graded gains with n_relevant given needs ideal= (the ideal gains of each query's "
                          "relevant items, retrieved or not)")
-    m = int(n_relevant.max()) if q else 0
-    return (torch.arange(m, device=gains.device) < n_relevant.unsqueeze(1)).to(torch.float64)
+    return None, n_relevant  # R ones: a count, not R slots
+
+
+def _check_ideal_holds(ideal: Tensor, gains: Tensor) -> None:
+    """Each positive gain of a list must be one of its query's ideal gains, as many times as it
+    occurs in the list (the ideal holds every relevant item's gain, the listed ones too): so no
+    DCG@k of the list exceeds the ideal's and nDCG stays within [0, 1]. Exact: equal floats."""
+    listed = gains.sort(dim=1).values  # ascending
+    best = ideal.flip(1).contiguous()  # ascending
+    if best.shape[1] == 0:
+        in_ideal = torch.zeros_like(listed, dtype=torch.int64)
+    else:
+        in_ideal = torch.searchsorted(best, listed, right=True) - torch.searchsorted(best, listed)
+    before = torch.arange(listed.shape[1], device=listed.device) - torch.searchsorted(listed, listed)  # equal ones
+    bad = (listed > 0) & (before >= in_ideal)
+    if bool(bad.any()):
+        row, col = (int(x) for x in bad.nonzero()[0])
+        raise ValueError(f"ideal does not hold the gains of the list in {int(bad.any(1).sum())} queries (row {row}: "
+                         f"gain {float(listed[row, col])!r} occurs {int(before[row, col]) + 1} times in the list, "
+                         f"{int(in_ideal[row, col])} in ideal): ideal must be the gains of every relevant item of "
+                         "the query, the retrieved ones included (otherwise nDCG could exceed 1)")
 
 
 def evaluate_ranked(
@@ -240,22 +261,17 @@ def _values_in_blocks(rows_of, q: int, width: int, device, keys, *, hits: Tensor
 
 def _rows_values(g: Tensor, valid: Tensor, keys, *, hits: Tensor, n_relevant: Optional[Tensor], ideal) -> Tensor:
     """``[Q, M]`` values of padded rows: float64 gains ``g`` in rank order, ``valid``, the
-    relevant items ``hits`` of each row; R checked."""
+    relevant items ``hits`` of each row; R checked. Cutoffs, R and the ideal past the list
+    are numbers in the kernels, not slots: nothing is padded to them."""
+    if g.shape[1] and bool((valid[:, 1:] & ~valid[:, :-1]).any()):  # a masked slot before a valid one: removed
+        order = torch.sort((~valid).to(torch.uint8), dim=1, stable=True).indices
+        g, valid = g.gather(1, order), valid.gather(1, order)
+    if g.shape[1] == 0:  # no slot at all: one invalid one, so that every kernel has a rank to read
+        g, valid = g.new_zeros((g.shape[0], 1)), valid.new_zeros((g.shape[0], 1))
     g = g * valid
-    q = g.shape[0]
-    needs_ideal = any(m.spec.needs_ideal for m in keys)
-    best = _ideal(ideal, g, n_relevant, q, needs_ideal)
-    r = hits if n_relevant is None else n_relevant
-    # deep enough for every cutoff, R and the ideal: past the list, invalid zero gains
-    ks = [m.cutoff for m in keys if isinstance(m.cutoff, int)]
-    depth = max([g.shape[1], *ks, int(r.max()) if q and (any(m.cutoff in (AT_R, None) for m in keys)) else 0,
-                 best.shape[1] if best is not None else 0])
-    pad = depth - g.shape[1]
-    g = torch.nn.functional.pad(g, (0, pad))
-    valid = torch.nn.functional.pad(valid, (0, pad), value=False)
-    if best is not None:
-        best = torch.nn.functional.pad(best, (0, max(0, depth - best.shape[1])))[:, :depth]
-    ranking = Ranking(relevance=g, valid=valid, n_relevant=r, n_candidates=valid.sum(1), ideal=best, complete=True)
+    best, ones = _ideal(ideal, g, n_relevant, any(m.spec.needs_ideal for m in keys))
+    ranking = Ranking(relevance=g, valid=valid, n_relevant=hits if n_relevant is None else n_relevant,
+                      n_candidates=valid.sum(1), ideal=best, ideal_ones=ones, complete=True)
     return ranking_values(ranking, keys)
 
 
