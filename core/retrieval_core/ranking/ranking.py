@@ -134,6 +134,7 @@ class Ranking:
     def cat(cls, parts: "list[Ranking]") -> "Ranking":
         """Stack the queries of several Rankings, padding shallower ones (valid=False)."""
         d = max(p.depth for p in parts)
+        m = max([d] + [p.ideal.shape[1] for p in parts if p.ideal is not None])  # an ideal may be wider
 
         def pad(t: Optional[Tensor], value, width: int = d) -> Optional[Tensor]:
             return None if t is None else torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
@@ -146,8 +147,7 @@ class Ranking:
             valid=torch.cat([pad(p.valid, False) for p in parts]),
             n_relevant=torch.cat([p.n_relevant for p in parts]),
             n_candidates=torch.cat([p.n_candidates for p in parts]),
-            ideal=cat_opt([pad(p.ideal, 0.0, max(d, *(q.ideal.shape[1] for q in parts if q.ideal is not None)))
-                           for p in parts]),
+            ideal=cat_opt([pad(p.ideal, 0.0, m) for p in parts]),
             complete=all(p.complete for p in parts),
             scores=cat_opt([pad(p.scores, _lowest(p.scores)) if p.scores is not None else None for p in parts]),
             tie_count=cat_opt([p.tie_count for p in parts]),
