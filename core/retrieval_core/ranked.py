@@ -169,13 +169,18 @@ def evaluate_ranked(
             collection, retrieved or not (default: those in the list). At least the
             relevant items in the list. With the flat form, one per query in
             increasing query id.
-        ideal: ``[Q, m]`` the gains of each query's relevant items (any order), for
-            nDCG of graded gains when R is given (binary gains need none: R ones).
-        mask: ``[Q, d]`` bool, False past the end of a short list.
+        ideal: ``[Q, m]`` the gains of each query's relevant items, the listed ones
+            included (any order, 0-padded), for nDCG of graded gains when R is given
+            (binary gains need none: R ones). Each positive gain of a list must occur
+            in its ideal at least as often as in the list (else ValueError): nDCG <= 1.
+        mask: ``[Q, d]`` bool, False past the end of a short list; a masked entry is
+            removed (the next valid one takes its rank).
         empty, reduce, categories, ci, ci_method, n_resamples, seed, keep_per_query:
             as :func:`~retrieval_core.evaluate_scores` (a query with R = 0 is empty).
 
-    No loop over queries; everything on the gains' device.
+    Cutoffs, R and the ideal past a list's end are numbers in the formulas: nothing
+    is padded to them (whole-list nDCG of binary gains adds its R ideal terms in
+    constant memory). No loop over queries; everything on the gains' device.
     """
     keys, stats = _ranked_options(metrics, empty=empty, reduce=reduce, ci=ci, ci_method=ci_method,
                                   n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)

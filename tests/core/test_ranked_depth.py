@@ -182,3 +182,22 @@ def test_precision_adaptive_of_an_empty_list_is_undefined():
     assert zero["precision_adaptive@5"].item() == 0.25
     with pytest.raises(ValueError, match="precision_adaptive@5"):
         rc.evaluate_ranked(gains, ["precision_adaptive@5"], n_relevant=r, mask=mask, empty="error")
+
+
+@pytest.mark.parametrize("adapter", ["lightning", "ignite"])
+def test_the_adapters_take_an_r_past_the_list_for_nothing(adapter):
+    preds, target = torch.tensor([[0.9, 0.5, 0.1], [0.3, 0.2, 0.1]]), torch.tensor([[1, 0, 1], [0, 1, 0]])
+    r, keys = torch.tensor([HUGE, 2]), ["map", f"recall@{HUGE}", "ndcg@10"]
+    if adapter == "lightning":
+        metric = pytest.importorskip("lightning_retrieval").RankingMetrics(keys)
+        metric.update(preds, target, n_relevant=r)
+        got = metric.compute()
+    else:
+        metric = pytest.importorskip("ignite_retrieval").RankingMetrics(keys)
+        metric.update({"y_pred": preds, "y": target, "n_relevant": r})
+        metric.compute()
+        got = metric.last_results
+    want = rc.evaluate_scores(preds, target, keys, n_relevant=r)
+    for key in keys:
+        assert got[key].item() == want[key].item(), key
+    assert got["map"].item() == ((1 + 2 / 3) / HUGE + 1 / 4) / 2
