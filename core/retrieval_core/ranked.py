@@ -99,7 +99,7 @@ def ranked_lists(gains: Tensor, indexes: Tensor) -> Tuple[Tensor, Tensor, Tensor
     return g, torch.ones_like(g, dtype=torch.bool) if valid is None else valid, ids
 
 
-def _ideal(ideal: Optional[Tensor], gains: Tensor, n_relevant: Optional[Tensor], needs: bool
+def _ideal(ideal: Optional[Tensor], gains: Tensor, hits: Tensor, n_relevant: Optional[Tensor], needs: bool
            ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
     """``(ideal gains [Q, m] in decreasing order, or a count of ideal gains of 1 [Q])`` of rows
     of ``gains`` (masked entries 0), (None, None) where no key needs them."""
@@ -107,7 +107,7 @@ def _ideal(ideal: Optional[Tensor], gains: Tensor, n_relevant: Optional[Tensor],
         ideal = _as_gains(ideal, "ideal").sort(dim=1, descending=True).values  # its shape: _given_r
         if n_relevant is not None and not torch.equal((ideal > 0).sum(1), n_relevant):
             raise ValueError("ideal and n_relevant disagree: each query's positive ideal gains must number R")
-        _check_ideal_holds(ideal, gains)
+        _check_ideal_holds(ideal, gains, hits)
         return ideal, None
     if not needs:
         return None, None
@@ -119,24 +119,31 @@ def _ideal(ideal: Optional[Tensor], gains: Tensor, n_relevant: Optional[Tensor],
     return None, n_relevant  # R ones: a count, not R slots
 
 
-def _check_ideal_holds(ideal: Tensor, gains: Tensor) -> None:
-    """Each positive gain of a list must be one of its query's ideal gains, as many times as it
-    occurs in the list (the ideal holds every relevant item's gain, the listed ones too): so no
-    DCG@k of the list exceeds the ideal's and nDCG stays within [0, 1]. Exact: equal floats."""
-    listed = gains.sort(dim=1).values  # ascending
-    best = ideal.flip(1).contiguous()  # ascending
-    if best.shape[1] == 0:
-        in_ideal = torch.zeros_like(listed, dtype=torch.int64)
-    else:
-        in_ideal = torch.searchsorted(best, listed, right=True) - torch.searchsorted(best, listed)
-    before = torch.arange(listed.shape[1], device=listed.device) - torch.searchsorted(listed, listed)  # equal ones
-    bad = (listed > 0) & (before >= in_ideal)
+def _check_ideal_holds(ideal: Tensor, gains: Tensor, hits: Tensor) -> None:
+    """Each positive gain of a list must be one of its query's ideal gains (``[Q, m]``,
+    descending), as many times as it occurs in the list (the ideal holds every relevant
+    item's gain, the listed ones too): so no DCG@k of the list exceeds the ideal's and nDCG
+    stays within [0, 1]. Exact: equal floats. ``hits``: the positive gains of each row."""
+    h = int(hits.max()) if hits.numel() else 0
+    if h == 0:
+        return
+    top = gains.topk(h, dim=1).values  # descending: every positive gain of the row, then zeros
+    best, m = ideal.flip(1).contiguous(), ideal.shape[1]  # ascending
+    j = torch.arange(h, device=gains.device)
+    new_run = torch.ones_like(top, dtype=torch.bool)
+    new_run[:, 1:] = top[:, 1:] != top[:, :-1]
+    before = j - torch.where(new_run, j, 0).cummax(1).values  # equal gains ahead of it in the list
+    # its (before + 1)-th copy in the ideal: at the first copy's position + before
+    at = (torch.searchsorted(best, top) if m else torch.zeros_like(top, dtype=torch.int64)) + before
+    held = (at < m) & (best.gather(1, at.clamp(max=max(m - 1, 0))) == top if m else False)
+    bad = (top > 0) & ~held
     if bool(bad.any()):
         row, col = (int(x) for x in bad.nonzero()[0])
+        gain = top[row, col]
         raise ValueError(f"ideal does not hold the gains of the list in {int(bad.any(1).sum())} queries (row {row}: "
-                         f"gain {float(listed[row, col])!r} occurs {int(before[row, col]) + 1} times in the list, "
-                         f"{int(in_ideal[row, col])} in ideal): ideal must be the gains of every relevant item of "
-                         "the query, the retrieved ones included (otherwise nDCG could exceed 1)")
+                         f"gain {float(gain)!r} occurs {int((top[row] == gain).sum())} times in the list, "
+                         f"{int((ideal[row] == gain).sum())} in ideal): ideal must be the gains of every relevant "
+                         "item of the query, the retrieved ones included (otherwise nDCG could exceed 1)")
 
 
 def evaluate_ranked(
@@ -274,7 +281,7 @@ def _rows_values(g: Tensor, valid: Tensor, keys, *, hits: Tensor, n_relevant: Op
     if g.shape[1] == 0:  # no slot at all: one invalid one, so that every kernel has a rank to read
         g, valid = g.new_zeros((g.shape[0], 1)), valid.new_zeros((g.shape[0], 1))
     g = g * valid
-    best, ones = _ideal(ideal, g, n_relevant, any(m.spec.needs_ideal for m in keys))
+    best, ones = _ideal(ideal, g, hits, n_relevant, any(m.spec.needs_ideal for m in keys))
     ranking = Ranking(relevance=g, valid=valid, n_relevant=hits if n_relevant is None else n_relevant,
                       n_candidates=valid.sum(1), ideal=best, ideal_ones=ones, complete=True)
     return ranking_values(ranking, keys)
