@@ -133,11 +133,12 @@ def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK) -> Tensor:
     """
     out = torch.zeros(n.shape, dtype=torch.float64, device=n.device)
     carry = out.new_zeros(1)
-    for start in range(0, int(n.max()) if n.numel() else 0, chunk):
-        stop = start + chunk
+    top = int(n.max()) if n.numel() else 0
+    for start in range(0, top, chunk):
+        stop = min(start + chunk, top)
         cum = torch.cat([carry, discounts(start, stop, n.device)]).cumsum(0)  # cum[j]: the first start + j ranks
         inside = (n > start) & (n <= stop)
-        out = torch.where(inside, cum[(n - start).clamp(0, chunk)], out)
+        out = torch.where(inside, cum[(n - start).clamp(0, stop - start)], out)
         carry = cum[-1:]
     return out
 
