@@ -79,15 +79,21 @@ def test_values_equal_the_padded_reference(seed, graded, with_r):
     gains, valid, n_relevant, ideal = _case(seed, graded)
     keys = _keys(with_r)
     r = n_relevant if with_r else None
-    given_ideal = ideal if (graded and with_r) else None
+    given_ideal = ideal if graded else None  # without R: the ideal may still hold more than the list
     got, _ = ranked_values(gains, parse_metrics(keys), n_relevant=r, ideal=given_ideal, mask=valid)
     want = _padded_reference(gains, valid, keys, r, given_ideal)
     # auroc (R from the list) sums over the whole width: padded by the other keys' cutoffs its
     # last bit changed with them; now it is the value of the list alone, as with no cutoff past it
-    alone = _padded_reference(gains, valid, keys, r, given_ideal, cuts=())
+    alone = _padded_reference(gains, valid, keys, r, None, cuts=())
     for j, key in enumerate(keys):
         ref = alone if key.startswith("auroc") else want
         torch.testing.assert_close(got[:, j], ref[:, j], rtol=0, atol=0, equal_nan=True, msg=key)
+
+
+def test_lists_of_no_slot():
+    got = rc.evaluate_ranked(torch.zeros(2, 0), _keys(True), n_relevant=torch.tensor([1, 0]), reduce="none")
+    assert got["map"].tolist()[0] == got["ndcg"].tolist()[0] == got["precision@40"].tolist()[0] == 0.0
+    assert all(torch.isnan(got[key][1]) for key in _keys(True))  # R = 0: every key undefined
 
 
 def test_discount_sums_add_rank_by_rank_across_chunks():
