@@ -132,14 +132,17 @@ def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK) -> Tensor:
         [0.0, 1.0, 2.1309]
     """
     out = torch.zeros(n.shape, dtype=torch.float64, device=n.device)
-    carry = out.new_zeros(1)
     top = int(n.max()) if n.numel() else 0
+    buf = out.new_empty(min(chunk, top) + 1)  # [the sum so far, this chunk's discounts]: one buffer
+    buf[0] = 0.0
     for start in range(0, top, chunk):
         stop = min(start + chunk, top)
-        cum = torch.cat([carry, discounts(start, stop, n.device)]).cumsum(0)  # cum[j]: the first start + j ranks
+        # discounts(start, stop) in place, the same bits: rank + 1 counted exactly, 1.0 / x is x.reciprocal()
+        torch.arange(start + 2, stop + 2, dtype=torch.float64, out=buf[1:stop - start + 1]).log2_().reciprocal_()
+        cum = buf[:stop - start + 1].cumsum(0)  # cum[j]: the first start + j ranks
         inside = (n > start) & (n <= stop)
         out = torch.where(inside, cum[(n - start).clamp(0, stop - start)], out)
-        carry = cum[-1:]
+        buf[0] = cum[-1]
     return out
 
 
