@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from .metrics.apply import ranking_values
-from .metrics.registry import AT_R, MetricKey, parse_metrics
+from .metrics.registry import MetricKey, parse_metrics
 from . import sizing
 from .ranking.groups import group_flat
 from .ranking.topk import row_blocks
@@ -102,23 +102,51 @@ def ranked_lists(gains: Tensor, indexes: Tensor) -> Tuple[Tensor, Tensor, Tensor
     return g, torch.ones_like(g, dtype=torch.bool) if valid is None else valid, ids
 
 
-def _ideal(ideal: Optional[Tensor], gains: Tensor, n_relevant: Optional[Tensor], q: int, needs: bool
-           ) -> Optional[Tensor]:
-    """The ideal gains ``[Q, m]`` in decreasing order, or None where no key needs them."""
+def _ideal(ideal: Optional[Tensor], gains: Tensor, hits: Tensor, n_relevant: Optional[Tensor], needs: bool
+           ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    """``(ideal gains [Q, m] in decreasing order, or a count of ideal gains of 1 [Q])`` of rows
+    of ``gains`` (masked entries 0), (None, None) where no key needs them."""
     if ideal is not None:
         ideal = _as_gains(ideal, "ideal").sort(dim=1, descending=True).values  # its shape: _given_r
         if n_relevant is not None and not torch.equal((ideal > 0).sum(1), n_relevant):
             raise ValueError("ideal and n_relevant disagree: each query's positive ideal gains must number R")
-        return ideal
+        _check_ideal_holds(ideal, gains, hits)
+        return ideal, None
     if not needs:
-        return None
+        return None, None
     if n_relevant is None:
-        return gains.sort(dim=1, descending=True).values
+        return gains.sort(dim=1, descending=True).values, None
     if gains.numel() and not bool(((gains == 0) | (gains == 1)).all()):
         raise ValueError("nDCG of graded gains with n_relevant given needs ideal= (the ideal gains of each query's "
                          "relevant items, retrieved or not)")
-    m = int(n_relevant.max()) if q else 0
-    return (torch.arange(m, device=gains.device) < n_relevant.unsqueeze(1)).to(torch.float64)
+    return None, n_relevant  # R ones: a count, not R slots
+
+
+def _check_ideal_holds(ideal: Tensor, gains: Tensor, hits: Tensor) -> None:
+    """Each positive gain of a list must be one of its query's ideal gains (``[Q, m]``,
+    descending), as many times as it occurs in the list (the ideal holds every relevant
+    item's gain, the listed ones too): so no DCG@k of the list exceeds the ideal's and nDCG
+    stays within [0, 1]. Exact: equal floats. ``hits``: the positive gains of each row."""
+    h = int(hits.max()) if hits.numel() else 0
+    if h == 0:
+        return
+    top = gains.topk(h, dim=1).values  # descending: every positive gain of the row, then zeros
+    best, m = ideal.flip(1).contiguous(), ideal.shape[1]  # ascending
+    j = torch.arange(h, device=gains.device)
+    new_run = torch.ones_like(top, dtype=torch.bool)
+    new_run[:, 1:] = top[:, 1:] != top[:, :-1]
+    before = j - torch.where(new_run, j, 0).cummax(1).values  # equal gains ahead of it in the list
+    # its (before + 1)-th copy in the ideal: at the first copy's position + before
+    at = (torch.searchsorted(best, top) if m else torch.zeros_like(top, dtype=torch.int64)) + before
+    held = (at < m) & (best.gather(1, at.clamp(max=max(m - 1, 0))) == top if m else False)
+    bad = (top > 0) & ~held
+    if bool(bad.any()):
+        row, col = (int(x) for x in bad.nonzero()[0])
+        gain = top[row, col]
+        raise ValueError(f"ideal does not hold the gains of the list in {int(bad.any(1).sum())} queries (row {row}: "
+                         f"gain {float(gain)!r} occurs {int((top[row] == gain).sum())} times in the list, "
+                         f"{int((ideal[row] == gain).sum())} in ideal): ideal must be the gains of every relevant "
+                         "item of the query, the retrieved ones included (otherwise nDCG could exceed 1)")
 
 
 def evaluate_ranked(
@@ -151,13 +179,18 @@ def evaluate_ranked(
             collection, retrieved or not (default: those in the list). At least the
             relevant items in the list. With the flat form, one per query in
             increasing query id.
-        ideal: ``[Q, m]`` the gains of each query's relevant items (any order), for
-            nDCG of graded gains when R is given (binary gains need none: R ones).
-        mask: ``[Q, d]`` bool, False past the end of a short list.
+        ideal: ``[Q, m]`` the gains of each query's relevant items, the listed ones
+            included (any order, 0-padded), for nDCG of graded gains when R is given
+            (binary gains need none: R ones). Each positive gain of a list must occur
+            in its ideal at least as often as in the list (else ValueError): nDCG <= 1.
+        mask: ``[Q, d]`` bool, False past the end of a short list; a masked entry is
+            removed (the next valid one takes its rank).
         empty, reduce, categories, ci, ci_method, n_resamples, seed, keep_per_query:
             as :func:`~retrieval_core.evaluate_scores` (a query with R = 0 is empty).
 
-    No loop over queries; everything on the gains' device.
+    Cutoffs, R and the ideal past a list's end are numbers in the formulas: nothing
+    is padded to them (whole-list nDCG of binary gains adds its R ideal terms in
+    constant memory). No loop over queries; everything on the gains' device.
     """
     keys, stats = _ranked_options(metrics, empty=empty, reduce=reduce, ci=ci, ci_method=ci_method,
                                   n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
@@ -246,22 +279,17 @@ def _values_in_blocks(rows_of, q: int, width: int, device, keys, *, hits: Tensor
 
 def _rows_values(g: Tensor, valid: Tensor, keys, *, hits: Tensor, n_relevant: Optional[Tensor], ideal) -> Tensor:
     """``[Q, M]`` values of padded rows: float64 gains ``g`` in rank order, ``valid``, the
-    relevant items ``hits`` of each row; R checked."""
+    relevant items ``hits`` of each row; R checked. Cutoffs, R and the ideal past the list
+    are numbers in the kernels, not slots: nothing is padded to them."""
+    if g.shape[1] and bool((valid[:, 1:] & ~valid[:, :-1]).any()):  # a masked slot before a valid one: removed
+        order = torch.sort((~valid).to(torch.uint8), dim=1, stable=True).indices
+        g, valid = g.gather(1, order), valid.gather(1, order)
+    if g.shape[1] == 0:  # no slot at all: one invalid one, so that every kernel has a rank to read
+        g, valid = g.new_zeros((g.shape[0], 1)), valid.new_zeros((g.shape[0], 1))
     g = g * valid
-    q = g.shape[0]
-    needs_ideal = any(m.spec.needs_ideal for m in keys)
-    best = _ideal(ideal, g, n_relevant, q, needs_ideal)
-    r = hits if n_relevant is None else n_relevant
-    # deep enough for every cutoff, R and the ideal: past the list, invalid zero gains
-    ks = [m.cutoff for m in keys if isinstance(m.cutoff, int)]
-    depth = max([g.shape[1], *ks, int(r.max()) if q and (any(m.cutoff in (AT_R, None) for m in keys)) else 0,
-                 best.shape[1] if best is not None else 0])
-    pad = depth - g.shape[1]
-    g = torch.nn.functional.pad(g, (0, pad))
-    valid = torch.nn.functional.pad(valid, (0, pad), value=False)
-    if best is not None:
-        best = torch.nn.functional.pad(best, (0, max(0, depth - best.shape[1])))[:, :depth]
-    ranking = Ranking(relevance=g, valid=valid, n_relevant=r, n_candidates=valid.sum(1), ideal=best, complete=True)
+    best, ones = _ideal(ideal, g, hits, n_relevant, any(m.spec.needs_ideal for m in keys))
+    ranking = Ranking(relevance=g, valid=valid, n_relevant=hits if n_relevant is None else n_relevant,
+                      n_candidates=valid.sum(1), ideal=best, ideal_ones=ones, complete=True)
     return ranking_values(ranking, keys)
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from ..ranking.gains import exp_gain
-from ..ranking.ranking import Ranking
+from ..ranking.ranking import Ranking, discounts
 
 Cutoff = Optional[Union[int, Tensor]]
 Kernel = Callable[[Ranking, Cutoff], Tensor]
@@ -118,6 +118,53 @@ def _ideal(r: Ranking) -> Tensor:
     return r.ideal
 
 
+# ranks summed at a time by discount_sums: its memory stays constant whatever R
+DISCOUNT_CHUNK = 1 << 20
+
+
+def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK) -> Tensor:
+    """``[Q]`` float64: sum_{i <= n_q} 1 / log2(i + 1), added rank by rank as a cumulative sum
+    over the ranks gives it (the ideal DCG of n_q gains of 1), in chunks of ``chunk`` ranks:
+    time linear in max(n), memory constant.
+
+    Example:
+        >>> [round(x, 4) for x in discount_sums(torch.tensor([0, 1, 3]), chunk=2).tolist()]   # 1 + 1/log2(3) + 1/2
+        [0.0, 1.0, 2.1309]
+    """
+    out = torch.zeros(n.shape, dtype=torch.float64, device=n.device)
+    top = int(n.max()) if n.numel() else 0
+    buf = out.new_empty(min(chunk, top) + 1)  # [the sum so far, this chunk's discounts]: one buffer
+    buf[0] = 0.0
+    for start in range(0, top, chunk):
+        stop = min(start + chunk, top)
+        # discounts(start, stop) in place, the same bits: rank + 1 counted exactly, 1.0 / x is x.reciprocal()
+        torch.arange(start + 2, stop + 2, dtype=torch.float64, out=buf[1:stop - start + 1]).log2_().reciprocal_()
+        cum = buf[:stop - start + 1].cumsum(0)  # cum[j]: the first start + j ranks
+        inside = (n > start) & (n <= stop)
+        out = torch.where(inside, cum[(n - start).clamp(0, stop - start)], out)
+        buf[0] = cum[-1]
+    return out
+
+
+def _ideal_dcg(r: Ranking, k: Cutoff, exp: bool = False) -> Tensor:
+    """DCG@k of the ideal order (the whole ideal for None): of ``r.ideal``, over its own width
+    (which may exceed the list's), or of ``r.ideal_ones`` gains of 1 (2^1 - 1 = 1 too)."""
+    if r.ideal_ones is not None:
+        n = r.ideal_ones if k is None else torch.minimum(r.ideal_ones, torch.as_tensor(k, device=r.ideal_ones.device))
+        return discount_sums(n)
+    ideal = _ideal(r)
+    if isinstance(k, Tensor):  # per-query cutoffs (@r): no host read of their largest
+        width, c = ideal.shape[1], k.clamp(max=ideal.shape[1])
+    else:
+        width = ideal.shape[1] if k is None else min(k, ideal.shape[1])
+        c = width
+    gains = ideal[:, :width]
+    if exp:
+        gains = exp_gain(gains, r.exp_shift)
+    discount = r.discount[:width] if width <= r.depth else discounts(0, width, gains.device)
+    return value_at((gains * discount).cumsum(1), c)
+
+
 def unscale(x: Tensor, shift: Tensor) -> Tensor:
     """``x * 2^shift`` (x >= 0), inf where float64 cannot hold it and never NaN: a power of
     two 2^shift alone may overflow where the product does not (x < 1), so the exponent is
@@ -140,13 +187,12 @@ def dcg_exp(r: Ranking, k: Cutoff) -> Tensor:
 
 def ndcg(r: Ranking, k: Cutoff) -> Tensor:
     """DCG@k over the DCG@k of the ideal order, linear gain."""
-    return dcg(r, k) / _dcg(_ideal(r), r, k)
+    return dcg(r, k) / _ideal_dcg(r, k)
 
 
 def ndcg_exp(r: Ranking, k: Cutoff) -> Tensor:
     """nDCG@k with gain 2^rel - 1 (both DCGs scaled by 2^-exp_shift: the ratio stays exact)."""
-    shift = r.exp_shift
-    return _dcg(exp_gain(r.relevance, shift), r, k) / _dcg(exp_gain(_ideal(r), shift), r, k)
+    return _dcg(exp_gain(r.relevance, r.exp_shift), r, k) / _ideal_dcg(r, k, exp=True)
 
 
 def fall_out(r: Ranking, k: Cutoff) -> Tensor:
@@ -205,6 +251,12 @@ def auroc(r: Ranking, k: Cutoff) -> Tensor:
 def no_relevant(r: Ranking) -> Tensor:
     """The usual empty query: R = 0."""
     return r.n_relevant == 0
+
+
+def no_relevant_or_candidate(r: Ranking) -> Tensor:
+    """``precision_adaptive@k``'s empty query: R = 0, or an empty list (no rank to divide by:
+    a list cut from a collection, R given, may retrieve nothing)."""
+    return no_relevant(r) | (r.n_candidates == 0)
 
 
 def no_irrelevant(r: Ranking) -> Tensor:

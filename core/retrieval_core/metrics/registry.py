@@ -70,7 +70,8 @@ REGISTRY: Dict[str, MetricSpec] = {
     for s in [
         _spec("hit_rate", K.hit_rate, {AT_K}, binary=True),
         _spec("precision", K.precision, {AT_K, AT_R}, binary_at_one=True),
-        _spec("precision_adaptive", K.precision_adaptive, {AT_K}, binary_at_one=True),
+        _spec("precision_adaptive", K.precision_adaptive, {AT_K}, empty=K.no_relevant_or_candidate,
+              binary_at_one=True),
         _spec("precision_capped", K.precision_capped, {AT_K}, binary_at_one=True),
         _spec("recall", K.recall, {AT_K, AT_R}),
         _spec("f1", K.f1, {AT_K, AT_R}),

@@ -6,7 +6,6 @@ from typing import Callable, Dict
 import torch
 from torch import Tensor
 
-from ..ranking.gains import exp_gain
 from ..ranking.ranking import Ranking
 from ..ranking.tie_groups import TieGroups, _safe_div
 from . import kernels as K
@@ -93,11 +92,11 @@ def dcg_exp(r, k):
 
 
 def ndcg(r, k):
-    return dcg(r, k) / K._dcg(K._ideal(r), r, k)
+    return dcg(r, k) / K._ideal_dcg(r, k)
 
 
 def ndcg_exp(r, k):
-    return _dcg(r, k, True) / K._dcg(exp_gain(K._ideal(r), r.exp_shift), r, k)  # both scaled alike
+    return _dcg(r, k, True) / K._ideal_dcg(r, k, exp=True)  # both scaled alike
 
 
 def acg(r, k):

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from .tie_groups import TieGroups
 
-__all__ = ["Ranking", "EXP_HEADROOM", "GAIN_LIMIT"]
+__all__ = ["Ranking", "EXP_HEADROOM", "GAIN_LIMIT", "discounts"]
 
 # Exponential gains 2^g - 1 of a query are scaled down by a power of two once its largest
 # gain g exceeds this: scaled gains stay below 2^960, so that sums over up to 2^63 ranks fit
@@ -24,6 +24,12 @@ EXP_HEADROOM = 960.0
 # 2^63 candidates (cumulative gains, DCG, tied groups' totals) then fit float64, so that no sum
 # overflows into inf (or inf - inf, NaN, which would read as an empty query).
 GAIN_LIMIT = 2.0**960
+
+
+def discounts(start: int, stop: int, device=None) -> Tensor:
+    """``[stop - start]`` DCG discounts 1 / log2(rank + 1) of the ranks ``start + 1 .. stop``
+    (the same values, bit for bit, whichever slice of ranks is asked for)."""
+    return 1.0 / torch.log2(torch.arange(start + 1, stop + 1, dtype=torch.float64, device=device) + 1.0)
 
 
 def _lowest(t: Tensor):
@@ -56,8 +62,12 @@ class Ranking:
         valid: ``[Q, d]`` bool, False past the end of a short candidate list.
         n_relevant: ``[Q]`` int64, R: candidates with gain > 0 in the whole list.
         n_candidates: ``[Q]`` int64, candidates in the whole list.
-        ideal: ``[Q, d]`` float64, the query's ``d`` largest gains in decreasing
-            order (for nDCG's ideal DCG); None when no requested metric needs it.
+        ideal: ``[Q, m]`` float64, the query's ``m`` largest gains in decreasing
+            order, 0-padded (for nDCG's ideal DCG; ``m`` is ``d`` from the builders and
+            may exceed it for a list cut from a larger collection); None when no
+            requested metric needs it or ``ideal_ones`` stands for it.
+        ideal_ones: optional ``[Q]`` int64 (with 0/1 gains): the ideal gains are this many
+            ones, a count instead of slots (R given from outside the list).
         complete: True when ``d`` reaches every candidate of every query, so
             whole-list metrics (map, mrr, auroc) are exact.
         scores: optional ``[Q, d]`` scores in rank order.
@@ -102,6 +112,7 @@ class Ranking:
     ties: str = "stable"
     index: Optional[Tensor] = None
     tie_exp_shift: Optional[Tensor] = None
+    ideal_ones: Optional[Tensor] = None
 
     @classmethod
     def from_relevance(cls, relevance: Tensor, valid: Optional[Tensor] = None) -> "Ranking":
@@ -123,9 +134,10 @@ class Ranking:
     def cat(cls, parts: "list[Ranking]") -> "Ranking":
         """Stack the queries of several Rankings, padding shallower ones (valid=False)."""
         d = max(p.depth for p in parts)
+        m = max([d] + [p.ideal.shape[1] for p in parts if p.ideal is not None])  # an ideal may be wider
 
-        def pad(t: Optional[Tensor], value) -> Optional[Tensor]:
-            return None if t is None else torch.nn.functional.pad(t, (0, d - t.shape[1]), value=value)
+        def pad(t: Optional[Tensor], value, width: int = d) -> Optional[Tensor]:
+            return None if t is None else torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
 
         def cat_opt(ts):
             return None if any(t is None for t in ts) else torch.cat(ts)
@@ -135,7 +147,7 @@ class Ranking:
             valid=torch.cat([pad(p.valid, False) for p in parts]),
             n_relevant=torch.cat([p.n_relevant for p in parts]),
             n_candidates=torch.cat([p.n_candidates for p in parts]),
-            ideal=cat_opt([pad(p.ideal, 0.0) for p in parts]),
+            ideal=cat_opt([pad(p.ideal, 0.0, m) for p in parts]),
             complete=all(p.complete for p in parts),
             scores=cat_opt([pad(p.scores, _lowest(p.scores)) if p.scores is not None else None for p in parts]),
             tie_count=cat_opt([p.tie_count for p in parts]),
@@ -145,6 +157,7 @@ class Ranking:
             tie_exp_gain=cat_opt([p.tie_exp_gain for p in parts]),
             ties=_one_mode(parts),
             tie_exp_shift=_cat_shifts(parts),
+            ideal_ones=cat_opt([p.ideal_ones for p in parts]),
         )
 
     def select(self, rows: Tensor) -> "Ranking":
@@ -168,6 +181,7 @@ class Ranking:
             tie_exp_gain=take(self.tie_exp_gain),
             ties=self.ties,
             tie_exp_shift=take(self.tie_exp_shift),
+            ideal_ones=take(self.ideal_ones),
         )
 
     @property
@@ -198,7 +212,7 @@ class Ranking:
     @cached_property
     def discount(self) -> Tensor:
         """``[d]`` DCG discount 1 / log2(rank + 1)."""
-        return 1.0 / torch.log2(self.positions + 1.0)
+        return discounts(0, self.depth, self.relevance.device)
 
     @cached_property
     def cum_hits(self) -> Tensor:
