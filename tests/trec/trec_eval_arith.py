@@ -122,6 +122,8 @@ def _iprec(q: Query, x: float) -> float:
 def value(q: Query, name: str) -> float:
     """The per-query value of a trec_eval measure name (``P_5``, ``map``, ``ndcg_cut_10``...)."""
     base, _, param = name.rpartition("_") if name[-1].isdigit() and "_" in name else (name, "", "")
+    if param and base not in ("P", "recall", "success", "map_cut", "ndcg_cut", "iprec_at_recall"):
+        raise KeyError(name)
     k = int(param) if param and base != "iprec_at_recall" else 0
     r = q.num_rel
     rel_ret = _rel_upto(q, q.num_ret)

@@ -31,7 +31,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -51,40 +51,55 @@ def is_exact(key: str) -> bool:
     return (key in EXACT and not sep) or (bool(sep) and base + "@" in EXACT and arg.isdigit())
 
 
-def running_sums(values: Tensor, offsets: Tensor) -> Tensor:
+def running_sums(values: Tensor, offsets: Tensor, layout: Optional[list] = None) -> Tensor:
     """Within each segment ``offsets[i]:offsets[i + 1]`` of ``values``, the running sums,
-    each entry added to the sum before it (left to right, as a C loop does)."""
-    out = torch.empty_like(values)
-    n = offsets[1:] - offsets[:-1]
+    each entry added to the sum before it (left to right, as a C loop does). Integers are
+    summed at once (exact in any order). ``layout``: ``_layout(offsets)``, when reused."""
     if values.numel() == 0:
-        return out
-    # rows of lengths in (2^(b-1), 2^b] padded together: at most twice the entries
-    group = torch.ceil(torch.log2(n.clamp_min(1).to(torch.float64))).to(torch.int64)
-    group = torch.where(n > 0, group, torch.full_like(group, -1))
-    for b in torch.unique(group).tolist():
-        if b < 0:
-            continue
-        rows = torch.nonzero(group == b).squeeze(1)
+        return torch.empty_like(values)
+    if not values.is_floating_point():
+        total = torch.cumsum(values, 0)
+        n = offsets[1:] - offsets[:-1]
+        before = torch.cat([total.new_zeros(1), total])[offsets[:-1]]
+        return total - torch.repeat_interleave(before, n)
+    out = torch.empty_like(values)
+    for idx, inside in layout if layout is not None else _layout(offsets):
+        dense = torch.zeros(inside.shape, dtype=values.dtype)
+        dense[inside] = values[idx]
+        out[idx] = torch.cumsum(dense, 1)[inside]
+    return out
+
+
+def _layout(offsets: Tensor) -> List[Tuple[Tensor, Tensor]]:
+    """The segments as padded ``[rows, width]`` blocks: per block, the entries' flat indices and
+    where they sit. One block when padding costs little; else segments grouped by length
+    (in (2^(b-1), 2^b]), so that the padding is at most the entries again."""
+    n = offsets[1:] - offsets[:-1]
+    if n.numel() * int(n.max()) <= 2 * int(n.sum()) + 65536:
+        groups = [torch.arange(len(n))]
+    else:
+        size = torch.where(n > 0, torch.ceil(torch.log2(n.clamp_min(1).to(torch.float64))).to(torch.int64), -1)
+        groups = [torch.nonzero(size == b).squeeze(1) for b in torch.unique(size).tolist() if b >= 0]
+    out = []
+    for rows in groups:
         lens = n[rows]
         col = torch.arange(int(lens.max()))
         inside = col.unsqueeze(0) < lens.unsqueeze(1)
-        idx = offsets[rows].unsqueeze(1) + col.unsqueeze(0)
-        dense = torch.zeros(inside.shape, dtype=values.dtype)
-        dense[inside] = values[idx[inside]]
-        out[idx[inside]] = torch.cumsum(dense, 1)[inside]
+        out.append(((offsets[rows].unsqueeze(1) + col.unsqueeze(0))[inside], inside))
     return out
 
 
 def after(running: Tensor, offsets: Tensor, k: Tensor) -> Tensor:
-    """Per segment, the running sum after its first ``k`` entries (``[Q]``, clamped to the
-    segment's length; 0 when that is 0)."""
-    n = offsets[1:] - offsets[:-1]
+    """Per segment, the running sum after its first ``k`` entries (``k`` ``[Q]`` or ``[Q, C]``,
+    clamped to the segment's length; 0 when that is 0)."""
+    n, start = offsets[1:] - offsets[:-1], offsets[:-1]
+    if k.dim() == 2:
+        n, start = n.unsqueeze(1), start.unsqueeze(1)
     k = torch.minimum(k.to(torch.int64), n)
-    zero = torch.zeros(len(n), dtype=running.dtype)
+    zero = torch.zeros(k.shape, dtype=running.dtype)
     if running.numel() == 0:
         return zero
-    got = running[(offsets[:-1] + k - 1).clamp(0, running.numel() - 1)]
-    return torch.where(k > 0, got, zero)
+    return torch.where(k > 0, running[(start + k - 1).clamp(0, running.numel() - 1)], zero)
 
 
 def sequential_mean(values: Tensor) -> Tensor:
@@ -116,81 +131,94 @@ def _dcg_terms(gain: Tensor, position: Tensor) -> Tensor:
     return torch.where(gain > 0, gain / logs[position] if m else gain, torch.zeros_like(gain))
 
 
+class _Sums:
+    """An aligned run's running sums, each computed once, for the measures of :func:`trec_values`."""
+
+    def __init__(self, al, n_nonrel: Optional[Tensor]):
+        self.al, self.n_nonrel = al, n_nonrel
+        self.q = len(al.query_ids)
+        self.r = al.n_relevant.to(torch.int64).unsqueeze(1)     # [Q, 1], R
+        self.rf = self.r.to(torch.float64)
+        self.count = running_sums(al.relevant.to(torch.int64), al.offsets)  # relevant retrieved so far
+        self._cache: Dict[str, Tensor] = {}
+        self.layout = _layout(al.offsets)
+
+    def rel_at(self, k: Tensor) -> Tensor:
+        return after(self.count, self.al.offsets, k).to(torch.float64)
+
+    def _ap(self) -> Tensor:  # m_map.c: sum += rel_so_far / rank at each relevant rank
+        if "ap" not in self._cache:
+            rank = self.al.rank.to(torch.float64)
+            term = torch.where(self.al.relevant, self.count.to(torch.float64) / rank, torch.zeros_like(rank))
+            self._cache["ap"] = running_sums(term, self.al.offsets, self.layout)
+        return self._cache["ap"]
+
+    def _dcg(self) -> Tensor:  # m_ndcg.c, m_ndcg_cut.c: sum += gain / log2(rank + 1)
+        if "dcg" not in self._cache:
+            self._cache["dcg"] = running_sums(_dcg_terms(self.al.gain, self.al.rank - 1), self.al.offsets,
+                                              self.layout)
+        return self._cache["dcg"]
+
+    def _ideal(self) -> Tensor:  # the same over the query's positive rels, descending
+        if "ideal" not in self._cache:
+            io, ideal = self.al.ideal_offsets, self.al.ideal
+            row = torch.repeat_interleave(torch.arange(self.q), io[1:] - io[:-1])
+            position = torch.arange(ideal.numel()) - io[row]
+            self._cache["ideal"] = running_sums(_dcg_terms(ideal, position), io)
+        return self._cache["ideal"]
+
+    def measure(self, base: str, k: Tensor, cut: Tensor) -> Tensor:
+        """``[Q, C]``: measure ``base`` at the cutoffs ``k [Q, C]`` (``cut [C]``)."""
+        al, r, rf, f64 = self.al, self.r, self.rf, torch.float64
+        zero = torch.zeros(k.shape, dtype=f64)
+        if base in ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret"):
+            counts = {"num_q": torch.ones(self.q, dtype=torch.int64), "num_ret": al.num_ret, "num_rel": r[:, 0],
+                      "num_rel_ret": al.num_rel_ret, "num_nonrel_judged_ret": al.num_nonrel_judged_ret}
+            return counts[base].to(f64).unsqueeze(1).expand(k.shape)
+        if base == "precision":  # m_P.c: rel_so_far / cutoff
+            return self.rel_at(k) / cut.to(f64)
+        if base == "recall":  # m_recall.c: rel_so_far / R, 0 when R = 0
+            return torch.where(r > 0, self.rel_at(k) / rf, zero)
+        if base == "hit_rate":  # m_success.c
+            return (self.rel_at(k) > 0).to(f64)
+        if base == "r_precision":  # m_Rprec.c: the relevant in the first min(num_ret, R), / R
+            return torch.where((al.num_ret.unsqueeze(1) > 0) & (r > 0), self.rel_at(r) / rf, zero)
+        if base == "mrr":  # m_recip_rank.c: 1 / the first relevant rank
+            rel = al.relevant
+            first = torch.full((self.q,), torch.iinfo(torch.int64).max).scatter_reduce(
+                0, al.query[rel], al.rank[rel], "amin").unsqueeze(1)
+            return torch.where(al.num_rel_ret.unsqueeze(1) > 0, 1.0 / first.to(f64), zero)
+        if base == "map":  # m_map.c / m_map_cut.c: the running sum / R, 0 when R = 0
+            return torch.where(r > 0, after(self._ap(), al.offsets, k) / rf.clamp_min(1.0), zero)
+        if base == "ndcg":  # m_ndcg.c / m_ndcg_cut.c: DCG / ideal DCG, 0 when the ideal is 0
+            dcg, ideal = after(self._dcg(), al.offsets, k), after(self._ideal(), al.ideal_offsets, k)
+            return torch.where(ideal > 0, dcg / torch.where(ideal > 0, ideal, torch.ones_like(ideal)), zero)
+        if base == "dcg":  # trec_eval's dcg (m_ndcg.c): graded gains
+            return after(self._dcg(), al.offsets, k)
+        if base == "bpref":
+            return _bpref(al, r[:, 0], self.n_nonrel, self.layout).unsqueeze(1)
+        raise ValueError(f"{base!r} is not one of trec_eval's measures computed here")
+
+
 def trec_values(al, keys: Sequence[str], n_nonrel: Optional[Tensor] = None) -> Dict[str, Tensor]:
     """``{key: [Q] float64}`` for the keys :func:`is_exact` accepts, from an aligned run
     ``al`` (:class:`~retrieval_core.trec.Aligned`); ``n_nonrel``: the judged non-relevant
     documents of each query in the qrels (for bpref)."""
-    offsets, q = al.offsets, len(al.query_ids)
-    f64 = torch.float64
-    r = al.n_relevant.to(torch.int64)
-    rf = r.to(f64)
-    rel = al.relevant
-    count = running_sums(rel.to(torch.int64), offsets)   # relevant retrieved up to each rank
-    ret = al.num_ret
-    zero = torch.zeros(q, dtype=f64)
-    out: Dict[str, Tensor] = {}
-    cache: Dict[str, Tensor] = {}
-
-    def rel_at(k: Tensor) -> Tensor:
-        return after(count, offsets, k).to(f64)
-
-    def ap_running() -> Tensor:  # m_map.c: sum += rel_so_far / rank at each relevant rank
-        if "ap" not in cache:
-            rank = al.rank.to(f64)
-            cache["ap"] = running_sums(torch.where(rel, count.to(f64) / rank, torch.zeros_like(rank)), offsets)
-        return cache["ap"]
-
-    def dcg_running() -> Tensor:  # m_ndcg.c, m_ndcg_cut.c: sum += gain / log2(rank + 1)
-        if "dcg" not in cache:
-            cache["dcg"] = running_sums(_dcg_terms(al.gain, al.rank - 1), offsets)
-        return cache["dcg"]
-
-    def ideal_running() -> Tensor:  # the same over the query's positive rels, descending
-        if "ideal" not in cache:
-            io = al.ideal_offsets
-            counts = io[1:] - io[:-1]
-            row = torch.repeat_interleave(torch.arange(q), counts)
-            position = torch.arange(al.ideal.numel()) - io[row] if al.ideal.numel() else al.ideal.to(torch.int64)
-            cache["ideal"] = running_sums(_dcg_terms(al.ideal, position), io)
-        return cache["ideal"]
-
-    big = torch.full((q,), torch.iinfo(torch.int64).max)
+    sums = _Sums(al, n_nonrel)
+    groups: Dict[str, List[str]] = {}  # keys by measure, a measure's cutoffs computed at once
     for key in keys:
-        base, _, arg = key.partition("@")
-        k = torch.full((q,), int(arg), dtype=torch.int64) if arg else big
-        if key in ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret"):
-            counts = {"num_q": torch.ones(q, dtype=torch.int64), "num_ret": ret, "num_rel": r,
-                      "num_rel_ret": al.num_rel_ret, "num_nonrel_judged_ret": al.num_nonrel_judged_ret}
-            out[key] = counts[key].to(f64)
-        elif base == "precision":  # m_P.c: rel_so_far / cutoff
-            out[key] = rel_at(k) / float(arg)
-        elif base == "recall":  # m_recall.c: rel_so_far / R, 0 when R = 0
-            out[key] = torch.where(r > 0, rel_at(k) / rf, zero)
-        elif base == "hit_rate":  # m_success.c
-            out[key] = (rel_at(k) > 0).to(f64)
-        elif key == "r_precision":  # m_Rprec.c: relevant in the first min(num_ret, R) / R
-            out[key] = torch.where(torch.minimum(ret, r) > 0, rel_at(r) / rf, zero)
-        elif key == "mrr":  # m_recip_rank.c: 1 / the first relevant rank
-            first = torch.full((q,), torch.iinfo(torch.int64).max).scatter_reduce(
-                0, al.query[rel], al.rank[rel], "amin")
-            out[key] = torch.where(al.num_rel_ret > 0, 1.0 / first.to(f64), zero)
-        elif base == "map":  # m_map.c / m_map_cut.c: the running sum / R
-            total = after(ap_running(), offsets, k)
-            out[key] = torch.where(r > 0, total / rf.clamp_min(1.0), zero)
-        elif base == "ndcg":  # m_ndcg.c / m_ndcg_cut.c: DCG / ideal DCG, 0 when the ideal is 0
-            dcg = after(dcg_running(), offsets, k)
-            ideal = after(ideal_running(), al.ideal_offsets, k)
-            out[key] = torch.where(ideal > 0, dcg / torch.where(ideal > 0, ideal, torch.ones_like(ideal)), zero)
-        elif base == "dcg":  # trec_eval's dcg: graded gains (m_ndcg.c)
-            out[key] = after(dcg_running(), offsets, k)
-        elif key == "bpref":
-            out[key] = _bpref(al, count, r, n_nonrel)
-        else:
-            raise ValueError(f"{key!r} is not one of trec_eval's measures computed here")
+        groups.setdefault(key.partition("@")[0], []).append(key)
+    out: Dict[str, Tensor] = {}
+    for base, group in groups.items():
+        cut = torch.tensor([int(g.partition("@")[2] or _WHOLE) for g in group], dtype=torch.int64)
+        values = sums.measure(base, cut.expand(sums.q, len(group)), cut)
+        out.update({g: values[:, j] for j, g in enumerate(group)})
     return out
 
 
-def _bpref(al, count: Tensor, r: Tensor, n_nonrel: Tensor) -> Tensor:
+_WHOLE = str(torch.iinfo(torch.int64).max)  # no cutoff: the whole list
+
+def _bpref(al, r: Tensor, n_nonrel: Tensor, layout: list) -> Tensor:
     """m_bpref.c: over the judged retrieved documents in rank order, each relevant one adds
     ``1 - min(n, R) / min(N, R)`` (1 when n = 0); the sum is divided by R when R > 0."""
     f64 = torch.float64
@@ -201,5 +229,5 @@ def _bpref(al, count: Tensor, r: Tensor, n_nonrel: Tensor) -> Tensor:
     frac = torch.minimum(above, rq) / torch.where(above > 0, denom, torch.ones_like(denom))
     term = torch.where(above > 0, 1.0 - frac, torch.ones_like(frac))
     term = torch.where(al.relevant, term, torch.zeros_like(term))
-    total = after(running_sums(term, al.offsets), al.offsets, al.num_ret)
+    total = after(running_sums(term, al.offsets, layout), al.offsets, al.num_ret)
     return torch.where(r > 0, total / r.to(f64).clamp_min(1.0), total)
