@@ -85,7 +85,7 @@ def _random_case(rng: random.Random, complete: bool):
     n_docs = rng.choice([3, 8, 20])
     grades = rng.choice([[0, 1], [0, 1, 2, 3, 4], [0, 0, 1, 2, -1]])
     qrels, run = {}, {}
-    for i in range(rng.randint(1, 8)):
+    for i in range(rng.choice([rng.randint(1, 8), rng.randint(20, 40)])):  # many: means on a .5
         docs = [f"d{j}" for j in range(n_docs)]
         qrels[f"q{i}"] = {d: rng.choice(grades) for d in rng.sample(docs, rng.randint(1, n_docs))}
         if complete and rng.random() < 0.3:
