@@ -1,13 +1,19 @@
 """Evaluate a run against qrels as trec_eval does: ``evaluate_trec(qrels, run, measures)``.
 
 The run is aligned to the qrels (:func:`~retrieval_core.trec.align`: trec_eval's order,
-``-M``, ``-c``, ``-l``); the ranking measures go through
-:func:`retrieval_core.evaluate_ranked` with R and the ideal gains from the qrels (binary
-relevance ``rel >= level`` for all but nDCG, whose gains are the judged positive rels, as
-trec_eval's); ``bpref``, ``iprec_at_recall``, ``gm_map`` and the counts are computed here
-(:mod:`retrieval_core.trec.kernels`). A query without a relevant document scores 0 and
-counts in the mean (trec_eval divides by ``num_q``); in the summary the counts are sums
-and ``gm_map`` the geometric mean.
+``-M``, ``-c``, ``-l``). Every measure printed under a trec_eval name (map, P, recall,
+ndcg, ndcg_cut, map_cut, Rprec, recip_rank, success, bpref, dcg, gm_map, the counts) is
+computed with trec_eval's arithmetic (:mod:`retrieval_core.trec.exact`): the same terms,
+added in the same order, so that each per-query value is trec_eval's double; the summary
+adds the queries' values one after the other in trec_eval's query order and divides by
+``num_q`` (a pairwise sum may print another fourth decimal). ``iprec_at_recall`` comes
+from :mod:`retrieval_core.trec.kernels` (maxima of exact quotients); the other keys
+(``mrr@10``, ``ndcg_exp``...) go through :func:`retrieval_core.evaluate_ranked` with R and
+the ideal gains from the qrels (binary relevance ``rel >= level``; the judged positive
+rels as the gains of the DCG family, as trec_eval's nDCG). A query without a relevant
+document scores 0 and counts in the mean; in the summary the counts are sums (``-c``:
+``num_rel`` counts every qrels judgement with rel > 0, as trec_eval) and ``gm_map`` the
+geometric mean.
 
 Example:
     >>> from retrieval_core.trec import qrels_from_dict, run_from_dict

@@ -1,31 +1,21 @@
-"""trec_eval's measures that need more than the gains of a ranked list, on padded ``[Q, D]``
-tensors in rank order (no loop over queries; everything on the tensors' device).
+"""trec_eval's interpolated precision, on padded ``[Q, D]`` tensors in rank order (no loop
+over queries; everything on the tensors' device). bpref and gm_map, whose sums must be
+trec_eval's, are in :mod:`retrieval_core.trec.exact`.
 
-* ``bpref`` (trec_eval m_bpref.c): over the *judged* retrieved documents only (unjudged
-  and unpooled ones are skipped), each relevant one adds
-  ``1 - min(n, R) / min(N, R)`` where ``n`` counts the judged non-relevant documents
-  ranked above it and ``N`` the query's judged non-relevant documents in the qrels
-  (1 when ``n = 0``); the sum is divided by R (0 when R = 0).
 * ``iprec_at_recall`` (m_iprec_at_recall.c): at recall level ``x`` the number of relevant
   documents needed is ``c = lround(x * R)`` (trec_eval 10; ``rule="v9"``: trec_eval 9 and
   pytrec_eval, ``c = floor(x * R + 0.9)``); the value is the highest precision at or after
   the rank of the c-th relevant retrieved document (any rank for ``c = 0``), 0 when fewer
   than ``c`` relevant documents are retrieved.
-* ``gm_map`` (m_gm_map.c): ``exp(mean(log(max(AP, 1e-5))))`` over the queries.
 
 Example:
     >>> import torch
     >>> rel = torch.tensor([[False, True, False, True]])
-    >>> nonrel = torch.tensor([[True, False, False, False]])   # the third is unjudged
-    >>> bpref(rel, nonrel, torch.tensor([2]), torch.tensor([3])).tolist()
-    [0.5]
     >>> iprec_at_recall(rel, torch.tensor([2]), [0.0, 0.5, 1.0]).tolist()
     [[0.5, 0.5, 0.5]]
     >>> top = torch.tensor([[True, False, False, True]])   # R = 3, x R = 1.2: c = 1 (lround), 2 (v9: floor(2.1))
     >>> iprec_at_recall(top, torch.tensor([3]), [0.4]).tolist(), iprec_at_recall(top, torch.tensor([3]), [0.4], "v9")
     ([[1.0]], tensor([[0.5000]], dtype=torch.float64))
-    >>> round(gm_map(torch.tensor([0.1, 0.4], dtype=torch.float64)).item(), 6)
-    0.2
 """
 from __future__ import annotations
 
@@ -34,23 +24,10 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["GM_FLOOR", "IPREC_RULES", "bpref", "gm_map", "iprec_at_recall"]
+__all__ = ["GM_FLOOR", "IPREC_RULES", "iprec_at_recall"]
 
 GM_FLOOR = 1e-5  # trec_eval's MIN_GEO_MEAN
 IPREC_RULES = ("lround", "v9")
-
-
-def bpref(relevant: Tensor, nonrel_judged: Tensor, n_relevant: Tensor, n_nonrel: Tensor) -> Tensor:
-    """``[Q]`` bpref: ``relevant`` / ``nonrel_judged`` ``[Q, D]`` bool in rank order (neither for
-    unjudged or padding), ``n_relevant`` R and ``n_nonrel`` the judged non-relevant documents
-    of each query in the qrels."""
-    r = n_relevant.to(torch.float64).unsqueeze(1)
-    above = torch.cumsum(nonrel_judged.to(torch.int64), 1) - nonrel_judged.to(torch.int64)
-    above = above.to(torch.float64)
-    denom = torch.minimum(n_nonrel.to(torch.float64).unsqueeze(1), r).clamp_min(1.0)
-    term = torch.where(above > 0, 1.0 - torch.minimum(above, r) / denom, torch.ones_like(above))
-    total = (term * relevant).sum(1)
-    return torch.where(n_relevant > 0, total / n_relevant.clamp_min(1), torch.zeros_like(total))
 
 
 def iprec_at_recall(relevant: Tensor, n_relevant: Tensor, levels: Sequence[float], rule: str = "lround") -> Tensor:
@@ -78,8 +55,3 @@ def iprec_at_recall(relevant: Tensor, n_relevant: Tensor, levels: Sequence[float
     found = (need <= cum[:, -1:]) & (pos < d)
     got = best_after.gather(1, pos.clamp_max(d - 1))
     return torch.where(found, got, out)
-
-
-def gm_map(ap: Tensor) -> Tensor:
-    """The geometric mean of the per-query APs ``[Q]``, each floored at 1e-5 (trec_eval's gm_map)."""
-    return torch.exp(torch.log(ap.to(torch.float64).clamp_min(GM_FLOOR)).mean())
