@@ -168,7 +168,7 @@ class _Sums:
         return self._cache["ideal"]
 
     def measure(self, base: str, k: Tensor, cut: Tensor) -> Tensor:
-        """``[Q, C]``: measure ``base`` at the cutoffs ``k [Q, C]`` (``cut [C]``)."""
+        """``[Q, C]``: measure ``base`` at the cutoffs ``k [Q, C]`` (``cut [C]``: them as doubles)."""
         al, r, rf, f64 = self.al, self.r, self.rf, torch.float64
         zero = torch.zeros(k.shape, dtype=f64)
         if base in ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret"):
@@ -176,7 +176,7 @@ class _Sums:
                       "num_rel_ret": al.num_rel_ret, "num_nonrel_judged_ret": al.num_nonrel_judged_ret}
             return counts[base].to(f64).unsqueeze(1).expand(k.shape)
         if base == "precision":  # m_P.c: rel_so_far / cutoff
-            return self.rel_at(k) / cut.to(f64)
+            return self.rel_at(k) / cut
         if base == "recall":  # m_recall.c: rel_so_far / R, 0 when R = 0
             return torch.where(r > 0, self.rel_at(k) / rf, zero)
         if base == "hit_rate":  # m_success.c
@@ -210,13 +210,15 @@ def trec_values(al, keys: Sequence[str], n_nonrel: Optional[Tensor] = None) -> D
         groups.setdefault(key.partition("@")[0], []).append(key)
     out: Dict[str, Tensor] = {}
     for base, group in groups.items():
-        cut = torch.tensor([int(g.partition("@")[2] or _WHOLE) for g in group], dtype=torch.int64)
-        values = sums.measure(base, cut.expand(sums.q, len(group)), cut)
+        cut = [int(g.partition("@")[2] or _WHOLE) for g in group]
+        k = torch.tensor([min(c, _LONGEST) for c in cut], dtype=torch.int64)  # a cutoff past every list: whole
+        values = sums.measure(base, k.expand(sums.q, len(group)), torch.tensor(cut, dtype=torch.float64))
         out.update({g: values[:, j] for j, g in enumerate(group)})
     return out
 
 
-_WHOLE = str(torch.iinfo(torch.int64).max)  # no cutoff: the whole list
+_LONGEST = torch.iinfo(torch.int64).max
+_WHOLE = str(_LONGEST)  # no cutoff: the whole list
 
 def _bpref(al, r: Tensor, n_nonrel: Tensor, layout: list) -> Tensor:
     """m_bpref.c: over the judged retrieved documents in rank order, each relevant one adds
