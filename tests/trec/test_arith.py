@@ -186,3 +186,29 @@ def test_summary_adds_query_after_query(values):
     col = torch.tensor(values, dtype=torch.float64)
     assert sequential_mean(col.unsqueeze(1)).tolist() == [total / len(values)]
     assert sequential_gm(col) == math.exp(logs / len(values))
+
+
+PYTREC_MEASURES = {"map", "P", "recall", "ndcg", "ndcg_cut", "map_cut", "recip_rank", "Rprec", "bpref", "success",
+                   "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret", "iprec_at_recall"}
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_graded_qrels_per_query_values_are_pytrec_evals_doubles(level):
+    # every measure printed under a trec_eval name that pytrec_eval (trec_eval 9.0.8) has, on
+    # qrels graded 0..4 with unjudged -1: equal to the last bit (scores exact in float32, the
+    # precision pytrec_eval ranks by; iprec_at_recall by trec_eval 9's rule)
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    rng = random.Random(level)
+    docs = [f"d{j}" for j in range(30)]
+    qrels = {f"q{i}": {d: rng.choice([0, 1, 2, 3, 4, -1]) for d in rng.sample(docs, rng.randint(1, 30))}
+             for i in range(60)}
+    run = {q: {d: rng.randint(0, 64) / 8 for d in rng.sample(docs, rng.randint(1, 30))} for q in qrels}
+    ev = evaluate_trec(qrels_from_dict(qrels), run_from_dict(run), sorted(PYTREC_MEASURES), level=level,
+                       iprec_rule="v9")
+    want = pytrec_eval.RelevanceEvaluator(qrels, PYTREC_MEASURES, relevance_level=level).evaluate(run)
+    got = ev.per_query()
+    assert sorted(got) == sorted(want) and len(got) == 60
+    names = [name for _, name in ev.measures if name not in ("num_q", "gm_map")]
+    assert len(names) == 59
+    for q in got:
+        assert [got[q][n] for n in names] == [want[q][n] for n in names], q
