@@ -67,6 +67,10 @@ def test_dcg_is_trec_evals_graded_dcg():
                        ["dcg", "ndcg"], level=2)
     assert ev.lines() == ["dcg                   \tall\t2.2619", "ndcg                  \tall\t0.8597"]
     assert ev.summary()["dcg"] == 1.0 + 2.0 / math.log2(3)
+    # our dcg@k (no trec_eval name) takes the same gains in evaluate_trec
+    ev = evaluate_trec(qrels_from_dict({"q": {"a": 2, "b": 1}}), run_from_dict({"q": {"a": 2.0, "b": 1.0}}),
+                       ["dcg@1", "dcg_exp@1"])
+    assert ev.summary() == {"dcg@1": 2.0, "dcg_exp@1": 3.0}
 
 
 def test_num_rel_under_complete_counts_every_positive_rel_whatever_the_level():

@@ -38,7 +38,7 @@ from torch import Tensor
 
 from .kernels import GM_FLOOR
 
-__all__ = ["after", "running_sums", "sequential_mean", "sequential_gm", "trec_values", "EXACT"]
+__all__ = ["EXACT", "after", "is_exact", "running_sums", "sequential_gm", "sequential_mean", "trec_values"]
 
 # our keys whose values are computed here (trec_eval's measures); "@k" takes a positive int cutoff
 EXACT = ("map", "map@", "precision@", "recall@", "r_precision", "mrr", "hit_rate@", "ndcg", "ndcg@", "dcg", "dcg@",
