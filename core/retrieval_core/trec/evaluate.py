@@ -162,14 +162,14 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     cols: Dict[str, Tensor] = {}
     exact = [k for k in keys if is_exact(k)] + (["map"] if "gm_map" in keys and "map" not in keys else [])
     cols.update(trec_values(al, exact, _judged_nonrel(qrels, al) if "bpref" in keys else None))
-    rest = [k for k in keys if not is_exact(k) and k != "gm_map" and not k.startswith("iprec_at_recall@")]
     levels = [float(k.partition("@")[2]) for k in keys if k.startswith("iprec_at_recall@")]
-    if rest or levels:
+    if levels:
+        got = iprec_at_recall(al.relevant, al.offsets, al.n_relevant, levels, rule=iprec_rule)
+        cols.update({f"iprec_at_recall@{x:g}": got[:, i] for i, x in enumerate(levels)})
+    rest = [k for k in keys if not is_exact(k) and k != "gm_map" and not k.startswith("iprec_at_recall@")]
+    if rest:
         (relevant, gain), valid = _dense(al, [al.relevant, al.gain])
         cols.update(_ranked(al, rest, relevant, gain, valid))
-        if levels:
-            got = iprec_at_recall(relevant, al.n_relevant, levels, rule=iprec_rule)
-            cols.update({f"iprec_at_recall@{x:g}": got[:, i] for i, x in enumerate(levels)})
     if "gm_map" in keys:
         cols["gm_map"] = cols["map"]
     values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)

@@ -36,10 +36,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .kernels import GM_FLOOR
 
-__all__ = ["EXACT", "after", "is_exact", "running_sums", "sequential_gm", "sequential_mean", "trec_values"]
+__all__ = ["EXACT", "GM_FLOOR", "after", "is_exact", "layout", "running_sums", "sequential_gm", "sequential_mean",
+           "trec_values"]
 
+GM_FLOOR = 1e-5  # trec_eval's MIN_GEO_MEAN
 # our keys whose values are computed here (trec_eval's measures); "@k" takes a positive int cutoff
 EXACT = ("map", "map@", "precision@", "recall@", "r_precision", "mrr", "hit_rate@", "ndcg", "ndcg@", "dcg", "dcg@",
          "bpref", "num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
@@ -51,10 +52,10 @@ def is_exact(key: str) -> bool:
     return (key in EXACT and not sep) or (bool(sep) and base + "@" in EXACT and arg.isdigit())
 
 
-def running_sums(values: Tensor, offsets: Tensor, layout: Optional[list] = None) -> Tensor:
+def running_sums(values: Tensor, offsets: Tensor, blocks: Optional[list] = None) -> Tensor:
     """Within each segment ``offsets[i]:offsets[i + 1]`` of ``values``, the running sums,
     each entry added to the sum before it (left to right, as a C loop does). Integers are
-    summed at once (exact in any order). ``layout``: ``_layout(offsets)``, when reused."""
+    summed at once (exact in any order). ``blocks``: ``layout(offsets)``, when reused."""
     if values.numel() == 0:
         return torch.empty_like(values)
     if not values.is_floating_point():
@@ -63,14 +64,14 @@ def running_sums(values: Tensor, offsets: Tensor, layout: Optional[list] = None)
         before = torch.cat([total.new_zeros(1), total])[offsets[:-1]]
         return total - torch.repeat_interleave(before, n)
     out = torch.empty_like(values)
-    for idx, inside in layout if layout is not None else _layout(offsets):
+    for idx, inside in blocks if blocks is not None else layout(offsets):
         dense = torch.zeros(inside.shape, dtype=values.dtype)
         dense[inside] = values[idx]
         out[idx] = torch.cumsum(dense, 1)[inside]
     return out
 
 
-def _layout(offsets: Tensor) -> List[Tuple[Tensor, Tensor]]:
+def layout(offsets: Tensor) -> List[Tuple[Tensor, Tensor]]:
     """The segments as padded ``[rows, width]`` blocks: per block, the entries' flat indices and
     where they sit. One block when padding costs little; else segments grouped by length
     (in (2^(b-1), 2^b]), so that the padding is at most the entries again."""
@@ -141,7 +142,7 @@ class _Sums:
         self.rf = self.r.to(torch.float64)
         self.count = running_sums(al.relevant.to(torch.int64), al.offsets)  # relevant retrieved so far
         self._cache: Dict[str, Tensor] = {}
-        self.layout = _layout(al.offsets)
+        self.blocks = layout(al.offsets)
 
     def rel_at(self, k: Tensor) -> Tensor:
         return after(self.count, self.al.offsets, k).to(torch.float64)
@@ -150,13 +151,13 @@ class _Sums:
         if "ap" not in self._cache:
             rank = self.al.rank.to(torch.float64)
             term = torch.where(self.al.relevant, self.count.to(torch.float64) / rank, torch.zeros_like(rank))
-            self._cache["ap"] = running_sums(term, self.al.offsets, self.layout)
+            self._cache["ap"] = running_sums(term, self.al.offsets, self.blocks)
         return self._cache["ap"]
 
     def _dcg(self) -> Tensor:  # m_ndcg.c, m_ndcg_cut.c: sum += gain / log2(rank + 1)
         if "dcg" not in self._cache:
             self._cache["dcg"] = running_sums(_dcg_terms(self.al.gain, self.al.rank - 1), self.al.offsets,
-                                              self.layout)
+                                              self.blocks)
         return self._cache["dcg"]
 
     def _ideal(self) -> Tensor:  # the same over the query's positive rels, descending
@@ -196,7 +197,7 @@ class _Sums:
         if base == "dcg":  # trec_eval's dcg (m_ndcg.c): graded gains
             return after(self._dcg(), al.offsets, k)
         if base == "bpref":
-            return _bpref(al, r[:, 0], self.n_nonrel, self.layout).unsqueeze(1)
+            return _bpref(al, r[:, 0], self.n_nonrel, self.blocks).unsqueeze(1)
         raise ValueError(f"{base!r} is not one of trec_eval's measures computed here")
 
 
@@ -220,7 +221,7 @@ def trec_values(al, keys: Sequence[str], n_nonrel: Optional[Tensor] = None) -> D
 _LONGEST = torch.iinfo(torch.int64).max
 _WHOLE = str(_LONGEST)  # no cutoff: the whole list
 
-def _bpref(al, r: Tensor, n_nonrel: Tensor, layout: list) -> Tensor:
+def _bpref(al, r: Tensor, n_nonrel: Tensor, blocks: list) -> Tensor:
     """m_bpref.c: over the judged retrieved documents in rank order, each relevant one adds
     ``1 - min(n, R) / min(N, R)`` (1 when n = 0); the sum is divided by R when R > 0."""
     f64 = torch.float64
@@ -231,5 +232,5 @@ def _bpref(al, r: Tensor, n_nonrel: Tensor, layout: list) -> Tensor:
     frac = torch.minimum(above, rq) / torch.where(above > 0, denom, torch.ones_like(denom))
     term = torch.where(above > 0, 1.0 - frac, torch.ones_like(frac))
     term = torch.where(al.relevant, term, torch.zeros_like(term))
-    total = after(running_sums(term, al.offsets, layout), al.offsets, al.num_ret)
+    total = after(running_sums(term, al.offsets, blocks), al.offsets, al.num_ret)
     return torch.where(r > 0, total / r.to(f64).clamp_min(1.0), total)

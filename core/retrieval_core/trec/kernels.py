@@ -1,6 +1,6 @@
-"""trec_eval's interpolated precision, on padded ``[Q, D]`` tensors in rank order (no loop
-over queries; everything on the tensors' device). bpref and gm_map, whose sums must be
-trec_eval's, are in :mod:`retrieval_core.trec.exact`.
+"""trec_eval's interpolated precision, on the flat entries of an aligned run (query by query
+in rank order, ``offsets``; no loop over queries, memory linear in the entries; on the CPU).
+The measures whose sums must be trec_eval's are in :mod:`retrieval_core.trec.exact`.
 
 * ``iprec_at_recall`` (m_iprec_at_recall.c): at recall level ``x`` the number of relevant
   documents needed is ``c = lround(x * R)`` (trec_eval 10; ``rule="v9"``: trec_eval 9 and
@@ -8,14 +8,14 @@ trec_eval's, are in :mod:`retrieval_core.trec.exact`.
   the rank of the c-th relevant retrieved document (any rank for ``c = 0``), 0 when fewer
   than ``c`` relevant documents are retrieved.
 
-Example:
+Example (two queries, flat: their retrieved documents' relevance in rank order):
     >>> import torch
-    >>> rel = torch.tensor([[False, True, False, True]])
-    >>> iprec_at_recall(rel, torch.tensor([2]), [0.0, 0.5, 1.0]).tolist()
-    [[0.5, 0.5, 0.5]]
-    >>> top = torch.tensor([[True, False, False, True]])   # R = 3, x R = 1.2: c = 1 (lround), 2 (v9: floor(2.1))
-    >>> iprec_at_recall(top, torch.tensor([3]), [0.4]).tolist(), iprec_at_recall(top, torch.tensor([3]), [0.4], "v9")
-    ([[1.0]], tensor([[0.5000]], dtype=torch.float64))
+    >>> rel = torch.tensor([False, True, False, True,   True, False, False, True])
+    >>> offsets, r = torch.tensor([0, 4, 8]), torch.tensor([2, 3])
+    >>> iprec_at_recall(rel, offsets, r, [0.0, 0.5, 1.0]).tolist()   # query 2: R = 3, 2 retrieved
+    [[0.5, 0.5, 0.5], [1.0, 0.5, 0.0]]
+    >>> iprec_at_recall(rel, offsets, r, [0.4]).tolist(), iprec_at_recall(rel, offsets, r, [0.4], "v9").tolist()
+    ([[0.5], [1.0]], [[0.5], [0.5]])
 """
 from __future__ import annotations
 
@@ -24,34 +24,39 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from .exact import GM_FLOOR, layout, running_sums
+
 __all__ = ["GM_FLOOR", "IPREC_RULES", "iprec_at_recall"]
 
-GM_FLOOR = 1e-5  # trec_eval's MIN_GEO_MEAN
 IPREC_RULES = ("lround", "v9")
 
 
-def iprec_at_recall(relevant: Tensor, n_relevant: Tensor, levels: Sequence[float], rule: str = "lround") -> Tensor:
-    """``[Q, len(levels)]`` interpolated precision at the recall ``levels`` (module doc);
-    ``rule``: ``"lround"`` (trec_eval 10) or ``"v9"`` (trec_eval 9, pytrec_eval)."""
+def iprec_at_recall(relevant: Tensor, offsets: Tensor, n_relevant: Tensor, levels: Sequence[float],
+                    rule: str = "lround") -> Tensor:
+    """``[Q, len(levels)]`` interpolated precision at the recall ``levels`` (module doc) of the
+    queries' retrieved documents ``relevant[offsets[i]:offsets[i + 1]]`` (bool, rank order),
+    R ``n_relevant``; ``rule``: ``"lround"`` (trec_eval 10) or ``"v9"`` (trec_eval 9, pytrec_eval)."""
     if rule not in IPREC_RULES:
         raise ValueError(f"rule must be one of {list(IPREC_RULES)} (trec_eval 10, trec_eval 9); got {rule!r}")
-    q, d = relevant.shape
-    device = relevant.device
-    out = torch.zeros(q, len(levels), dtype=torch.float64, device=device)
-    if d == 0 or q == 0:
-        return out
-    cum = torch.cumsum(relevant.to(torch.int64), 1)
-    rank = torch.arange(1, d + 1, device=device, dtype=torch.float64)
-    prec = torch.where(relevant, cum / rank, torch.zeros((), dtype=torch.float64, device=device))
-    best_after = torch.flip(torch.cummax(torch.flip(prec, [1]), 1).values, [1])  # max over ranks >= i
-    x = torch.tensor(list(levels), dtype=torch.float64, device=device)
-    share = x.unsqueeze(0) * n_relevant.to(torch.float64).unsqueeze(1)
+    f64 = torch.float64
+    n = offsets[1:] - offsets[:-1]
+    count = running_sums(relevant.to(torch.int64), offsets)  # relevant so far, at each rank
+    rank = torch.arange(len(relevant)) - torch.repeat_interleave(offsets[:-1], n) + 1
+    prec = torch.where(relevant, count.to(f64) / rank.to(f64), torch.zeros(len(relevant), dtype=f64))
+    best = torch.zeros_like(prec)  # the highest precision at this rank or after, within the query
+    for idx, inside in layout(offsets) if len(relevant) else []:
+        dense = torch.zeros(inside.shape, dtype=f64)
+        dense[inside] = prec[idx]
+        best[idx] = torch.flip(torch.cummax(torch.flip(dense, [1]), 1).values, [1])[inside]
+    share = torch.tensor(list(levels), dtype=f64).unsqueeze(0) * n_relevant.to(f64).unsqueeze(1)
     whole = torch.floor(share)
     # lround: half away from zero (share - whole is exact here); v9: + 0.9, truncated
     need = (whole + (share - whole >= 0.5) if rule == "lround" else torch.floor(share + 0.9)).to(torch.int64)
-    # the rank of the c-th relevant document: the first position where the count reaches c
-    pos = torch.searchsorted(cum.contiguous(), need.clamp_min(1).contiguous())
-    pos = torch.where(need == 0, torch.zeros_like(pos), pos)
-    found = (need <= cum[:, -1:]) & (pos < d)
-    got = best_after.gather(1, pos.clamp_max(d - 1))
-    return torch.where(found, got, out)
+    rel_ret = torch.zeros(len(n), dtype=torch.int64).index_add_(
+        0, torch.repeat_interleave(torch.arange(len(n)), n), relevant.to(torch.int64)).unsqueeze(1)
+    at_rel = torch.nonzero(relevant).squeeze(1)  # the relevant retrieved, query by query in rank order
+    first = (torch.cumsum(rel_ret[:, 0], 0) - rel_ret[:, 0]).unsqueeze(1)
+    # the c-th relevant retrieved (the first for c = 0: the best precision of the whole list)
+    pos = (first + need.clamp_min(1) - 1).clamp(0, max(len(at_rel) - 1, 0))
+    got = best[at_rel[pos]] if len(at_rel) else torch.zeros(need.shape, dtype=f64)
+    return torch.where((need <= rel_ret) & (rel_ret > 0), got, torch.zeros_like(got))
