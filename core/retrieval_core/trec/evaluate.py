@@ -49,7 +49,8 @@ __all__ = ["TrecEvaluation", "evaluate_trec", "COUNTS", "TREC_ORDER"]
 COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
 # trec_eval's output order (its measure table), by base name
 TREC_ORDER = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-              "iprec_at_recall", "P", "recall", "dcg", "ndcg", "ndcg_cut", "map_cut", "success", "num_nonrel_judged_ret")
+              "iprec_at_recall", "P", "recall", "dcg", "ndcg", "ndcg_cut", "map_cut", "success",
+              "num_nonrel_judged_ret")
 SUMMARY_ONLY = ("num_q", "gm_map")
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?")  # trec_eval prints them in the summary alone
 
