@@ -31,13 +31,13 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 
-__all__ = ["EXACT", "GM_FLOOR", "after", "is_exact", "layout", "running_sums", "sequential_gm", "sequential_mean",
+__all__ = ["EXACT", "GM_FLOOR", "after", "along_rows", "is_exact", "layout", "running_sums", "sequential_gm", "sequential_mean",
            "trec_values"]
 
 GM_FLOOR = 1e-5  # trec_eval's MIN_GEO_MEAN
@@ -63,20 +63,34 @@ def running_sums(values: Tensor, offsets: Tensor, blocks: Optional[list] = None)
         n = offsets[1:] - offsets[:-1]
         before = torch.cat([total.new_zeros(1), total])[offsets[:-1]]
         return total - torch.repeat_interleave(before, n)
+    return along_rows(values, offsets, lambda dense: torch.cumsum(dense, 1), blocks)
+
+
+def along_rows(values: Tensor, offsets: Tensor, scan: Callable[[Tensor], Tensor],
+               blocks: Optional[list] = None) -> Tensor:
+    """``scan`` (a function of padded ``[rows, width]`` blocks, along each row, that keeps
+    a row's first entries unchanged by its padding) applied to each segment of ``values``."""
     out = torch.empty_like(values)
-    for idx, inside in blocks if blocks is not None else layout(offsets):
-        dense = torch.zeros(inside.shape, dtype=values.dtype)
-        dense[inside] = values[idx]
-        out[idx] = torch.cumsum(dense, 1)[inside]
+    for idx, pos, shape in blocks if blocks is not None else layout(offsets):
+        if pos is None:  # segments of one length, one after the other: a view
+            out[idx] = scan(values[idx].view(shape)).reshape(-1)
+            continue
+        dense = values.new_zeros(shape[0] * shape[1])
+        dense[pos] = values[idx]
+        out[idx] = scan(dense.view(shape)).reshape(-1)[pos]
     return out
 
 
-def layout(offsets: Tensor) -> List[Tuple[Tensor, Tensor]]:
-    """The segments as padded ``[rows, width]`` blocks: per block, the entries' flat indices and
-    where they sit. One block when padding costs little; else segments grouped by length
-    (in (2^(b-1), 2^b]), so that the padding is at most the entries again."""
+def layout(offsets: Tensor) -> List[Tuple[Tensor, Optional[Tensor], Tuple[int, int]]]:
+    """The segments as padded ``[rows, width]`` blocks: per block, the entries' flat indices,
+    their positions in the flattened block (None: no padding) and its shape. One block
+    when padding costs little; else segments grouped by length (in (2^(b-1), 2^b]), so that
+    the padding is at most the entries again."""
     n = offsets[1:] - offsets[:-1]
-    if n.numel() * int(n.max()) <= 2 * int(n.sum()) + 65536:
+    total = int(n.sum())
+    if total == 0:
+        return []
+    if n.numel() * int(n.max()) <= 2 * total + 65536:
         groups = [torch.arange(len(n))]
     else:
         size = torch.where(n > 0, torch.ceil(torch.log2(n.clamp_min(1).to(torch.float64))).to(torch.int64), -1)
@@ -84,9 +98,14 @@ def layout(offsets: Tensor) -> List[Tuple[Tensor, Tensor]]:
     out = []
     for rows in groups:
         lens = n[rows]
-        col = torch.arange(int(lens.max()))
+        width = int(lens.max())
+        col = torch.arange(width)
         inside = col.unsqueeze(0) < lens.unsqueeze(1)
-        out.append(((offsets[rows].unsqueeze(1) + col.unsqueeze(0))[inside], inside))
+        idx = (offsets[rows].unsqueeze(1) + col.unsqueeze(0))[inside]
+        if bool(inside.all()):
+            out.append((idx, None, (len(rows), width)))
+        else:
+            out.append((idx, torch.nonzero(inside.reshape(-1)).squeeze(1), (len(rows), width)))
     return out
 
 

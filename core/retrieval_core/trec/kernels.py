@@ -24,7 +24,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .exact import GM_FLOOR, layout, running_sums
+from .exact import GM_FLOOR, along_rows, running_sums
 
 __all__ = ["GM_FLOOR", "IPREC_RULES", "iprec_at_recall"]
 
@@ -43,11 +43,8 @@ def iprec_at_recall(relevant: Tensor, offsets: Tensor, n_relevant: Tensor, level
     count = running_sums(relevant.to(torch.int64), offsets)  # relevant so far, at each rank
     rank = torch.arange(len(relevant)) - torch.repeat_interleave(offsets[:-1], n) + 1
     prec = torch.where(relevant, count.to(f64) / rank.to(f64), torch.zeros(len(relevant), dtype=f64))
-    best = torch.zeros_like(prec)  # the highest precision at this rank or after, within the query
-    for idx, inside in layout(offsets) if len(relevant) else []:
-        dense = torch.zeros(inside.shape, dtype=f64)
-        dense[inside] = prec[idx]
-        best[idx] = torch.flip(torch.cummax(torch.flip(dense, [1]), 1).values, [1])[inside]
+    # the highest precision at this rank or after, within the query (padding: 0, after the list)
+    best = along_rows(prec, offsets, lambda d: torch.flip(torch.cummax(torch.flip(d, [1]), 1).values, [1]))
     share = torch.tensor(list(levels), dtype=f64).unsqueeze(0) * n_relevant.to(f64).unsqueeze(1)
     whole = torch.floor(share)
     # lround: half away from zero (share - whole is exact here); v9: + 0.9, truncated
