@@ -1,13 +1,19 @@
 """Evaluate a run against qrels as trec_eval does: ``evaluate_trec(qrels, run, measures)``.
 
 The run is aligned to the qrels (:func:`~retrieval_core.trec.align`: trec_eval's order,
-``-M``, ``-c``, ``-l``); the ranking measures go through
-:func:`retrieval_core.evaluate_ranked` with R and the ideal gains from the qrels (binary
-relevance ``rel >= level`` for all but nDCG, whose gains are the judged positive rels, as
-trec_eval's); ``bpref``, ``iprec_at_recall``, ``gm_map`` and the counts are computed here
-(:mod:`retrieval_core.trec.kernels`). A query without a relevant document scores 0 and
-counts in the mean (trec_eval divides by ``num_q``); in the summary the counts are sums
-and ``gm_map`` the geometric mean.
+``-M``, ``-c``, ``-l``). Every measure printed under a trec_eval name (map, P, recall,
+ndcg, ndcg_cut, map_cut, Rprec, recip_rank, success, bpref, dcg, gm_map, the counts) is
+computed with trec_eval's arithmetic (:mod:`retrieval_core.trec.exact`): the same terms,
+added in the same order, so that each per-query value is trec_eval's double; the summary
+adds the queries' values one after the other in trec_eval's query order and divides by
+``num_q`` (a pairwise sum may print another fourth decimal). ``iprec_at_recall`` comes
+from :mod:`retrieval_core.trec.kernels` (maxima of exact quotients); the other keys
+(``mrr@10``, ``ndcg_exp``...) go through :func:`retrieval_core.evaluate_ranked` with R and
+the ideal gains from the qrels (binary relevance ``rel >= level``; the judged positive
+rels as the gains of the DCG family, as trec_eval's nDCG). A query without a relevant
+document scores 0 and counts in the mean; in the summary the counts are sums (``-c``:
+``num_rel`` counts every qrels judgement with rel > 0, as trec_eval) and ``gm_map`` the
+geometric mean.
 
 Example:
     >>> from retrieval_core.trec import qrels_from_dict, run_from_dict
@@ -34,7 +40,8 @@ from retrieval_core import MetricResults, aggregate, evaluate_ranked, parse_metr
 
 from .align import Aligned, align
 from .files import Qrels, Run
-from .kernels import IPREC_RULES, bpref, gm_map, iprec_at_recall
+from .exact import is_exact, sequential_gm, sequential_mean, trec_values
+from .kernels import IPREC_RULES, iprec_at_recall
 from .measures import parse_measures
 
 __all__ = ["TrecEvaluation", "evaluate_trec", "COUNTS", "TREC_ORDER"]
@@ -42,7 +49,8 @@ __all__ = ["TrecEvaluation", "evaluate_trec", "COUNTS", "TREC_ORDER"]
 COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
 # trec_eval's output order (its measure table), by base name
 TREC_ORDER = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-              "iprec_at_recall", "P", "recall", "ndcg", "ndcg_cut", "map_cut", "success", "num_nonrel_judged_ret")
+              "iprec_at_recall", "P", "recall", "dcg", "ndcg", "ndcg_cut", "map_cut", "success",
+              "num_nonrel_judged_ret")
 SUMMARY_ONLY = ("num_q", "gm_map")
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?")  # trec_eval prints them in the summary alone
 
@@ -151,47 +159,55 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     if q == 0:
         raise ValueError(f"the run has none of the qrels' {len(qrels.query_ids)} queries (trec_eval evaluates the "
                          "queries both have; complete=True, -c, counts every qrels query)")
-    (relevant, gain, judged), valid = _dense(al, [al.relevant, al.gain, al.judged])
-    r = al.n_relevant
-    cols: Dict[str, Tensor] = {}
-    core = [k for k, _ in pairs if k.partition("@")[0] not in ("bpref", "gm_map", "iprec_at_recall", *COUNTS)]
-    needs_map = any(k == "gm_map" for k, _ in pairs) and "map" not in core
-    core += ["map"] if needs_map else []
-    specs = parse_metrics(core) if core else ()  # none: only bpref, iprec_at_recall or the counts
-    graded = [m.key for m in specs if m.spec.needs_ideal]
-    binary = [m.key for m in specs if not m.spec.needs_ideal]
-    if binary:
-        cols.update(evaluate_ranked(relevant.to(torch.float64), binary, n_relevant=r, mask=valid, empty="zero",
-                                    reduce="none"))
-    if graded:
-        ideal = al.ideal_dense()
-        cols.update(evaluate_ranked(gain, graded, n_relevant=(ideal > 0).sum(1), ideal=ideal, mask=valid,
-                                    empty="zero", reduce="none"))
-    counts = {"num_q": torch.ones(q, dtype=torch.float64), "num_ret": al.num_ret, "num_rel": r,
-              "num_rel_ret": al.num_rel_ret, "num_nonrel_judged_ret": al.num_nonrel_judged_ret}
-    cols.update({k: v.to(torch.float64) for k, v in counts.items()})
-    if any(k == "bpref" for k, _ in pairs):
-        cols["bpref"] = bpref(relevant, judged & ~relevant, r, _judged_nonrel(qrels, al))
-    levels = [float(k.partition("@")[2]) for k, _ in pairs if k.startswith("iprec_at_recall@")]
-    if levels:
-        got = iprec_at_recall(relevant, r, levels, rule=iprec_rule)
-        cols.update({f"iprec_at_recall@{x:g}": got[:, i] for i, x in enumerate(levels)})
-    if "gm_map" in [k for k, _ in pairs]:
-        cols["gm_map"] = cols["map"]
     keys = [k for k, _ in pairs]
+    cols: Dict[str, Tensor] = {}
+    exact = [k for k in keys if is_exact(k)] + (["map"] if "gm_map" in keys and "map" not in keys else [])
+    cols.update(trec_values(al, exact, _judged_nonrel(qrels, al) if "bpref" in keys else None))
+    levels = [float(k.partition("@")[2]) for k in keys if k.startswith("iprec_at_recall@")]
+    if levels:
+        got = iprec_at_recall(al.relevant, al.offsets, al.n_relevant, levels, rule=iprec_rule)
+        cols.update({f"iprec_at_recall@{x:g}": got[:, i] for i, x in enumerate(levels)})
+    rest = [k for k in keys if not is_exact(k) and k != "gm_map" and not k.startswith("iprec_at_recall@")]
+    if rest:
+        (relevant, gain), valid = _dense(al, [al.relevant, al.gain])
+        cols.update(_ranked(al, rest, relevant, gain, valid))
+    if "gm_map" in keys:
+        cols["gm_map"] = cols["map"]
     values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
     res = aggregate(values, keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
-    summary = {k: res[k] for k in keys}
+    means = sequential_mean(values)  # trec_eval's order: query after query, then / num_q
+    summary = {k: means[j] for j, k in enumerate(keys)}
     for k in keys:
         if k in COUNTS:
-            summary[k] = cols[k].sum()
+            summary[k] = torch.cumsum(cols[k], 0)[-1]
         elif k == "gm_map":
-            summary[k] = gm_map(cols[k])
+            summary[k] = torch.tensor(sequential_gm(cols[k]), dtype=torch.float64)
+    if "num_rel" in keys and complete:  # trec_eval -c: every qrels judgement with rel > 0, whatever -l
+        summary["num_rel"] = (qrels.rel > 0).sum().to(torch.float64)
     out = res.with_values(summary)
     for k in keys:  # an interval of the mean is not one of a sum or of a geometric mean
         if k in COUNTS or k == "gm_map":
             out.ci.pop(k, None)
     return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag)
+
+
+def _ranked(al: Aligned, keys: Sequence[str], relevant: Tensor, gain: Tensor, valid: Tensor) -> Dict[str, Tensor]:
+    """The keys without a trec_eval name, by :func:`retrieval_core.evaluate_ranked`: binary
+    relevance, but the judged positive rels as the gains of the DCG family (as nDCG's)."""
+    if not keys:
+        return {}
+    specs = parse_metrics(keys)
+    graded = [m.key for m in specs if m.spec.needs_ideal or m.spec.name in ("dcg", "dcg_exp")]
+    binary = [m.key for m in specs if m.key not in graded]
+    cols: Dict[str, Tensor] = {}
+    if binary:
+        cols.update(evaluate_ranked(relevant.to(torch.float64), binary, n_relevant=al.n_relevant, mask=valid,
+                                    empty="zero", reduce="none"))
+    if graded:
+        ideal = al.ideal_dense()
+        cols.update(evaluate_ranked(gain, graded, n_relevant=(ideal > 0).sum(1), ideal=ideal, mask=valid,
+                                    empty="zero", reduce="none"))
+    return cols
 
 
 def _judged_nonrel(qrels: Qrels, al: Aligned) -> Tensor:

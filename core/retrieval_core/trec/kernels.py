@@ -1,31 +1,21 @@
-"""trec_eval's measures that need more than the gains of a ranked list, on padded ``[Q, D]``
-tensors in rank order (no loop over queries; everything on the tensors' device).
+"""trec_eval's interpolated precision, on the flat entries of an aligned run (query by query
+in rank order, ``offsets``; no loop over queries, memory linear in the entries; on the CPU).
+The measures whose sums must be trec_eval's are in :mod:`retrieval_core.trec.exact`.
 
-* ``bpref`` (trec_eval m_bpref.c): over the *judged* retrieved documents only (unjudged
-  and unpooled ones are skipped), each relevant one adds
-  ``1 - min(n, R) / min(N, R)`` where ``n`` counts the judged non-relevant documents
-  ranked above it and ``N`` the query's judged non-relevant documents in the qrels
-  (1 when ``n = 0``); the sum is divided by R (0 when R = 0).
 * ``iprec_at_recall`` (m_iprec_at_recall.c): at recall level ``x`` the number of relevant
   documents needed is ``c = lround(x * R)`` (trec_eval 10; ``rule="v9"``: trec_eval 9 and
   pytrec_eval, ``c = floor(x * R + 0.9)``); the value is the highest precision at or after
   the rank of the c-th relevant retrieved document (any rank for ``c = 0``), 0 when fewer
   than ``c`` relevant documents are retrieved.
-* ``gm_map`` (m_gm_map.c): ``exp(mean(log(max(AP, 1e-5))))`` over the queries.
 
-Example:
+Example (two queries, flat: their retrieved documents' relevance in rank order):
     >>> import torch
-    >>> rel = torch.tensor([[False, True, False, True]])
-    >>> nonrel = torch.tensor([[True, False, False, False]])   # the third is unjudged
-    >>> bpref(rel, nonrel, torch.tensor([2]), torch.tensor([3])).tolist()
-    [0.5]
-    >>> iprec_at_recall(rel, torch.tensor([2]), [0.0, 0.5, 1.0]).tolist()
-    [[0.5, 0.5, 0.5]]
-    >>> top = torch.tensor([[True, False, False, True]])   # R = 3, x R = 1.2: c = 1 (lround), 2 (v9: floor(2.1))
-    >>> iprec_at_recall(top, torch.tensor([3]), [0.4]).tolist(), iprec_at_recall(top, torch.tensor([3]), [0.4], "v9")
-    ([[1.0]], tensor([[0.5000]], dtype=torch.float64))
-    >>> round(gm_map(torch.tensor([0.1, 0.4], dtype=torch.float64)).item(), 6)
-    0.2
+    >>> rel = torch.tensor([False, True, False, True,   True, False, False, True])
+    >>> offsets, r = torch.tensor([0, 4, 8]), torch.tensor([2, 3])
+    >>> iprec_at_recall(rel, offsets, r, [0.0, 0.5, 1.0]).tolist()   # query 2: R = 3, 2 retrieved
+    [[0.5, 0.5, 0.5], [1.0, 0.5, 0.0]]
+    >>> iprec_at_recall(rel, offsets, r, [0.4]).tolist(), iprec_at_recall(rel, offsets, r, [0.4], "v9").tolist()
+    ([[0.5], [1.0]], [[0.5], [0.5]])
 """
 from __future__ import annotations
 
@@ -34,52 +24,36 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["GM_FLOOR", "IPREC_RULES", "bpref", "gm_map", "iprec_at_recall"]
+from .exact import GM_FLOOR, along_rows, running_sums
 
-GM_FLOOR = 1e-5  # trec_eval's MIN_GEO_MEAN
+__all__ = ["GM_FLOOR", "IPREC_RULES", "iprec_at_recall"]
+
 IPREC_RULES = ("lround", "v9")
 
 
-def bpref(relevant: Tensor, nonrel_judged: Tensor, n_relevant: Tensor, n_nonrel: Tensor) -> Tensor:
-    """``[Q]`` bpref: ``relevant`` / ``nonrel_judged`` ``[Q, D]`` bool in rank order (neither for
-    unjudged or padding), ``n_relevant`` R and ``n_nonrel`` the judged non-relevant documents
-    of each query in the qrels."""
-    r = n_relevant.to(torch.float64).unsqueeze(1)
-    above = torch.cumsum(nonrel_judged.to(torch.int64), 1) - nonrel_judged.to(torch.int64)
-    above = above.to(torch.float64)
-    denom = torch.minimum(n_nonrel.to(torch.float64).unsqueeze(1), r).clamp_min(1.0)
-    term = torch.where(above > 0, 1.0 - torch.minimum(above, r) / denom, torch.ones_like(above))
-    total = (term * relevant).sum(1)
-    return torch.where(n_relevant > 0, total / n_relevant.clamp_min(1), torch.zeros_like(total))
-
-
-def iprec_at_recall(relevant: Tensor, n_relevant: Tensor, levels: Sequence[float], rule: str = "lround") -> Tensor:
-    """``[Q, len(levels)]`` interpolated precision at the recall ``levels`` (module doc);
-    ``rule``: ``"lround"`` (trec_eval 10) or ``"v9"`` (trec_eval 9, pytrec_eval)."""
+def iprec_at_recall(relevant: Tensor, offsets: Tensor, n_relevant: Tensor, levels: Sequence[float],
+                    rule: str = "lround") -> Tensor:
+    """``[Q, len(levels)]`` interpolated precision at the recall ``levels`` (module doc) of the
+    queries' retrieved documents ``relevant[offsets[i]:offsets[i + 1]]`` (bool, rank order),
+    R ``n_relevant``; ``rule``: ``"lround"`` (trec_eval 10) or ``"v9"`` (trec_eval 9, pytrec_eval)."""
     if rule not in IPREC_RULES:
         raise ValueError(f"rule must be one of {list(IPREC_RULES)} (trec_eval 10, trec_eval 9); got {rule!r}")
-    q, d = relevant.shape
-    device = relevant.device
-    out = torch.zeros(q, len(levels), dtype=torch.float64, device=device)
-    if d == 0 or q == 0:
-        return out
-    cum = torch.cumsum(relevant.to(torch.int64), 1)
-    rank = torch.arange(1, d + 1, device=device, dtype=torch.float64)
-    prec = torch.where(relevant, cum / rank, torch.zeros((), dtype=torch.float64, device=device))
-    best_after = torch.flip(torch.cummax(torch.flip(prec, [1]), 1).values, [1])  # max over ranks >= i
-    x = torch.tensor(list(levels), dtype=torch.float64, device=device)
-    share = x.unsqueeze(0) * n_relevant.to(torch.float64).unsqueeze(1)
+    f64 = torch.float64
+    n = offsets[1:] - offsets[:-1]
+    count = running_sums(relevant.to(torch.int64), offsets)  # relevant so far, at each rank
+    rank = torch.arange(len(relevant)) - torch.repeat_interleave(offsets[:-1], n) + 1
+    prec = torch.where(relevant, count.to(f64) / rank.to(f64), torch.zeros(len(relevant), dtype=f64))
+    # the highest precision at this rank or after, within the query (padding: 0, after the list)
+    best = along_rows(prec, offsets, lambda d: torch.flip(torch.cummax(torch.flip(d, [1]), 1).values, [1]))
+    share = torch.tensor(list(levels), dtype=f64).unsqueeze(0) * n_relevant.to(f64).unsqueeze(1)
     whole = torch.floor(share)
     # lround: half away from zero (share - whole is exact here); v9: + 0.9, truncated
     need = (whole + (share - whole >= 0.5) if rule == "lround" else torch.floor(share + 0.9)).to(torch.int64)
-    # the rank of the c-th relevant document: the first position where the count reaches c
-    pos = torch.searchsorted(cum.contiguous(), need.clamp_min(1).contiguous())
-    pos = torch.where(need == 0, torch.zeros_like(pos), pos)
-    found = (need <= cum[:, -1:]) & (pos < d)
-    got = best_after.gather(1, pos.clamp_max(d - 1))
-    return torch.where(found, got, out)
-
-
-def gm_map(ap: Tensor) -> Tensor:
-    """The geometric mean of the per-query APs ``[Q]``, each floored at 1e-5 (trec_eval's gm_map)."""
-    return torch.exp(torch.log(ap.to(torch.float64).clamp_min(GM_FLOOR)).mean())
+    rel_ret = torch.zeros(len(n), dtype=torch.int64).index_add_(
+        0, torch.repeat_interleave(torch.arange(len(n)), n), relevant.to(torch.int64)).unsqueeze(1)
+    at_rel = torch.nonzero(relevant).squeeze(1)  # the relevant retrieved, query by query in rank order
+    first = (torch.cumsum(rel_ret[:, 0], 0) - rel_ret[:, 0]).unsqueeze(1)
+    # the c-th relevant retrieved (the first for c = 0: the best precision of the whole list)
+    pos = (first + need.clamp_min(1) - 1).clamp(0, max(len(at_rel) - 1, 0))
+    got = best[at_rel[pos]] if len(at_rel) else torch.zeros(need.shape, dtype=f64)
+    return torch.where((need <= rel_ret) & (rel_ret > 0), got, torch.zeros_like(got))
