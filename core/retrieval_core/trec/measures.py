@@ -44,7 +44,7 @@ RECALL_LEVELS = tuple(i / 10 for i in range(11))
 
 # trec_eval names of whole-list measures -> canonical key
 PLAIN = {
-    "map": "map", "ndcg": "ndcg", "recip_rank": "mrr", "Rprec": "r_precision", "bpref": "bpref",
+    "map": "map", "dcg": "dcg", "ndcg": "ndcg", "recip_rank": "mrr", "Rprec": "r_precision", "bpref": "bpref",
     "gm_map": "gm_map", "num_q": "num_q", "num_ret": "num_ret", "num_rel": "num_rel",
     "num_rel_ret": "num_rel_ret", "num_nonrel_judged_ret": "num_nonrel_judged_ret",
 }
