@@ -156,3 +156,15 @@ def test_install_commands_never_ask_a_registry_for_this_package():
         target = command.split("pip install", 1)[1].split()[-1].strip("'\"")
         assert target.startswith((".", "dist/")), command
     assert "not on PyPI" in TEXT
+
+
+def test_lightning_snippet_says_why_sync_dist_does_not_apply():
+    """Lightning prints a `sync_dist=True` hint for every key a DDP run logs from
+    `compute()`; the README says why it does not apply and how to hide it (item 17)."""
+    lightning = next(i for i, code in enumerate(BLOCKS) if "import lightning" in code)
+    assert "log_dict(self.val_metrics.compute())" in BLOCKS[lightning]
+    after = TEXT.split(BLOCKS[lightning], 1)[1].split("```python", 1)[0]
+    assert "sync_dist=True" in after and "already gathered" in after
+    hint = "It is recommended to use `self.log('map@r', ..., sync_dist=True)` when logging on epoch level"
+    pattern = re.search(r'message="([^"]+)"', after).group(1)
+    assert re.match(pattern, hint)  # the filter shown matches Lightning's hint (lightning 2.x wording)
