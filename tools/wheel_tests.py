@@ -7,6 +7,10 @@ pyproject.toml for pytest's settings) into ``build/wheel-tests`` -- the package
 folders stay behind, so ``import retrieval_core`` (and the adapters) can only find
 the copy installed in this interpreter's site-packages -- and runs pytest there.
 ``tests/test_packaging.py`` reads the variables set here to prove which copy ran.
+
+Before pytest starts it says how long the run takes (``EXPECTED``); pytest runs with
+``-q``: one character per test and the share done at the end of each line, and (from
+pyproject.toml's ``-rfE``) a summary of failures and errors only.
 """
 from __future__ import annotations
 
@@ -21,6 +25,16 @@ ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("tests", "docs", "examples", "benchmarks", "tools", "README.md", "pyproject.toml", "Makefile",
           "constraints.txt")
 PACKAGE_DIRS = ("core", "ignite_retrieval", "lightning_retrieval")
+# the last measured runs (update them when the suite grows): CI, and one under load on the
+# project's 2-core machine (pytest --durations=60, 2026-11-26, load average about 7)
+EXPECTED = ("about 4,000 tests: 6 minutes on a quiet 2-core machine (CI: 3916 passed in 342 s), "
+            "several times longer when other work shares the cores (27 minutes at a load average of 7)")
+PYTEST_OPTIONS = ("-q",)  # compact progress: a dot per test, the percentage done at each line's end
+
+
+def pytest_command(pytest_args: list) -> list:
+    """The pytest command line: the compact options first, so that the caller's can override them."""
+    return [sys.executable, "-m", "pytest", *PYTEST_OPTIONS, *pytest_args]
 
 
 def main(pytest_args: list) -> int:
@@ -42,7 +56,8 @@ def main(pytest_args: list) -> int:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing may point back at the sources
     env.update(RETRIEVAL_METRICS_TEST_WHEEL=wheels[0], RETRIEVAL_METRICS_SOURCE=str(ROOT),
                RETRIEVAL_METRICS_DIST=str(ROOT / "dist"))
-    return subprocess.call([sys.executable, "-m", "pytest", *pytest_args], cwd=work, env=env)
+    print(f"wheel_tests: the suite against {Path(wheels[0]).name}, {EXPECTED}", flush=True)
+    return subprocess.call(pytest_command(pytest_args), cwd=work, env=env)
 
 
 if __name__ == "__main__":

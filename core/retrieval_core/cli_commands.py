@@ -13,11 +13,11 @@ from . import optional
 from .cli_compare import _paired_values, _read_run
 from .cli_demo import _digits, demo_results
 from .cli_io import encode_names, fingerprint, load_labels, load_tensor, refuse_overwrite
-from .cli_parser import CommandError, PROG, REPORT_FILES, TEST_NAMES
+from .cli_parser import CI_RESAMPLES, CommandError, PROG, REPORT_FILES, TEST_NAMES, TEST_RESAMPLES
 from .embeddings import evaluate_embeddings
 from .metrics.registry import CONFIDENCE_KINDS, parse_metrics
 from .plot import at_k_keys
-from .report import format_value, number_or_list, write_report
+from .report import format_p_value, format_value, number_or_list, text_table, write_report
 from .stats import comparison
 from .stats.results import MetricResults, _plain
 
@@ -236,6 +236,7 @@ def cmd_report(args) -> int:
         raise CommandError("report takes EMB LABELS (two data files) or `eval --output` JSON files; got "
                            + " ".join(args.inputs))
     args.query, args.query_labels = args.inputs
+    args.n_resamples = CI_RESAMPLES if args.n_resamples is None else args.n_resamples
 
     if args.max_k < 1:
         raise CommandError(f"--max-k must be a positive integer; got {args.max_k}")
@@ -277,10 +278,10 @@ def _report_runs(args) -> int:
         for key in paired:
             values = {name: _paired_values(records[base], records[name], key, args.inputs[0], path, args.by_position)
                       for name, path in zip(names, args.inputs)}
-            result = comparison.compare_many(values, baseline=base, test=args.test, n_resamples=args.n_resamples,
-                                  seed=args.seed)
-            rows += [[key, name, f"{c.mean_difference:+.4f}", f"[{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]", f"{c.p_value:.4g}",
-                      str(c.n)] for name, c in result.items()]
+            result = comparison.compare_many(values, baseline=base, test=args.test, seed=args.seed,
+                                             n_resamples=TEST_RESAMPLES if args.n_resamples is None else args.n_resamples)
+            rows += [[key, name, f"{c.mean_difference:+.4f}", f"[{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]",
+                      format_p_value(c.p_value), str(c.n)] for name, c in result.items()]
         if rows:
             tables.append((f"Paired tests against {base} ({TEST_NAMES[args.test]} over queries, Holm-corrected "
                            "p-values)", ["metric", "run", "run - base", "95% interval", "p-value", "n"], rows))
@@ -291,7 +292,7 @@ def _report_runs(args) -> int:
     print(_table(runs, metrics))
     for heading, header, rows in tables:
         print(f"\n{heading}")
-        print("\n".join("  ".join(row) for row in rows))
+        print(text_table(header, rows))
     print(f"report written to {paths['markdown'].parent}: " + ", ".join(sorted(p.name for p in paths.values())))
     return 0
 

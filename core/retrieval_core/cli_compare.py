@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from .cli_parser import PROG, TEST_NAMES
+from .report import format_p_value, text_table
 from .stats import comparison
 from .stats.aggregate import MetricResults
 
@@ -69,9 +70,10 @@ def _pairing(a: Run, b: Run, path_a: str, path_b: str, by_position: bool = False
                          f"of its queries (written by an older version?); run `{PROG} eval ... --output` again, "
                          "or pass --by-position if both list the same queries in the same order")
     if fa != fb:
-        raise ValueError(f"cannot pair the queries of {path_a} and {path_b}: their labels (and ids) differ query "
-                         "by query, so they hold different queries or the same in another order; evaluate both "
-                         "with --query-ids FILE (one unique id per query) to pair them by id")
+        raise ValueError(f"cannot pair the queries of {path_a} and {path_b}: their query labels (and ids) split "
+                         "the queries into different classes, so they hold different queries or the same in "
+                         "another order; pass --by-position if both list the same queries in the same order, or "
+                         "evaluate both with --query-ids FILE (one unique id per query) to pair them by id")
     return None
 
 
@@ -95,22 +97,20 @@ def cmd_compare(args) -> int:
             if key not in r.per_query:
                 raise ValueError(f"{path} has no per-query values of {key!r}; it has {', '.join(r.per_query)}")
     rows = {}
-    for key in keys:
+    for key in keys:  # B - A: the second run minus the first, as `report` prints run - base
         va, vb = a[0].per_query[key], _paired_values(a, b, key, args.a, args.b, args.by_position)
-        c = comparison.compare(va, vb, test=args.test, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci)
+        c = comparison.compare(vb, va, test=args.test, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci)
         rows[key] = {"a": float(torch.nanmean(va.double())), "b": float(torch.nanmean(vb.double())),
                      "mean_difference": float(c.mean_difference), "ci": [float(c.ci[0]), float(c.ci[1])],
                      "p_value": float(c.p_value), "n": int(c.n), "test": c.test}
     if args.json:
-        print(json.dumps({"a": args.a, "b": args.b, "level": args.ci, "metrics": rows}, indent=2))
+        print(json.dumps({"a": args.a, "b": args.b, "difference": "B - A", "level": args.ci, "metrics": rows},
+                         indent=2))
         return 0
-    level = f"{args.ci:.0%} interval"
-    header = ["metric", "A", "B", "A - B", level, "p-value", "n"]
-    table = [header] + [[k, f"{v['a']:.4f}", f"{v['b']:.4f}", f"{v['mean_difference']:+.4f}",
-                         f"[{v['ci'][0]:+.4f}, {v['ci'][1]:+.4f}]", f"{v['p_value']:.4g}", str(v["n"])]
-                        for k, v in rows.items()]
-    widths = [max(len(row[i]) for row in table) + 2 for i in range(len(header))]
+    header = ["metric", "A", "B", "B - A", f"{args.ci:.0%} interval", "p-value", "n"]
+    table = [[k, f"{v['a']:.4f}", f"{v['b']:.4f}", f"{v['mean_difference']:+.4f}",
+              f"[{v['ci'][0]:+.4f}, {v['ci'][1]:+.4f}]", format_p_value(v["p_value"]), str(v["n"])]
+             for k, v in rows.items()]
     print(f"A: {args.a}\nB: {args.b}\n{TEST_NAMES[args.test]} over queries")
-    for row in table:
-        print(f"{row[0]:<{widths[0]}}" + "".join(f"{c:>{w}}" for c, w in zip(row[1:], widths[1:])))
+    print(text_table(header, table))
     return 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -121,25 +121,39 @@ def encode_names(*label_sets: Optional[Labels]) -> List[Optional[torch.Tensor]]:
             for s in label_sets]
 
 
+def _first_appearance(values: List) -> List[int]:
+    """Each value replaced by the rank of its first appearance: ``[7, 3, 7] -> [0, 1, 0]``."""
+    codes: Dict[object, int] = {}
+    return [codes.setdefault(v, len(codes)) for v in values]
+
+
 def fingerprint(*parts: Optional[Labels]) -> str:
-    """A SHA-256 of the queries' labels (and ids), in order: two runs with equal
-    fingerprints hold the same queries in the same order.
+    """A SHA-256 of how the queries' labels (and ids), in order, split them into
+    classes: two runs with equal fingerprints hold the same queries in the same
+    order. Class labels are re-coded by first appearance, so class names and the
+    numbers of another encoding of the same classes give the same fingerprint;
+    ``[N, C]`` labels are hashed as they are.
 
     Example:
         >>> a = fingerprint(torch.tensor([0, 1, 1]))
         >>> a == fingerprint(torch.tensor([0, 1, 1])), a == fingerprint(torch.tensor([1, 0, 1]))
         (True, False)
+        >>> a == fingerprint(["cat", "dog", "dog"]), a == fingerprint(torch.tensor([5, 2, 2]))
+        (True, True)
     """
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(b"partition;")
     for part in parts:
         if part is None:
             digest.update(b"none;")
-        elif isinstance(part, list):
-            digest.update(b"names;" + "\n".join(part).encode("utf-8") + b";")
-        else:
+            continue
+        if isinstance(part, torch.Tensor) and part.ndim != 1:
             t = part.detach().cpu().contiguous()
             t = t.to(torch.float64 if t.is_floating_point() else torch.int64)
             digest.update(f"{t.dtype};{tuple(t.shape)};".encode() + t.numpy().tobytes())
+            continue
+        values = part.detach().cpu().tolist() if isinstance(part, torch.Tensor) else list(part)
+        digest.update(f"classes;{len(values)};".encode() + ",".join(map(str, _first_appearance(values))).encode()
+                      + b";")
     return digest.hexdigest()
 
 

@@ -38,7 +38,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from .stats.aggregate import MetricResults
 from . import plot
 
-__all__ = ["write_report", "markdown_report", "html_report", "report_figures", "format_value", "md_text"]
+__all__ = ["write_report", "markdown_report", "html_report", "report_figures", "format_value", "format_p_value", "md_text",
+           "text_table"]
 
 Runs = Mapping[str, MetricResults]
 _AT_INT = re.compile(r"^[A-Za-z_]+@[0-9]+$")
@@ -73,6 +74,38 @@ def format_value(value, interval=None, digits: int = 4) -> str:
     if interval is not None:
         text += f" [{float(interval[0]):.{digits}f}, {float(interval[1]):.{digits}f}]"
     return text
+
+
+P_VALUE_FLOOR = 1e-16  # below it a double's p-value says only "tiny": 1 - p rounds to 1
+
+
+def format_p_value(p: float) -> str:
+    """A p-value as printed: 4 significant digits (scientific when small), and
+    ``"< 1e-16"`` below 1e-16, where a paired t-test's tail may underflow to 0:
+    a p-value is never shown as a bare 0.
+
+    Example:
+        >>> format_p_value(0.0123456), format_p_value(3.2e-9), format_p_value(0.0)
+        ('0.01235', '3.2e-09', '< 1e-16')
+    """
+    p = float(p)
+    if p != p:
+        return "–"
+    return f"{p:.4g}" if p >= P_VALUE_FLOOR else f"< {P_VALUE_FLOOR:g}"
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A terminal table: the header, then the rows; the first column left-aligned, the others right-aligned.
+
+    Example:
+        >>> print(text_table(["metric", "p-value"], [["map@r", "0.01"]]))
+        metric  p-value
+        map@r      0.01
+    """
+    table = [list(header)] + [list(r) for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    return "\n".join("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
+                     for r in table)
 
 
 def _split(keys: Sequence[str]) -> Tuple[List[str], Dict[str, Dict[str, List[str]]]]:

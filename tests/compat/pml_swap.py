@@ -8,10 +8,19 @@ set to our class, so ``accuracy_calculator.AccuracyCalculator(...)`` in PML's te
 builds ours. PML's module functions (``get_label_match_counts``...), its
 ``FaissKNN`` / ``CustomKNN`` / ``FaissKMeans`` stay PML's own: a test that passes
 them as ``knn_func`` / ``kmeans_func`` checks that ours honours them.
+
+Each test's junit report says how many of our calculators it built (the property
+``pml_ours``): ``run_pml.py`` counts a pass only when it built one, as the anchor
+suites' runner does (tests of PML's module functions alone never build one).
 """
 from __future__ import annotations
 
+import functools
 import os
+
+import pytest
+
+_BUILT = [0]  # our AccuracyCalculator constructions during the current test
 
 
 def swap() -> type:
@@ -19,8 +28,26 @@ def swap() -> type:
 
     from retrieval_core.compat.pml import AccuracyCalculator
 
-    accuracy_calculator.AccuracyCalculator = AccuracyCalculator
-    return AccuracyCalculator
+    class Counted(AccuracyCalculator):
+        """Ours, counting its constructions (subclasses in PML's tests count too)."""
+
+        @functools.wraps(AccuracyCalculator.__init__)
+        def __init__(self, *args, **kwargs):
+            _BUILT[0] += 1
+            super().__init__(*args, **kwargs)
+
+    Counted.__name__, Counted.__qualname__, Counted.__module__ = (
+        AccuracyCalculator.__name__, AccuracyCalculator.__qualname__, AccuracyCalculator.__module__)
+    accuracy_calculator.AccuracyCalculator = Counted
+    return Counted
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """Record in the junit report how many of our calculators the test built."""
+    _BUILT[0] = 0
+    yield
+    item.user_properties.append(("pml_ours", str(_BUILT[0])))
 
 
 def pytest_configure(config) -> None:

@@ -263,13 +263,14 @@ def test_compare_aligns_queries_by_id_and_prints_each_key(tmp_path, monkeypatch,
     assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--test", "paired_t"]) == 0
     out = capsys.readouterr().out
     assert [c[2] for c in calls] == ["paired_t", "paired_t"]
-    assert calls[0][0].tolist() == [1.0, 0.0, 1.0, 0.0] and calls[0][1].tolist() == [1.0, 1.0, 1.0, 0.0]  # by id
+    # compare(B, A) (B - A), B in A's order: by id
+    assert calls[0][1].tolist() == [1.0, 0.0, 1.0, 0.0] and calls[0][0].tolist() == [1.0, 1.0, 1.0, 0.0]
     row = next(line.split() for line in out.splitlines() if line.startswith("cmc@1"))
-    assert row[:4] == ["cmc@1", "0.5000", "0.7500", "-0.2500"]
+    assert row[:4] == ["cmc@1", "0.5000", "0.7500", "+0.2500"]
     assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--metrics", "map@r",
                      "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert list(got["metrics"]) == ["map@r"] and got["metrics"]["map@r"]["mean_difference"] == pytest.approx(0.0625)
+    assert list(got["metrics"]) == ["map@r"] and got["metrics"]["map@r"]["mean_difference"] == pytest.approx(-0.0625)
     b.query_ids = torch.tensor([1, 2, 3, 4])
     (tmp_path / "b.json").write_text(json.dumps(b.to_dict()))
     assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 1
@@ -290,7 +291,7 @@ def test_compare_two_eval_outputs_against_scipy(saved, tmp_path):
     got = json.loads(out)["metrics"]["map@r"]
     va = rc.evaluate_embeddings(x, labels, ["map@r"], reduce="none")["map@r"]
     vb = rc.evaluate_embeddings(x[:, :4], labels, ["map@r"], reduce="none")["map@r"]
-    assert got["mean_difference"] == pytest.approx((va - vb).mean().item())
+    assert got["mean_difference"] == pytest.approx((vb - va).mean().item())  # B - A
     assert got["p_value"] == pytest.approx(stats.ttest_rel(va.numpy(), vb.numpy()).pvalue)
     assert not math.isnan(got["ci"][0]) and got["n"] == 40
 

@@ -120,7 +120,7 @@ def test_compare_refuses_the_same_embeddings_shuffled(files):
     _eval(path, "x.pt", "labels.npy", "a.json")
     _eval(path, "x_shuffled.pt", "labels_shuffled.npy", "b.json")
     code, _, err = run("compare", path / "a.json", path / "b.json")
-    assert code == 1 and "cannot pair the queries" in err and "--query-ids" in err
+    assert code == 1 and "cannot pair the queries" in err and "--query-ids" in err and "--by-position" in err
 
 
 def test_compare_pairs_shuffled_runs_by_their_ids(files):
@@ -142,7 +142,7 @@ def test_compare_pairs_by_position_only_with_equal_fingerprints(files):
     assert code == 0, err
     va = rc.evaluate_embeddings(x, labels, ["map@r"], reduce="none")["map@r"]
     vb = rc.evaluate_embeddings(x[:, :3], labels, ["map@r"], reduce="none")["map@r"]
-    assert json.loads(out)["metrics"]["map@r"]["mean_difference"] == pytest.approx((va - vb).nanmean().item())
+    assert json.loads(out)["metrics"]["map@r"]["mean_difference"] == pytest.approx((vb - va).nanmean().item())
     legacy = json.loads((path / "b.json").read_text())
     del legacy["queries"]  # a file that identifies nothing (an older version's)
     (path / "old.json").write_text(json.dumps(legacy))
