@@ -278,8 +278,9 @@ def _report_runs(args) -> int:
         for key in paired:
             values = {name: _paired_values(records[base], records[name], key, args.inputs[0], path, args.by_position)
                       for name, path in zip(names, args.inputs)}
+            resamples = TEST_RESAMPLES if args.n_resamples is None else args.n_resamples
             result = comparison.compare_many(values, baseline=base, test=args.test, seed=args.seed,
-                                             n_resamples=TEST_RESAMPLES if args.n_resamples is None else args.n_resamples)
+                                             n_resamples=resamples)
             rows += [[key, name, f"{c.mean_difference:+.4f}", f"[{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]",
                       format_p_value(c.p_value), str(c.n)] for name, c in result.items()]
         if rows:

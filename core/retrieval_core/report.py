@@ -38,8 +38,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from .stats.aggregate import MetricResults
 from . import plot
 
-__all__ = ["write_report", "markdown_report", "html_report", "report_figures", "format_value", "format_p_value", "md_text",
-           "text_table"]
+__all__ = ["write_report", "markdown_report", "html_report", "report_figures", "format_value", "format_p_value",
+           "md_text", "text_table"]
 
 Runs = Mapping[str, MetricResults]
 _AT_INT = re.compile(r"^[A-Za-z_]+@[0-9]+$")

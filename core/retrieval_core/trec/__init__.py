@@ -15,6 +15,7 @@ from .measures import MeasureError, Unsupported, parse_measures, parse_one, spli
 from .output import parse_trec_eval_output, read_trec_eval_output
 from .write import write_qrels, write_run
 
-__all__ = ["Aligned", "DuplicateError", "MeasureError", "Unsupported", "JudgedBatch", "Qrels", "QrelsJudge", "Run", "Vocabulary", "TrecEvaluation", "align",
-           "evaluate_trec", "parse_measures", "parse_one", "parse_trec_eval_output", "qrels_from_dict", "read_qrels", "read_run",
-           "read_trec_eval_output", "run_from_dict", "split_measures", "write_qrels", "write_run"]
+__all__ = ["Aligned", "DuplicateError", "MeasureError", "Unsupported", "JudgedBatch", "Qrels", "QrelsJudge", "Run",
+           "Vocabulary", "TrecEvaluation", "align", "evaluate_trec", "parse_measures", "parse_one",
+           "parse_trec_eval_output", "qrels_from_dict", "read_qrels", "read_run", "read_trec_eval_output",
+           "run_from_dict", "split_measures", "write_qrels", "write_run"]

@@ -37,8 +37,8 @@ import torch
 from torch import Tensor
 
 
-__all__ = ["EXACT", "GM_FLOOR", "after", "along_rows", "is_exact", "layout", "running_sums", "sequential_gm", "sequential_mean",
-           "trec_values"]
+__all__ = ["EXACT", "GM_FLOOR", "after", "along_rows", "is_exact", "layout", "running_sums", "sequential_gm",
+           "sequential_mean", "trec_values"]
 
 GM_FLOOR = 1e-5  # trec_eval's MIN_GEO_MEAN
 # our keys whose values are computed here (trec_eval's measures); "@k" takes a positive int cutoff

@@ -34,8 +34,8 @@ from typing import Iterable, List, Optional, Tuple, Union
 from retrieval_core import parse_metrics
 from retrieval_core.metrics.registry import ALIASES, REGISTRY
 
-__all__ = ["parse_measures", "parse_one", "split_measures", "MeasureError", "Unsupported", "CUTOFFS", "NEW_KEYS", "SETS",
-           "TREC_EVAL_MEASURES"]
+__all__ = ["parse_measures", "parse_one", "split_measures", "MeasureError", "Unsupported", "CUTOFFS", "NEW_KEYS",
+           "SETS", "TREC_EVAL_MEASURES"]
 
 # trec_eval's default cutoffs (m_P.c, m_recall.c, m_ndcg_cut.c, m_map_cut.c, m_success.c, m_iprec_at_recall.c)
 CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
