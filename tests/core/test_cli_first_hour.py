@@ -5,9 +5,6 @@ never a bare 0, tables have headers, and every `--help` is clean, with examples.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,16 +13,9 @@ import torch
 from retrieval_core import cli, cli_parser
 from retrieval_core.cli_io import fingerprint
 from retrieval_core.stats.results import MetricResults
+from tests.core.test_cli_newcomer import run
 
 COMMANDS = ("demo", "eval", "report", "compare", "trec")
-
-
-def run(*args):
-    """``retrieval-metrics ARGS`` in a fresh interpreter: (status, stdout, stderr)."""
-    env = {k: v for k, v in os.environ.items() if k != "RETRIEVAL_METRICS_TRACEBACK"}
-    p = subprocess.run([sys.executable, "-m", "retrieval_core.cli", *map(str, args)], capture_output=True, text=True,
-                       env=env, timeout=300)
-    return p.returncode, p.stdout, p.stderr
 
 
 @pytest.fixture()
