@@ -99,7 +99,7 @@ def measure_list(text: str) -> List[str]:
     (``"P.5,10,map"`` -> ``["P.5,10", "map"]``, as trec_eval's ``-m P.5,10``)."""
     out: List[str] = []
     for part in text.split(","):
-        if out and part and (part[0] in "0123456789." or part[:2].lstrip("-")[:1].isdigit()):
+        if out and part and (part[0] in "0123456789.+" or part[:2].lstrip("-")[:1].isdigit()):
             out[-1] += "," + part
         elif part:
             out.append(part)

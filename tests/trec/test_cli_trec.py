@@ -174,6 +174,18 @@ def test_parameters_trec_eval_refuses_are_errors(measure, message, capsys):
     assert (status, out, err) == (2, "", f"retrieval-metrics trec: error: -m: {message}\n")
 
 
+
+@pytest.mark.parametrize("measures, want", [
+    # trec_eval 10 by hand (C's atof / atol read these): the same lines
+    (["-m", "iprec_at_recall.1e-1"], "iprec_at_recall_0.10  \tall\t0.3885\n"),
+    (["-m", "iprec_at_recall.0.5e0,+.25,1E0"], "iprec_at_recall_0.25  \tall\t0.3018\niprec_at_recall_0.50  \tall\t"
+                                               "0.2184\niprec_at_recall_1.00  \tall\t0.0312\n"),
+    (["-m", "P.+5,+7.9"], "P_5                   \tall\t0.2667\nP_7                   \tall\t0.3333\n"),
+])
+def test_a_sign_and_an_exponent_read_as_trec_eval_reads_them(measures, want, capsys):
+    """'1e-1' was refused as 'not a number in [0, 1]', '+5' as 'not a positive integer'."""
+    assert _run([*measures, "qrels.test", "results.test"], capsys) == (0, want, "")
+
 def test_a_measure_takes_the_first_parameters_given_as_in_trec_eval(capsys):
     # trec_eval 10: -m P.5 -m P.10 prints P_5 alone; -m P -m P.10 and -m P.10 -m P print P_10 alone
     status, out, err = _run(["-m", "P.5", "-m", "P.10", "qrels.test", "results.test"], capsys)
