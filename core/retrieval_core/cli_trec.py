@@ -99,7 +99,7 @@ def measure_list(text: str) -> List[str]:
     (``"P.5,10,map"`` -> ``["P.5,10", "map"]``, as trec_eval's ``-m P.5,10``)."""
     out: List[str] = []
     for part in text.split(","):
-        if out and part and (part[0] in "0123456789." or part[:2].lstrip("-")[:1].isdigit()):
+        if out and part and (part[0] in "0123456789.+" or part[:2].lstrip("-")[:1].isdigit()):
             out[-1] += "," + part
         elif part:
             out.append(part)
@@ -120,7 +120,7 @@ def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
     p.add_argument("-c", dest="complete", action="store_true",
                    help="average over every qrels query, 0 where a run has none")
     p.add_argument("-M", dest="max_per_query", type=_count, metavar="N", help="keep the first N entries of each query")
-    p.add_argument("-l", dest="level", type=_int64, default=1, metavar="N", help="rel >= N is relevant")
+    p.add_argument("-l", dest="level", type=_level, default=1, metavar="N", help="rel >= N is relevant")
     p.add_argument("--iprec-rule", choices=IPREC_RULES, default="lround",
                    help="relevant documents needed at recall x in iprec_at_recall: lround(x R) as trec_eval 10, "
                         "or v9: floor(x R + 0.9) as trec_eval 9 and pytrec_eval")
@@ -132,15 +132,15 @@ def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
     return p
 
 
-def _int64(text: str) -> int:
-    """``-l``: an integer an int64 holds (trec_eval's ``atol`` would read ``2x`` as 2 and clamp a larger one)."""
-    try:
-        value = int(text, 10) if len(text) < 30 else None
-    except ValueError:
-        value = None
-    if value is None or not -INT64 <= value < INT64:
-        raise argparse.ArgumentTypeError(f"expected an integer between -2**63 and 2**63 - 1; got {text!r}")
-    return value
+def _level(text: str) -> int:
+    """``-l``: ASCII digits that an int64 holds, not negative (trec_eval's ``atol`` would read ``2x`` and
+    ``1_0`` as 2 and 1, a full-width digit as 0, and clamp a larger number; below 0 trec_eval counts
+    the documents outside the qrels as relevant, its map going beyond 1)."""
+    digits = text.strip()
+    digits = digits[1:] if digits[:1] == "+" else digits
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 19 or int(digits) >= INT64:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**63 - 1; got {text!r}")
+    return int(digits)
 
 
 def _count(text: str) -> int:

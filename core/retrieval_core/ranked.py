@@ -30,7 +30,7 @@ from .ranking.ranking import Ranking
 from .stats.aggregate import MetricResults, aggregate
 from .validate import (
     as_categories, as_tensors, check_per_query_keys, check_score_options, check_scores, check_stats_options,
-    check_values, tensor_device,
+    check_values, tensor_device, widen_unsigned,
 )
 
 __all__ = ["evaluate_ranked", "ranked_values", "ranked_lists", "rank_scores", "scores_ranked_values"]
@@ -253,7 +253,7 @@ def _given_r(n_relevant: Optional[Tensor], ideal: Optional[Tensor], hits: Tensor
         return None
     if not isinstance(n_relevant, Tensor) or n_relevant.is_floating_point() or n_relevant.shape != (q,):
         raise ValueError(f"n_relevant must be an integer tensor of one count per query [{q}]")
-    n_relevant = n_relevant.to(device=hits.device, dtype=torch.int64)
+    n_relevant = widen_unsigned("n_relevant", n_relevant).to(device=hits.device, dtype=torch.int64)
     short = n_relevant < hits
     if bool(short.any()):
         raise ValueError(f"n_relevant is below the relevant items in the list of {int(short.sum())} queries "

@@ -207,3 +207,13 @@ def test_the_adapters_take_an_r_past_the_list_for_nothing(adapter):
     for key in keys:
         assert got[key].item() == want[key].item(), key
     assert got["map"].item() == ((1 + 2 / 3) / HUGE + 1 / 4) / 2
+
+
+def test_a_uint64_r_past_int64_is_refused_not_wrapped():
+    """2**64 - 1 as uint64 was read as int64 -1: 'n_relevant is below the relevant items in the list'."""
+    r = torch.tensor([2**64 - 1, 2], dtype=torch.uint64)
+    with pytest.raises(ValueError, match=r"^n_relevant holds uint64 values above 2\*\*63 - 1, which int64 cannot hold$"):
+        rc.evaluate_ranked(torch.tensor([[1, 0, 1], [1, 1, 0]]), ["map"], n_relevant=r)
+    small = rc.evaluate_ranked(torch.tensor([[1, 0, 1], [1, 1, 0]]), ["map"], n_relevant=torch.tensor([4, 2]).to(
+        torch.uint64))
+    assert small["map"].item() == pytest.approx(((1 + 2 / 3) / 4 + 1.0) / 2)

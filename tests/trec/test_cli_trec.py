@@ -174,6 +174,18 @@ def test_parameters_trec_eval_refuses_are_errors(measure, message, capsys):
     assert (status, out, err) == (2, "", f"retrieval-metrics trec: error: -m: {message}\n")
 
 
+
+@pytest.mark.parametrize("measures, want", [
+    # trec_eval 10 by hand (C's atof / atol read these): the same lines
+    (["-m", "iprec_at_recall.1e-1"], "iprec_at_recall_0.10  \tall\t0.3885\n"),
+    (["-m", "iprec_at_recall.0.5e0,+.25,1E0"], "iprec_at_recall_0.25  \tall\t0.3018\niprec_at_recall_0.50  \tall\t"
+                                               "0.2184\niprec_at_recall_1.00  \tall\t0.0312\n"),
+    (["-m", "P.+5,+7.9"], "P_5                   \tall\t0.2667\nP_7                   \tall\t0.3333\n"),
+])
+def test_a_sign_and_an_exponent_read_as_trec_eval_reads_them(measures, want, capsys):
+    """'1e-1' was refused as 'not a number in [0, 1]', '+5' as 'not a positive integer'."""
+    assert _run([*measures, "qrels.test", "results.test"], capsys) == (0, want, "")
+
 def test_a_measure_takes_the_first_parameters_given_as_in_trec_eval(capsys):
     # trec_eval 10: -m P.5 -m P.10 prints P_5 alone; -m P -m P.10 and -m P.10 -m P print P_10 alone
     status, out, err = _run(["-m", "P.5", "-m", "P.10", "qrels.test", "results.test"], capsys)
@@ -203,10 +215,29 @@ def test_level_beyond_int64_is_one_line_and_a_huge_M_keeps_everything(capsys):
         _run(["-l", "99999999999999999999", "qrels.test", "results.test"], capsys)
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and len(err.splitlines()) == 1
-    assert "argument -l: expected an integer between -2**63 and 2**63 - 1; got '99999999999999999999'" in err
+    assert "argument -l: expected an integer from 0 to 2**63 - 1; got '99999999999999999999'" in err
     huge = _run(["-M", "99999999999999999999", "-m", "map", "qrels.test", "results.test"], capsys)
     assert huge == _run(["-m", "map", "qrels.test", "results.test"], capsys)  # trec_eval clamps -M: no limit
 
+
+
+@pytest.mark.parametrize("level", ["1_0", "\uff12", "\u0662", "2x", "-1", "-2", " "])
+def test_level_is_ascii_digits_not_negative(level, capsys):
+    """trec_eval's atol reads 1_0 as 1 and a full-width 2 as 0 where Python's int() reads 10 and 2;
+    below 0 trec_eval counts the documents outside the qrels as relevant (map 2.85 on a random run)."""
+    with pytest.raises(SystemExit) as exit_:
+        _run(["-l", level, "qrels.rel_level", "results.test"], capsys)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1
+    assert f"argument -l: expected an integer from 0 to 2**63 - 1; got {level!r}" in err
+
+
+def test_level_zero_and_a_plus_sign_read_as_trec_eval(capsys):
+    # trec_eval 10 by hand: -m num_rel -l0 qrels.rel_level results.test: 3377; -l +2: 97
+    assert _run(["-m", "num_rel", "-l0", "qrels.rel_level", "results.test"], capsys)[1] == \
+        "num_rel               \tall\t3377\n"
+    assert _run(["-m", "num_rel", "-l", "+2", "qrels.rel_level", "results.test"], capsys)[1] == \
+        "num_rel               \tall\t97\n"
 
 def _dup_files(tmp_path):
     (tmp_path / "qrels").write_text("q1 0 a 1\nq1 0 b 0\nq1 0 c 1\nq3 0 y 1\nq3 0 y 0\n")

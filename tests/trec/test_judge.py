@@ -240,6 +240,17 @@ def test_bad_options_and_unknown_queries_when_refused():
     with pytest.raises(TypeError, match="graded must be None, True or False; got 'yes'"):
         out.inputs(graded="yes")
 
+    with pytest.raises(ValueError, match=r"level must be an int64 \(-2\*\*63 <= level < 2\*\*63\), as the relevances"):
+        QrelsJudge(qrels, level=2**70)  # was torch's bare OverflowError
+
+
+def test_ideal_of_relevances_near_int64_is_each_querys_rels_descending():
+    """The ideal was sorted by query * (max rel + 1) - rel, which overflows int64 for such rels."""
+    big = 2**62
+    qrels = qrels_from_dict({"q1": {"a": 1}, "q2": {"b": 1, "c": big, "e": 3}, "q3": {"d": big, "f": 5, "g": 2}})
+    out = QrelsJudge(qrels)(["q1", "q2", "q3"], [["a"], ["b"], ["d"]], torch.ones(3, 1))
+    assert out.ideal.tolist() == [[1.0, 0.0, 0.0], [float(big), 3.0, 1.0], [float(big), 5.0, 2.0]]
+    assert out.n_positive.tolist() == [1, 3, 3]
 
 @pytest.mark.parametrize("adapter", ["lightning", "ignite"])
 def test_adapters_refuse_bad_r_and_ideal(adapter):

@@ -53,6 +53,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from .align import check_level
 from ._parse import numpy
 from .files import Qrels
 
@@ -129,8 +130,7 @@ class QrelsJudge:
     def __init__(self, qrels: Qrels, *, level: int = 1, unjudged: str = "skip") -> None:
         if not isinstance(qrels, Qrels):
             raise TypeError(f"QrelsJudge takes a Qrels (read_qrels, qrels_from_dict); got {type(qrels).__name__}")
-        if isinstance(level, bool) or not isinstance(level, int):
-            raise TypeError(f"level must be an int (rel >= level is relevant); got {level!r}")
+        check_level(level)
         if unjudged not in UNJUDGED:
             raise ValueError(f"unjudged must be one of {list(UNJUDGED)}; got {unjudged!r}")
         self.qrels, self.level, self.unjudged = qrels, level, unjudged
@@ -141,8 +141,9 @@ class QrelsJudge:
         self._r = qrels.n_relevant(level)
         positive = qrels.rel > 0
         pq, pr = qrels.query[positive], qrels.rel[positive]
-        by_query_then_rel = pq * (int(pr.max()) + 1 if pr.numel() else 1) - pr  # rels descending in each query
-        self._ideal = pr[torch.argsort(by_query_then_rel)].to(torch.float64)
+        # rels descending in each query: two stable sorts (a key query * (max rel + 1) - rel overflows int64)
+        by_rel = torch.sort(pr, descending=True, stable=True).indices
+        self._ideal = pr[by_rel[torch.sort(pq[by_rel], stable=True).indices]].to(torch.float64)
         self._n_pos = torch.bincount(pq, minlength=len(qrels.query_ids))
         self._ideal_start = torch.cumsum(self._n_pos, 0) - self._n_pos
         self._doc_rank: Optional[Tensor] = None

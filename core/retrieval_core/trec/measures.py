@@ -89,9 +89,9 @@ IR_MEASURES_OTHER = ("Accuracy", "AP_IA", "alpha_DCG", "alpha_nDCG", "BPM", "Com
                      "INSQ", "INST", "Judged", "NERR8", "NERR9", "NERR10", "NERR11", "nERR_IA", "NRBP", "nNRBP",
                      "P_IA", "RBP", "SDCG", "SetAP", "SetF", "SetP", "SetR", "SetRelP", "STREC")
 
-_CUT_TEXT = re.compile(r"([0-9]+)(?:\.[0-9]*)?")  # trec_eval's atol reads "23.4" as 23
+_CUT_TEXT = re.compile(r"\+?([0-9]+)(?:\.[0-9]*)?")  # trec_eval's atol reads "23.4" as 23, "+5" as 5
 _DIGITS = re.compile(r"([0-9]+)")
-_FLOAT = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_FLOAT = re.compile(r"\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # as C's atof: "1e-1", "+.5"
 _OUTPUT = re.compile(r"(?P<base>P|recall|ndcg_cut|map_cut|success|iprec_at_recall)_(?P<params>[0-9.]+)")
 _IRM = re.compile(r"(?P<base>[A-Za-z]+)(?:\((?P<args>[^)]*)\))?(?:@(?P<cut>[0-9.]+))?")
 INT64_MAX = 2**63 - 1

@@ -69,8 +69,8 @@ def widen_unsigned(name: str, value):
     if value.dtype == torch.uint64:
         signed = value.view(torch.int64)  # the same bits: values past 2**63 - 1 read as negative
         if signed.numel() and bool((signed < 0).any()):
-            raise ValueError(f"{name} holds uint64 values above 2**63 - 1, which int64 cannot hold; map them to "
-                             "smaller ids")
+            hint = "; map them to smaller ids" if name in ("indexes", "ids", "query_ids") else ""
+            raise ValueError(f"{name} holds uint64 values above 2**63 - 1, which int64 cannot hold{hint}")
         return signed.clone()
     return value.to(torch.int64)
 
