@@ -106,6 +106,34 @@ def test_discount_sums_add_rank_by_rank_across_chunks():
         assert torch.equal(discount_sums(n, chunk=chunk), want), chunk
 
 
+def test_discount_sums_past_the_exact_ranks_agree_with_a_correctly_added_sum():
+    import math
+
+    from retrieval_core.metrics.kernels import discount_sums
+
+    n = [1024, 1025, 1031, 5000, 123457]
+    # math.fsum: the exact sum of the rounded terms (the last bits of a running sum drift)
+    want = torch.tensor([math.fsum(1.0 / math.log2(i + 1) for i in range(1, m + 1)) for m in n], dtype=torch.float64)
+    got = discount_sums(torch.tensor(n), exact=1024)  # the Euler-Maclaurin tail past 1024 ranks
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=0)
+
+
+def test_ndcg_of_an_r_of_10_to_the_18_costs_nothing():
+    """Whole-list nDCG with R given adds R discounts for its ideal: rank by rank, an R of
+    10^18 never ends; the tail's formula makes it as cheap as any other."""
+    import math
+
+    out = rc.evaluate_ranked(torch.tensor([[1, 0, 1]]), ["ndcg", "ndcg@10"], n_relevant=torch.tensor([10**18]))
+    dcg = 1 + 1 / math.log2(4)
+    ideal_at_10 = math.fsum(1 / math.log2(i + 1) for i in range(1, 11))
+    assert math.isclose(out["ndcg@10"].item(), dcg / ideal_at_10, rel_tol=1e-15)
+    mpmath = pytest.importorskip("mpmath")  # torch's sympy needs it: always there
+    with mpmath.workdps(30):  # the ideal: 2^20 terms added exactly, then mpmath's own Euler-Maclaurin
+        head = math.fsum(1 / math.log2(i + 1) for i in range(1, 2**20 + 1))
+        tail = float(mpmath.sumem(lambda i: 1 / mpmath.log(i + 1, 2), [2**20 + 1, 10**18]))
+    assert math.isclose(out["ndcg"].item(), dcg / (head + tail), rel_tol=1e-14)
+
+
 HUGE = 10**12  # padded to it, the rows would take terabytes
 
 
@@ -130,11 +158,14 @@ def test_r_and_cutoffs_past_the_list_cost_nothing():
 
 
 def test_whole_list_ndcg_of_a_large_r_in_constant_memory():
-    """The ideal DCG of R ones is added rank by rank (time linear in R), never as R slots."""
+    """The ideal DCG of R ones is added without R slots (rank by rank, then a formula)."""
+    import math
+
     r = 3 * 10**6 + 17
     got = rc.evaluate_ranked(torch.tensor([[1, 0, 1]]), ["ndcg", "ndcg@r"], n_relevant=torch.tensor([r]))
-    ideal = (1.0 / torch.log2(torch.arange(1, r + 1, dtype=torch.float64) + 1.0)).cumsum(0)[-1]
-    assert got["ndcg"].item() == got["ndcg@r"].item() == ((1 + 0.5) / ideal).item()
+    ideal = math.fsum(1.0 / math.log2(i + 1) for i in range(1, r + 1))
+    assert got["ndcg"].item() == got["ndcg@r"].item()
+    assert math.isclose(got["ndcg"].item(), (1 + 0.5) / ideal, rel_tol=1e-14)
 
 
 def test_trec_cutoffs_past_the_lists_cost_nothing():

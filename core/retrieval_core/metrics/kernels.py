@@ -10,6 +10,7 @@ R = ``ranking.n_relevant``, P@i = hits@i / i, rel_i = 1 if rank i is relevant.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Union
 
 import torch
@@ -120,19 +121,27 @@ def _ideal(r: Ranking) -> Tensor:
 
 # ranks summed at a time by discount_sums: its memory stays constant whatever R
 DISCOUNT_CHUNK = 1 << 20
+# ranks added one by one; past them, the rest of the sum is Euler-Maclaurin's (_discount_tail)
+DISCOUNT_EXACT = 1 << 20
 
 
-def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK) -> Tensor:
-    """``[Q]`` float64: sum_{i <= n_q} 1 / log2(i + 1), added rank by rank as a cumulative sum
-    over the ranks gives it (the ideal DCG of n_q gains of 1), in chunks of ``chunk`` ranks:
-    time linear in max(n), memory constant.
+def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK, exact: int = DISCOUNT_EXACT) -> Tensor:
+    """``[Q]`` float64: sum_{i <= n_q} 1 / log2(i + 1), the ideal DCG of n_q gains of 1.
+
+    Up to ``exact`` ranks, added rank by rank as a cumulative sum over the ranks gives it
+    (the same bits as an ideal of ones), in chunks of ``chunk`` ranks. Past ``exact``, the
+    sum so far plus the tail by :func:`_discount_tail` (Euler-Maclaurin; within 5e-15 of the
+    exact sum, closer than 10^8 terms added one by one come), so that an R of 10^18 costs
+    what an R of 10^6 does.
 
     Example:
         >>> [round(x, 4) for x in discount_sums(torch.tensor([0, 1, 3]), chunk=2).tolist()]   # 1 + 1/log2(3) + 1/2
         [0.0, 1.0, 2.1309]
+        >>> f"{discount_sums(torch.tensor([10**18])).item():.6e}"   # ~ ln 2 li(10^18)
+        '1.714843e+16'
     """
     out = torch.zeros(n.shape, dtype=torch.float64, device=n.device)
-    top = int(n.max()) if n.numel() else 0
+    top = min(int(n.max()), exact) if n.numel() else 0
     buf = out.new_empty(min(chunk, top) + 1)  # [the sum so far, this chunk's discounts]: one buffer
     buf[0] = 0.0
     for start in range(0, top, chunk):
@@ -143,7 +152,44 @@ def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK) -> Tensor:
         inside = (n > start) & (n <= stop)
         out = torch.where(inside, cum[(n - start).clamp(0, stop - start)], out)
         buf[0] = cum[-1]
+    beyond = n > exact
+    if bool(beyond.any()):  # buf[0]: the sum of the first `exact` ranks
+        out = torch.where(beyond, buf[0] + _discount_tail(exact, n.clamp(min=exact).to(torch.float64)), out)
     return out
+
+
+_LN2 = math.log(2.0)
+_EULER_GAMMA = 0.5772156649015329
+
+
+def _li(x: Tensor) -> Tensor:
+    """The logarithmic integral li(x) for x > 1, by Ramanujan's series (it converges for
+    every x; 100 terms reach float64 for x up to 2^64): with u = ln x,
+    li(x) = gamma + ln u + sqrt(x) sum_m (-1)^(m-1) u^m / (m! 2^(m-1)) sum_{j < (m+1)/2} 1/(2j+1)."""
+    u = x.log()
+    total, term, inner = torch.zeros_like(x), torch.ones_like(x), 0.0
+    for m in range(1, 101):
+        term = term * u / (1 if m == 1 else 2 * m)  # u^m / (m! 2^(m-1))
+        if m % 2 == 1:
+            inner += 1.0 / m  # 1/1 + 1/3 + ... + 1/m
+        total = total + (term if m % 2 == 1 else -term) * inner
+    return _EULER_GAMMA + u.log() + x.sqrt() * total
+
+
+def _discount_tail(a: int, b: Tensor) -> Tensor:
+    """sum_{a < i <= b} f(i) for f(i) = 1 / log2(i + 1) = ln 2 / ln(i + 1), by Euler-Maclaurin:
+    the integral ln 2 (li(b + 1) - li(a + 1)) + (f(b) - f(a)) / 2 + (f1(b) - f1(a)) / 12 with
+    the derivative f1(x) = -ln 2 / ((x + 1) ln^2(x + 1)); the next term (the third
+    derivative's, over 720) is below 1e-22 for a >= 2^20."""
+    def f(x):
+        return _LN2 / torch.log1p(x)
+
+    def f1(x):
+        return -_LN2 / ((x + 1) * torch.log1p(x) ** 2)
+
+    start = torch.full_like(b, float(a))
+    integral = _LN2 * (_li(b + 1) - _li(start + 1))
+    return integral + (f(b) - f(start)) / 2 + (f1(b) - f1(start)) / 12
 
 
 def _ideal_dcg(r: Ranking, k: Cutoff, exp: bool = False) -> Tensor:
