@@ -124,14 +124,14 @@ _OTHER_EMPTY = ("fall_out", "auroc")
 
 def empty_note(results: MetricResults, keys: Sequence[str], empty: str) -> Optional[str]:
     """What ``eval`` and ``report`` say on stderr when queries have no relevant item
-    (R = 0: no gallery item shares the query's label, the query itself excluded), which
+    (R = 0: no gallery item other than the query itself shares its label), which
     the table alone shows only as ``–`` (every query) or not at all (some); None when
     every query has one. The exit status stays 0: ``--empty error`` makes it fail.
 
     Example:
         >>> x, labels = torch.eye(3), torch.tensor([0, 1, 2])
         >>> empty_note(evaluate_embeddings(x, labels, ["cmc@1"]), ["cmc@1"], "skip")
-        'no query has a relevant item (no gallery item shares its label, the query itself excluded): every value is undefined (printed –, null in JSON); check the labels, or count such queries as 0 with --empty zero (--empty error fails instead)'
+        'no query has a relevant item (no gallery item other than the query itself shares its label): every value is undefined (printed –, null in JSON); check the labels, or count such queries as 0 with --empty zero (--empty error fails instead)'
     """
     counts = [int(results.n_empty[m.key]) for m in parse_metrics(keys)
               if m.key in results.n_empty and m.spec.name not in _OTHER_EMPTY]
@@ -147,7 +147,7 @@ def empty_note(results: MetricResults, keys: Sequence[str], empty: str) -> Optio
         what = f"{k} of {n} queries have no relevant item"
         how = {"skip": "they are left out of every value (--empty skip; --empty zero counts them as 0)",
                "zero": "they count as 0 (--empty zero)", "one": "they count as 1 (--empty one)"}[empty]
-    return f"{what} (no gallery item shares its label, the query itself excluded): {how}"
+    return f"{what} (no gallery item other than the query itself shares its label): {how}"
 
 
 def _json_values(r: MetricResults) -> Dict[str, object]:

@@ -224,7 +224,7 @@ FACE_CASES = [
      "{labels} must have one entry per embedding; got shape (3,) for 4 embeddings"),
     ("labels float", ALL, lambda f: embeddings(f, labels=EL.float() / 4), ValueError,
      "{labels} must be integer class labels; got 0.25 at position 2 (float labels are taken when every value is a "
-     "whole number)"),
+     "whole number within int64)"),
     ("labels 3-D", ALL, lambda f: embeddings(f, labels=EMH.unsqueeze(2)), ValueError,
      "{labels} must be 1-D class labels or 2-D multi-hot [N, classes]; got shape (4, 2, 1)"),
     ("multi-hot float", ALL, lambda f: embeddings(f, labels=EMH.float() * 0.5), ValueError,

@@ -694,7 +694,7 @@ BAD = [
      r"gallery_labels must have one entry per embedding; got shape \(6,\) for 5 embeddings"),
     ("labels float 1-d", lambda: ev(labels=L.float() + 0.5), ValueError,
      r"query_labels must be integer class labels; got 0.5 at position 0 \(float labels are taken when every value is a "
-     r"whole number\)$"),
+     r"whole number within int64\)$"),
     ("labels bool 1-d", lambda: ev(labels=L.bool()), TypeError, r"query_labels must be integer class labels; got torch.bool"),
     ("labels not a tensor", lambda: ev(labels=[0, 0, 1, 1]), TypeError, r"query_labels must be a torch.Tensor; got list"),
     ("labels 3-d", lambda: ev(labels=MH.unsqueeze(2)), ValueError, r"query_labels must be 1-D class labels or 2-D multi-hot"),

@@ -226,7 +226,7 @@ def test_bool_label_column_stays_multi_hot_of_one_class():
 def test_float_labels_that_are_not_whole_numbers_are_refused(bad, shown, at):
     lab = torch.tensor([0.0, 0.0, 1.0, 1.0, bad, 7.5])
     message = (rf"^query_labels must be integer class labels; got {shown} at position {at} \(float labels are taken "
-               r"when every value is a whole number\)$")
+               r"when every value is a whole number within int64\)$")
     with pytest.raises(ValueError, match=message):
         rc.evaluate_embeddings(_t(X[:6]), lab, KEYS)
     with pytest.raises(ValueError, match=message.replace("query_labels", "labels")):
@@ -312,8 +312,8 @@ def test_eval_says_that_no_query_has_a_relevant_item(saved, capsys):
     out, err = capsys.readouterr()
     assert "–" in out
     assert err.strip() == (
-        f"retrieval-metrics: note: {saved / 'x.npy'}: no query has a relevant item (no gallery item shares its "
-        "label, the query itself excluded): every value is undefined (printed –, null in JSON); check the labels, "
+        f"retrieval-metrics: note: {saved / 'x.npy'}: no query has a relevant item (no gallery item other than "
+        "the query itself shares its label): every value is undefined (printed –, null in JSON); check the labels, "
         "or count such queries as 0 with --empty zero (--empty error fails instead)")
     assert cli.main(["eval", str(saved / "x.npy"), str(saved / "unique.npy"), "--json", "--empty", "zero"]) == 0
     out, err = capsys.readouterr()
@@ -323,8 +323,8 @@ def test_eval_says_that_no_query_has_a_relevant_item(saved, capsys):
 def test_eval_says_how_many_queries_were_left_out(saved, capsys):
     assert cli.main(["eval", str(saved / "x.npy"), str(saved / "some.npy"), "--metrics", "cmc@1", "fall_out@3"]) == 0
     _, err = capsys.readouterr()
-    assert err.strip().endswith(": 1 of 12 queries have no relevant item (no gallery item shares its label, the "
-                                "query itself excluded): they are left out of every value (--empty skip; --empty "
+    assert err.strip().endswith(": 1 of 12 queries have no relevant item (no gallery item other than the "
+                                "query itself shares its label): they are left out of every value (--empty skip; --empty "
                                 "zero counts them as 0)")
 
 

@@ -24,7 +24,7 @@ Example:
     >>> integral_labels("labels", torch.tensor([1.0, 2.5]))
     Traceback (most recent call last):
     ...
-    ValueError: labels must be integer class labels; got 2.5 at position 1 (float labels are taken when every value is a whole number)
+    ValueError: labels must be integer class labels; got 2.5 at position 1 (float labels are taken when every value is a whole number within int64)
 """
 from __future__ import annotations
 
@@ -123,5 +123,5 @@ def integral_labels(name: str, labels: Tensor, multi_hot: bool = False) -> Tenso
             raise ValueError(f"{name} as multi-hot [N, classes] must hold only 0 and 1; got {x[where].item()!r} at "
                              f"position {at}")
         raise ValueError(f"{name} must be integer class labels; got {x[where].item()!r} at position {at} (float "
-                         "labels are taken when every value is a whole number)")
+                         "labels are taken when every value is a whole number within int64)")
     return x.to(torch.int64)

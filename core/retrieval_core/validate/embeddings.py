@@ -55,7 +55,7 @@ def check_labels(name: str, labels, n: int, custom: bool = False) -> Tensor:
         >>> check_labels("labels", torch.tensor([0.0, 1.5]), 2)
         Traceback (most recent call last):
         ...
-        ValueError: labels must be integer class labels; got 1.5 at position 1 (float labels are taken when every value is a whole number)
+        ValueError: labels must be integer class labels; got 1.5 at position 1 (float labels are taken when every value is a whole number within int64)
     """
     check_tensor(name, labels)
     if labels.ndim == 0 or labels.shape[0] != n:
