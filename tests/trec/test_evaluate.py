@@ -28,9 +28,10 @@ CASES = {  # out file: (qrels, run, measures, options) as data/README.md lists t
     "out.test.aqc": ("qrels.test", "results.trunc", SUPPORTED, {"complete": True}),
     "out.test.aqcM": ("qrels.test", "results.trunc", SUPPORTED, {"complete": True, "max_per_query": 100}),
     "out.test.aql": ("qrels.rel_level", "results.test", SUPPORTED, {"level": 2}),
-    # its supported measures (ndcg_cut.23.4 is refused: a cutoff is an integer here)
+    # its supported measures (ndcg_cut.23.4 read as trec_eval's atol reads it: 23)
     "out.test.meas_params": ("qrels.test", "results.test", ["iprec_at_recall..10,.20,.25,.75,.50", "P.5,7,3",
-                                                            "recall.20,2000", "ndcg_cut.10,20", "success.2,5,20"], {}),
+                                                            "recall.20,2000", "ndcg_cut.10,20,23.4", "success.2,5,20"],
+                             {}),
 }
 PER_QUERY = ("out.test.aq", "out.test.aqc", "out.test.aqcM", "out.test.aql", "out.test.meas_params")
 
@@ -153,3 +154,25 @@ def test_measures_without_a_core_key_alone():
     assert evaluate_trec(qrels, run, ["bpref"]).summary() == {"bpref": 0.0}
     assert evaluate_trec(qrels, run, ["num_ret", "iprec_at_recall_0.00"]).summary() == \
         {"num_ret": 2.0, "iprec_at_recall_0.00": 0.5}
+
+
+def test_keys_without_a_trec_eval_name_pad_by_length_groups_not_to_the_longest_list(monkeypatch):
+    """One long list among many short ones: the keys evaluate_ranked computes (no trec_eval
+    name) go in groups of like lengths, never as [queries, longest list]; values as alone."""
+    import retrieval_core.trec.evaluate as ev
+
+    long_q, n_long, n_short = "q9999", 20000, 3000
+    run = {f"q{i:04d}": {f"d{j}": float(-j) for j in range(1 + i % 5)} for i in range(n_short)}
+    run[long_q] = {f"d{j}": float(-j) for j in range(n_long)}
+    qrels = {q: {"d0": i % 2, "d3": 1, "d17": 2} for i, q in enumerate(run)}
+    keys = ["mrr@10", "ndcg_exp", "precision_adaptive@3", "hit_rate@50"]
+    seen = []
+    real = ev.evaluate_ranked
+    monkeypatch.setattr(ev, "evaluate_ranked", lambda g, *a, **k: seen.append(g.numel()) or real(g, *a, **k))
+    got = evaluate_trec(qrels_from_dict(qrels), run_from_dict(run), keys)
+    entries = sum(len(d) for d in run.values())
+    assert max(seen) <= 2 * entries + 65536  # padded to the longest: 3001 x 20000 slots
+    alone = {q: evaluate_trec(qrels_from_dict({q: qrels[q]}), run_from_dict({q: run[q]}), keys).per_query()[q]
+             for q in ("q0000", "q0003", "q2998", long_q)}
+    per_query = got.per_query()
+    assert {q: per_query[q] for q in alone} == alone

@@ -40,7 +40,7 @@ from retrieval_core import MetricResults, aggregate, evaluate_ranked, parse_metr
 
 from .align import Aligned, align
 from .files import Qrels, Run
-from .exact import is_exact, sequential_gm, sequential_mean, trec_values
+from .exact import is_exact, length_groups, sequential_gm, sequential_mean, trec_values
 from .kernels import IPREC_RULES, iprec_at_recall
 from .measures import parse_measures
 
@@ -105,18 +105,14 @@ def _line(name: str, query: str, value: float) -> str:
     return f"{name:<22}\t{query}\t{text}"
 
 
-def _dense(al: Aligned, flags: Sequence[Tensor]) -> Tuple[List[Tensor], Tensor]:
-    """Per-entry tensors as padded ``[Q, D]`` rows in rank order, and the validity mask."""
-    q = len(al.query_ids)
-    d = int(al.num_ret.max()) if q else 0
-    row, col = al.query, al.rank - 1
-    valid = torch.zeros(q, d, dtype=torch.bool)
-    valid[row, col] = True
-    out = []
-    for f in flags:
-        t = torch.zeros(q, d, dtype=f.dtype)
-        t[row, col] = f
-        out.append(t)
+def _rows(flat: Tensor, offsets: Tensor, rows: Tensor) -> Tuple[Tensor, Tensor]:
+    """The segments ``offsets[i]:offsets[i + 1]`` of ``flat`` for ``rows`` as a ``[len(rows), longest]``
+    block padded with 0, and the mask of its entries."""
+    lens = (offsets[1:] - offsets[:-1])[rows]
+    width = int(lens.max()) if len(rows) else 0
+    valid = torch.arange(width).unsqueeze(0) < lens.unsqueeze(1)
+    out = torch.zeros(len(rows), width, dtype=flat.dtype)
+    out[valid] = flat[(offsets[rows].unsqueeze(1) + torch.arange(width).unsqueeze(0))[valid]]
     return out, valid
 
 
@@ -169,8 +165,7 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
         cols.update({f"iprec_at_recall@{x:g}": got[:, i] for i, x in enumerate(levels)})
     rest = [k for k in keys if not is_exact(k) and k != "gm_map" and not k.startswith("iprec_at_recall@")]
     if rest:
-        (relevant, gain), valid = _dense(al, [al.relevant, al.gain])
-        cols.update(_ranked(al, rest, relevant, gain, valid))
+        cols.update(_ranked(al, rest))
     if "gm_map" in keys:
         cols["gm_map"] = cols["map"]
     values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
@@ -191,22 +186,29 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag)
 
 
-def _ranked(al: Aligned, keys: Sequence[str], relevant: Tensor, gain: Tensor, valid: Tensor) -> Dict[str, Tensor]:
+def _ranked(al: Aligned, keys: Sequence[str]) -> Dict[str, Tensor]:
     """The keys without a trec_eval name, by :func:`retrieval_core.evaluate_ranked`: binary
-    relevance, but the judged positive rels as the gains of the DCG family (as nDCG's)."""
-    if not keys:
-        return {}
+    relevance, but the judged positive rels as the gains of the DCG family (as nDCG's).
+    Queries go in groups of like lengths (of list and ideal), so that padding at most
+    doubles the entries whatever the longest list."""
     specs = parse_metrics(keys)
     graded = [m.key for m in specs if m.spec.needs_ideal or m.spec.name in ("dcg", "dcg_exp")]
     binary = [m.key for m in specs if m.key not in graded]
-    cols: Dict[str, Tensor] = {}
-    if binary:
-        cols.update(evaluate_ranked(relevant.to(torch.float64), binary, n_relevant=al.n_relevant, mask=valid,
-                                    empty="zero", reduce="none"))
-    if graded:
-        ideal = al.ideal_dense()
-        cols.update(evaluate_ranked(gain, graded, n_relevant=(ideal > 0).sum(1), ideal=ideal, mask=valid,
-                                    empty="zero", reduce="none"))
+    cols = {k: torch.zeros(len(al.query_ids), dtype=torch.float64) for k in keys}
+    ideal_lens = al.ideal_offsets[1:] - al.ideal_offsets[:-1]
+    for rows in length_groups(torch.maximum(al.num_ret, ideal_lens if graded else torch.zeros_like(ideal_lens))):
+        relevant, valid = _rows(al.relevant, al.offsets, rows)
+        got = {}
+        if binary:
+            got.update(evaluate_ranked(relevant.to(torch.float64), binary, n_relevant=al.n_relevant[rows],
+                                       mask=valid, empty="zero", reduce="none"))
+        if graded:
+            gain, _ = _rows(al.gain, al.offsets, rows)
+            ideal, _ = _rows(al.ideal, al.ideal_offsets, rows)
+            got.update(evaluate_ranked(gain, graded, n_relevant=(ideal > 0).sum(1), ideal=ideal, mask=valid,
+                                       empty="zero", reduce="none"))
+        for k, v in got.items():
+            cols[k][rows] = v
     return cols
 
 

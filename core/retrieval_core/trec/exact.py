@@ -37,8 +37,8 @@ import torch
 from torch import Tensor
 
 
-__all__ = ["EXACT", "GM_FLOOR", "after", "along_rows", "is_exact", "layout", "running_sums", "sequential_gm",
-           "sequential_mean", "trec_values"]
+__all__ = ["EXACT", "GM_FLOOR", "after", "along_rows", "is_exact", "layout", "length_groups", "running_sums",
+           "sequential_gm", "sequential_mean", "trec_values"]
 
 GM_FLOOR = 1e-5  # trec_eval's MIN_GEO_MEAN
 # our keys whose values are computed here (trec_eval's measures); "@k" takes a positive int cutoff
@@ -81,22 +81,29 @@ def along_rows(values: Tensor, offsets: Tensor, scan: Callable[[Tensor], Tensor]
     return out
 
 
+def length_groups(n: Tensor) -> List[Tensor]:
+    """Row indices grouped so that padding each group's rows to its longest (lengths ``n``)
+    costs at most the entries again: every row at once when that is cheap, else rows by
+    length in (2^(b-1), 2^b] (the rows of length 0 together)."""
+    total = int(n.sum())
+    if n.numel() == 0 or n.numel() * int(n.max()) <= 2 * total + 65536:
+        return [torch.arange(len(n))]
+    size = torch.where(n > 0, torch.ceil(torch.log2(n.clamp_min(1).to(torch.float64))).to(torch.int64), -1)
+    return [torch.nonzero(size == b).squeeze(1) for b in torch.unique(size).tolist()]
+
+
 def layout(offsets: Tensor) -> List[Tuple[Tensor, Optional[Tensor], Tuple[int, int]]]:
     """The segments as padded ``[rows, width]`` blocks: per block, the entries' flat indices,
     their positions in the flattened block (None: no padding) and its shape. One block
     when padding costs little; else segments grouped by length (in (2^(b-1), 2^b]), so that
     the padding is at most the entries again."""
     n = offsets[1:] - offsets[:-1]
-    total = int(n.sum())
-    if total == 0:
+    if int(n.sum()) == 0:
         return []
-    if n.numel() * int(n.max()) <= 2 * total + 65536:
-        groups = [torch.arange(len(n))]
-    else:
-        size = torch.where(n > 0, torch.ceil(torch.log2(n.clamp_min(1).to(torch.float64))).to(torch.int64), -1)
-        groups = [torch.nonzero(size == b).squeeze(1) for b in torch.unique(size).tolist() if b >= 0]
     out = []
-    for rows in groups:
+    for rows in length_groups(n):
+        if int(n[rows].max()) == 0:
+            continue
         lens = n[rows]
         width = int(lens.max())
         col = torch.arange(width)
