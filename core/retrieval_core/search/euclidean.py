@@ -20,7 +20,9 @@ def _exact_sq_distances(q: Tensor, g: Tensor, rows: Tensor, cols: Tensor, expone
     out = torch.empty(rows.shape[0], dtype=torch.float64, device=q.device)
     dim = q.shape[1]
     width = 1 << max(0, (dim - 1).bit_length())
-    step = max(1, (1 << 22) // width)
+    # rows at a time: on the CPU few enough that the temporaries stay in cache (2,048 rows of
+    # 128: 4x faster than 32,768), on a GPU many, for few launches; the values are the same
+    step = max(1, (1 << (18 if q.device.type == "cpu" else 22)) // width)
     one = torch.ones((), dtype=torch.float64, device=q.device)
     # float64 embeddings are scaled before squaring (their squares could overflow); the
     # squares of narrower ones cannot, so their sums are scaled after: the same values, as
