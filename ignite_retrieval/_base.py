@@ -27,9 +27,8 @@ except ImportError as error:  # pragma: no cover - exercised only without ignite
     ) from error
 
 from retrieval_core.parallel.agree import agree_options
-from retrieval_core.validate import check_device_available
 from retrieval_core.parallel.collectives import all_reduce_sum, rank_of, world_size
-from retrieval_core.validate import as_tensors
+from retrieval_core.validate import as_tensors, check_device_available
 
 __all__ = ["RetrievalMetric", "NotComputableError", "to_python"]
 

@@ -24,9 +24,9 @@ from .stats.aggregate import (
 from .stats.curves import split_key
 from .stats.intervals import macro_intervals
 from .validate import (
-    PER_CLASS, as_categories, as_tensors, check_backend, check_categories, check_confidence, check_embedding_options,
+    PER_CLASS, check_backend, check_categories, check_confidence, check_embedding_options, embedding_arrays,
     check_embedding_values, check_embeddings, check_labels, check_memory_budget, check_pairs, check_per_class,
-    check_query_gallery, check_return_neighbours, check_rows, check_same_device, check_stats_options, tensor_device,
+    check_query_gallery, check_return_neighbours, check_rows, check_same_device, check_stats_options,
 )
 
 __all__ = ["evaluate_embeddings", "embedding_values", "DEFAULT_MEMORY_BUDGET"]
@@ -140,10 +140,8 @@ def evaluate_embeddings(
     stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                 keep_per_query=keep_per_query, reduce=reduce, per_class=per_class)
     n_neighbours = check_return_neighbours(return_neighbours)
-    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence = as_tensors(
-        query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
-        gallery_ids=gallery_ids, confidence=confidence)
-    categories = as_categories(categories, tensor_device(query))
+    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories = embedding_arrays(
+        query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories)
     given_ids = query_ids
     query_keys, set_keys = split_scopes(keys)
     custom = relevance is not None

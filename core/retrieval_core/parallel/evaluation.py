@@ -9,9 +9,9 @@ from torch import Tensor
 from ..embeddings import evaluate_embeddings as evaluate_one
 from ..metrics.registry import depth_needed, parse_metrics, split_scopes
 from ..validate import (
-    as_categories, as_tensors, check_backend, check_categories, check_confidence, check_embedding_options,
+    check_backend, check_categories, check_confidence, check_embedding_options, embedding_arrays,
     check_embedding_values, check_embeddings, check_labels, check_pairs, check_per_class, check_query_gallery,
-    check_return_neighbours, check_rows, check_same_device, check_stats_options, tensor_device,
+    check_return_neighbours, check_rows, check_same_device, check_stats_options,
 )
 from .agree import _comm_device, agree
 from .collectives import gather_cat, rank_of, world_size
@@ -205,10 +205,8 @@ def evaluate_embeddings(
     options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
                        dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                             keep_per_query=keep_per_query, return_neighbours=return_neighbours))
-    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence = as_tensors(
-        query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
-        gallery_ids=gallery_ids, confidence=confidence)
-    categories = as_categories(categories, tensor_device(query))
+    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories = embedding_arrays(
+        query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories)
     if world_size(group) == 1:
         if shard_gallery is not False:  # one process: the sharded mode's limits but the tie modes' apply
             _check_shard_options(parse_metrics(metrics), dict(options, ties="stable"), shard_gallery)
@@ -308,10 +306,8 @@ def evaluate_split(
     options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
                        dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                             keep_per_query=keep_per_query, return_neighbours=return_neighbours))
-    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence = as_tensors(
-        query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
-        gallery_ids=gallery_ids, confidence=confidence)
-    categories = as_categories(categories, tensor_device(query))
+    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories = embedding_arrays(
+        query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories)
     n = world_size(group)
     if n == 1:
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,

@@ -29,7 +29,7 @@ Example:
     ValueError: preds and target must be 2-D [queries, candidates] of the same shape, or 1-D with indexes=; got (2, 3) and (2, 4)
 """
 from .arrays import (  # noqa: F401
-    as_categories, as_tensor, as_tensors, integral_labels, is_numpy_array, tensor_device,
+    as_categories, as_tensor, as_tensors, embedding_arrays, integral_labels, is_numpy_array, tensor_device,
 )
 from .tensors import (  # noqa: F401
     check_categories, check_compact_inputs, check_compact_keys, check_rows, check_same_device,

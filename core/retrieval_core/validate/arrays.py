@@ -34,7 +34,8 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-__all__ = ["is_numpy_array", "as_tensor", "tensor_device", "as_tensors", "as_categories", "integral_labels"]
+__all__ = ["is_numpy_array", "as_tensor", "tensor_device", "as_tensors", "as_categories", "embedding_arrays",
+           "integral_labels"]
 
 # NumPy dtype kinds that torch holds: bool, signed, unsigned, float, complex
 _NUMERIC_KINDS = "biufc"
@@ -96,6 +97,16 @@ def as_categories(categories, device: Optional[torch.device] = None):
     if categories.dtype.kind in _NUMERIC_KINDS:
         return as_tensor("categories", categories, device)
     return categories.tolist()
+
+
+def embedding_arrays(query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence,
+                     categories) -> List:
+    """The arguments of ``evaluate_embeddings`` (one process or across ranks), in this
+    order, NumPy arrays as tensors on ``query``'s device (:func:`as_tensors`,
+    :func:`as_categories`)."""
+    converted = as_tensors(query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels,
+                           query_ids=query_ids, gallery_ids=gallery_ids, confidence=confidence)
+    return converted + [as_categories(categories, tensor_device(converted[0]))]
 
 
 def integral_labels(name: str, labels: Tensor, multi_hot: bool = False) -> Tensor:
