@@ -247,6 +247,7 @@ def trec_values(al, keys: Sequence[str], n_nonrel: Optional[Tensor] = None) -> D
 _LONGEST = torch.iinfo(torch.int64).max
 _WHOLE = str(_LONGEST)  # no cutoff: the whole list
 
+
 def _bpref(al, r: Tensor, n_nonrel: Tensor, blocks: list) -> Tensor:
     """m_bpref.c: over the judged retrieved documents in rank order, each relevant one adds
     ``1 - min(n, R) / min(N, R)`` (1 when n = 0); the sum is divided by R when R > 0."""
