@@ -13,21 +13,16 @@ if __name__ != "retrieval_core":  # one module identity: never a second copy und
         f"this package is imported as 'retrieval_core', not {__name__!r}; install the project "
         "(pip install -e .) and `import retrieval_core`"
     )
-# The old flat module paths stay attributes of the package (``retrieval_core.comparison``...),
-# as before the layers; ``aggregate`` is imported before the function of that name, which
-# it would otherwise replace as the package attribute.
-from . import aggregate as _aggregate_module  # noqa: F401
-from . import build, comparison, confidence, kernels, registry, set_level, special  # noqa: F401
 from .stats.aggregate import MetricResults, aggregate, reduce_values
 from .ranking.dense import rank_dense
 from .ranking.flat import rank_flat
 from .ranking.groups import group_flat
 from .stats.comparison import Comparison, compare, compare_many
 from .stats.correlation import rank_correlation
-from .embeddings import evaluate_embeddings
-from .evaluate import QueryValues, evaluate_scores, score_values
+from .evaluation.embeddings import evaluate_embeddings
+from .evaluation.scores import QueryValues, evaluate_scores, score_values
 from .ranking import Ranking
-from .ranked import evaluate_ranked
+from .evaluation.ranked import evaluate_ranked
 from .metrics.apply import ranking_values
 from .metrics.registry import ALIASES, REGISTRY, MetricKey, known_metrics, metric_key, parse_metrics
 

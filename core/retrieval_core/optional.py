@@ -59,14 +59,6 @@ def numpy(path: str) -> ModuleType:
         raise ImportError(f"reading {path} needs numpy: {install_hint('numpy')}") from None
 
 
-def load_digits():
-    """scikit-learn's ``load_digits``, for the command line's demo."""
-    try:
-        return importlib.import_module("sklearn.datasets").load_digits
-    except ImportError:
-        raise ImportError(f"the demo uses scikit-learn's digits: {install_hint('scikit-learn')}") from None
-
-
 def faiss() -> ModuleType:
     """The faiss module, for ``backend='faiss'``."""
     return require("faiss", feature="backend='faiss'", package="faiss-cpu")

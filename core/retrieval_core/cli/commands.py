@@ -9,19 +9,20 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from . import optional
-from .cli_compare import _paired_values, _read_run
-from .cli_demo import _digits, demo_results
-from .cli_io import encode_names, fingerprint, load_labels, load_tensor, refuse_overwrite
-from .cli_parser import CI_RESAMPLES, CommandError, PROG, REPORT_FILES, TEST_NAMES, TEST_RESAMPLES
-from .embeddings import evaluate_embeddings
-from .metrics.registry import CONFIDENCE_KINDS, parse_metrics
-from .plot import at_k_keys
-from .report import format_p_value, format_value, number_or_list, text_table, write_report
-from .stats import comparison
-from .stats.results import MetricResults, _plain
+from .. import optional
+from .compare import _paired_values, _read_run
+from .demo import _digits, demo_results
+from .io import encode_names, fingerprint, load_labels, load_tensor, refuse_overwrite
+from .parser import CI_RESAMPLES, CommandError, PROG, REPORT_FILES, TEST_NAMES, TEST_RESAMPLES
+from ..evaluation.embeddings import evaluate_embeddings
+from ..metrics.neighbours import neighbour_agreement
+from ..metrics.registry import CONFIDENCE_KINDS, parse_metrics
+from ..reporting.plot import at_k_keys
+from ..reporting.report import format_p_value, format_value, number_or_list, text_table, write_report
+from ..stats import comparison
+from ..stats.results import MetricResults, plain
 
-__all__ = ["print_results", "run_record", "cmd_eval", "MAX_CLASS_VIEW", "cmd_report", "neighbour_agreement", "cmd_demo"]
+__all__ = ["print_results", "run_record", "cmd_eval", "MAX_CLASS_VIEW", "cmd_report", "cmd_demo"]
 
 
 def _table(results: Dict[str, MetricResults], keys: Sequence[str]) -> str:
@@ -152,9 +153,9 @@ def empty_note(results: MetricResults, keys: Sequence[str], empty: str) -> Optio
 
 def _json_values(r: MetricResults) -> Dict[str, object]:
     """``{key: value}``, and ``"ci": {key: [low, high]}`` when intervals were asked for."""
-    out: Dict[str, object] = {k: _plain(v) for k, v in r.items()}
+    out: Dict[str, object] = {k: plain(v) for k, v in r.items()}
     if r.ci:
-        out["ci"] = {k: [_plain(low), _plain(high)] for k, (low, high) in r.ci.items()}
+        out["ci"] = {k: [plain(low), plain(high)] for k, (low, high) in r.ci.items()}
     return out
 
 
@@ -296,23 +297,6 @@ def _report_runs(args) -> int:
         print(text_table(header, rows))
     print(f"report written to {paths['markdown'].parent}: " + ", ".join(sorted(p.name for p in paths.values())))
     return 0
-
-
-def neighbour_agreement(x: torch.Tensor, labels: torch.Tensor, k: int = 10) -> torch.Tensor:
-    """The demo's per-query confidence in [0, 1]: the share of the ``k`` nearest other rows
-    (cosine) whose label equals the label of the nearest one: a query whose neighbours
-    agree is likely to have a correct first result.
-
-    Example:
-        >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.8, 0.2], [0.0, 1.0]])
-        >>> neighbour_agreement(x, torch.tensor([0, 0, 1, 1]), k=2).tolist()
-        [0.5, 0.5, 1.0, 0.5]
-    """
-    unit = torch.nn.functional.normalize(x.double(), dim=1)
-    sim = unit @ unit.T
-    sim.fill_diagonal_(float("-inf"))
-    nearest = labels[sim.topk(min(k, x.shape[0] - 1), dim=1).indices]
-    return (nearest == nearest[:, :1]).double().mean(1)
 
 
 def cmd_demo(args) -> int:

@@ -7,17 +7,17 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from .cli_parser import PROG, TEST_NAMES
-from .report import format_p_value, text_table
-from .stats import comparison
-from .stats.aggregate import MetricResults
+from .parser import PROG, TEST_NAMES
+from ..reporting.report import format_p_value, text_table
+from ..stats import comparison
+from ..stats.aggregate import MetricResults
 
-__all__ = ["Run", "cmd_compare"]
+__all__ = ["SavedRun", "cmd_compare"]
 
-Run = Tuple[MetricResults, Dict[str, object]]  # results, and what identifies their queries
+SavedRun = Tuple[MetricResults, Dict[str, object]]  # results, and what identifies their queries
 
 
-def _read_run(path: str) -> Run:
+def _read_run(path: str) -> SavedRun:
     """An ``eval --output`` file: its results and its ``"queries"`` record ({} if none)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such file: {path}")
@@ -42,7 +42,7 @@ def _unique_ids(r: MetricResults) -> Optional[List]:
     return ids if len(set(ids)) == len(ids) else None  # sequence ids shared by queries identify none of them
 
 
-def _pairing(a: Run, b: Run, path_a: str, path_b: str, by_position: bool = False) -> Optional[torch.Tensor]:
+def _pairing(a: SavedRun, b: SavedRun, path_a: str, path_b: str, by_position: bool = False) -> Optional[torch.Tensor]:
     """Positions of B's queries in A's order (None: the same order). Pairs by unique query
     ids when both runs have them; else by position, only when both runs hold the same
     queries in the same order (equal fingerprints) or ``by_position`` says so; else refuses."""
@@ -77,7 +77,7 @@ def _pairing(a: Run, b: Run, path_a: str, path_b: str, by_position: bool = False
     return None
 
 
-def _paired_values(a: Run, b: Run, key: str, path_a: str, path_b: str, by_position: bool) -> torch.Tensor:
+def _paired_values(a: SavedRun, b: SavedRun, key: str, path_a: str, path_b: str, by_position: bool) -> torch.Tensor:
     """B's per-query values of ``key`` in A's query order."""
     order = _pairing(a, b, path_a, path_b, by_position)
     values = b[0].per_query[key]

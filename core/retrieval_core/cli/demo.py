@@ -5,15 +5,19 @@ from typing import Dict, Sequence
 
 import torch
 
-from . import optional
-from .embeddings import evaluate_embeddings
-from .stats.aggregate import MetricResults
+from .. import optional
+from ..evaluation.embeddings import evaluate_embeddings
+from ..stats.aggregate import MetricResults
 
 __all__ = ["demo_results", "demo"]
 
 
 def _digits():
-    digits = optional.load_digits()()
+    try:
+        datasets = optional.require("sklearn.datasets", feature="the demo", package="scikit-learn")
+    except ImportError:
+        raise ImportError(f"the demo uses scikit-learn's digits: {optional.install_hint('scikit-learn')}") from None
+    digits = datasets.load_digits()
     x = torch.tensor(digits.data, dtype=torch.float32)
     labels = torch.tensor(digits.target)
     projection = torch.randn(x.shape[1], 16, generator=torch.Generator().manual_seed(0))

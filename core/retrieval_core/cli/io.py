@@ -20,7 +20,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import optional
+from .. import optional
 
 TENSOR_SUFFIXES = (".pt", ".npy", ".npz")
 

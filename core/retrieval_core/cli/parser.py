@@ -6,10 +6,10 @@ import os
 import textwrap
 from typing import List, Optional, Sequence
 
-from . import validate
-from .cli_io import TENSOR_SUFFIXES, CommandError, is_tensor_file
-from .cli_trec import add_trec_parser
-from .version import __version__
+from .. import validate
+from .io import TENSOR_SUFFIXES, CommandError, is_tensor_file
+from .trec import add_trec_parser
+from ..version import __version__
 
 __all__ = [
     "DEMO_METRICS", "EVAL_METRICS", "DATA_SUFFIXES", "PROG", "REPORT_FILES", "TEST_NAMES", "CommandError",

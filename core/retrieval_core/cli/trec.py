@@ -31,12 +31,12 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 
-from . import compare_many
-from .cli_io import CommandError
-from .trec import TrecEvaluation, evaluate_trec, read_qrels, read_run
-from .trec.align import DuplicateError
-from .trec.kernels import IPREC_RULES
-from .trec.measures import SETS, TREC_EVAL_MEASURES, MeasureError, Unsupported, parse_one
+from .. import compare_many
+from .io import CommandError
+from ..trec import TrecEvaluation, evaluate_trec, read_qrels, read_run
+from ..trec.align import DuplicateError
+from ..trec.kernels import IPREC_RULES
+from ..trec.measures import SETS, TREC_EVAL_MEASURES, MeasureError, Unsupported, parse_one
 
 __all__ = ["add_trec_parser", "cmd_trec", "expand_measures", "measure_list", "runs_table"]
 

@@ -5,7 +5,7 @@ given); :class:`Shards` combines them as one process would see them: the rows of
 every rank concatenated in rank order. Labels are gathered to every rank (PML's
 label counts, lone labels and averages need all of them); the embeddings are not:
 :meth:`Shards.search` and :meth:`Shards.set_values` run
-:func:`retrieval_core.distributed.evaluate_embeddings`, where each rank evaluates
+:func:`retrieval_core.distributed.evaluate_embeddings_across_ranks`, where each rank evaluates
 its own queries against the gathered reference set and the per-query values travel.
 :meth:`Shards.embeddings` gathers the embeddings whole, for the paths that need
 them on every rank (a user's ``knn_func``, a subclass's ``calculate_<name>``,
@@ -105,14 +105,15 @@ class Shards:
         if self.reference is not None:
             r0, r1 = self.ref_rows
             gallery, gallery_labels = self.reference, labels[1][r0:r1]
-        return D.evaluate_embeddings(self.query, labels[0][q0:q1], list(keys), gallery=gallery,
-                                     gallery_labels=gallery_labels, group=self.group, distance=distance,
-                                     relevance=relevance, reduce="none", memory_budget=memory_budget)
+        return D.evaluate_embeddings_across_ranks(self.query, labels[0][q0:q1], list(keys), gallery=gallery,
+                                                  gallery_labels=gallery_labels, group=self.group,
+                                                  distance=distance, relevance=relevance, reduce="none",
+                                                  memory_budget=memory_budget)
 
     def set_values(self, codes: Tensor, keys: Sequence[str]):
         """Set-level ``keys`` (nmi, ami) of every query, labelled by the combined ``codes``."""
         q0, q1 = self.local_rows
-        return D.evaluate_embeddings(self.query, codes[q0:q1], list(keys), group=self.group)
+        return D.evaluate_embeddings_across_ranks(self.query, codes[q0:q1], list(keys), group=self.group)
 
 
 def _cat(a: Tensor, b: Tensor) -> Tensor:

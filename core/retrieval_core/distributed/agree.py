@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from ..agreement import disagreement, option_texts
+from .agreement import disagreement, option_texts
 from .collectives import gather_per_rank, world_size
 
 __all__ = ["exchange_text", "agree", "agree_options"]

@@ -1,4 +1,4 @@
-"""An embedding evaluation divided between ranks: evaluate_embeddings (distributed) and evaluate_split."""
+"""An embedding evaluation divided between ranks: evaluate_embeddings_across_ranks and evaluate_split."""
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..embeddings import evaluate_embeddings as evaluate_one
+from ..evaluation.embeddings import evaluate_embeddings as evaluate_one
 from ..metrics.registry import depth_needed, parse_metrics, split_scopes
 from ..validate import (
     check_backend, check_categories, check_confidence, check_embedding_options, embedding_arrays,
@@ -18,7 +18,7 @@ from .collectives import gather_cat, rank_of, world_size
 from .sharded import sharded_values
 from .shares import _combine, _evaluate_share, _gather_categories, _share
 
-__all__ = ["evaluate_embeddings", "evaluate_split"]
+__all__ = ["evaluate_embeddings_across_ranks", "evaluate_split"]
 
 
 def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
@@ -137,7 +137,7 @@ def _check_shardable(keys, backend) -> None:
         raise ValueError(f"shard_gallery=True searches with the torch backend; got backend={backend!r}")
 
 
-def evaluate_embeddings(
+def evaluate_embeddings_across_ranks(
     query: Tensor,
     query_labels: Tensor,
     metrics: Sequence[str],
@@ -197,7 +197,7 @@ def evaluate_embeddings(
 
     Example:
         >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
-        >>> r = evaluate_embeddings(x, torch.tensor([0, 0, 1, 1]), ["cmc@1", "map@r"])  # one process
+        >>> r = evaluate_embeddings_across_ranks(x, torch.tensor([0, 0, 1, 1]), ["cmc@1", "map@r"])  # one process
         >>> r["cmc@1"].item(), r["map@r"].item()
         (1.0, 1.0)
     """
@@ -217,7 +217,8 @@ def evaluate_embeddings(
     checked, signatures = agree(
         lambda: _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids,
                              categories, shard_gallery, options, confidence), group=group, device=device,
-        options=_agreed(metrics, options, shard_gallery=shard_gallery), what="distributed.evaluate_embeddings")
+        options=_agreed(metrics, options, shard_gallery=shard_gallery),
+        what="distributed.evaluate_embeddings_across_ranks")
     _check_signatures(signatures)
     keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, confidence = checked
     rows = [s["rows"] for s in signatures]

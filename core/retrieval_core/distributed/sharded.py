@@ -1,5 +1,5 @@
 """Exact k-NN over a gallery sharded across ranks (``shard_gallery=True`` of
-:func:`retrieval_core.parallel.evaluation.evaluate_embeddings`).
+:func:`retrieval_core.distributed.evaluate_embeddings_across_ranks`).
 
 The gallery never leaves its rank. Every rank walks the same sequence of query
 chunks (rank 0's queries, then rank 1's, ...): the chunk's owner broadcasts it,
@@ -31,7 +31,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .. import optional, search
-from ..embedding_values import DEFAULT_MEMORY_BUDGET
+from ..evaluation.embedding_values import DEFAULT_MEMORY_BUDGET
 from ..metrics.apply import ranking_values
 from ..metrics.registry import depth_needed
 from ..ranking.ranking import Ranking

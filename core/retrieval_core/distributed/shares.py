@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from ..embeddings import aggregate_queries, evaluate_embeddings as evaluate_one
+from ..evaluation.embeddings import aggregate_queries, evaluate_embeddings as evaluate_one
 from ..metrics.registry import split_scopes
 from ..stats.aggregate import MetricResults
 from .agree import agree

@@ -23,13 +23,13 @@ from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .evaluate import score_values
-from .metrics.kernels import partial_auroc
-from .metrics.registry import MetricKey, parse_metrics
-from .ranking.flat import rank_flat
+from .scores import score_values
+from ..metrics.kernels import partial_auroc
+from ..metrics.registry import MetricKey, parse_metrics
+from ..ranking.flat import rank_flat
 from .ranked import scores_ranked_values
 
-from .validate import (
+from ..validate import (
     check_batch_like_earlier,
     check_compact_inputs,
     check_confidence,

@@ -6,10 +6,10 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from . import optional, search, sizing
-from .metrics.apply import ranking_values
-from .metrics.registry import MetricKey, depth_needed
-from .ranking.dense import _count_relevant, _depth, rank_binary, rank_dense
+from .. import optional, search, sizing
+from ..metrics.apply import ranking_values
+from ..metrics.registry import MetricKey, depth_needed
+from ..ranking.dense import block_depth as _depth, count_relevant as _count_relevant, rank_binary, rank_dense
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "embedding_values"]
 

@@ -14,16 +14,16 @@ import warnings
 from torch import Tensor
 from typing import Optional, Sequence
 
-from . import sizing
+from .. import sizing
 from .embedding_values import DEFAULT_MEMORY_BUDGET, embedding_values
-from .metrics.apply import set_level_values
-from .metrics.registry import MetricKey, depth_needed, parse_metrics, split_scopes
-from .stats.aggregate import (
-    MetricResults, _category_groups, _fill_empty, aggregate, aggregate_checked, encode_labels, reduce_values,
+from ..metrics.apply import set_level_values
+from ..metrics.registry import MetricKey, depth_needed, parse_metrics, split_scopes
+from ..stats.aggregate import (
+    MetricResults, category_groups, fill_empty, aggregate, aggregate_checked, encode_labels, reduce_values,
 )
-from .stats.curves import split_key
-from .stats.intervals import macro_intervals
-from .validate import (
+from ..stats.curves import split_key
+from ..stats.intervals import macro_intervals
+from ..validate import (
     PER_CLASS, check_backend, check_categories, check_confidence, check_embedding_options, embedding_arrays,
     check_embedding_values, check_embeddings, check_labels, check_memory_budget, check_pairs, check_per_class,
     check_query_gallery, check_return_neighbours, check_rows, check_same_device, check_stats_options,
@@ -246,7 +246,7 @@ def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, p
                 ci_out.update({f"{key}/class={n}": by_label.ci[f"{key}/{n}"] for n in label_names})
     if ci is not None:
         plain = [j for j, k in enumerate(names) if split_key(k) is None]  # confidence keys: no interval
-        filled = _fill_empty(values[:, plain], [names[j] for j in plain], empty)
-        ci_out.update(macro_intervals(filled, [names[j] for j in plain], ci, _category_groups(labels, values.device),
+        filled = fill_empty(values[:, plain], [names[j] for j in plain], empty)
+        ci_out.update(macro_intervals(filled, [names[j] for j in plain], ci, category_groups(labels, values.device),
                                       reduce=reduce, n_resamples=n_resamples, seed=seed))
     return out

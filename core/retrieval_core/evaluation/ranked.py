@@ -21,14 +21,14 @@ from typing import Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .metrics.apply import ranking_values
-from .metrics.registry import MetricKey, parse_metrics
-from . import sizing
-from .ranking.groups import group_flat
-from .ranking.topk import row_blocks
-from .ranking.ranking import Ranking
-from .stats.aggregate import MetricResults, aggregate
-from .validate import (
+from ..metrics.apply import ranking_values
+from ..metrics.registry import MetricKey, parse_metrics
+from .. import sizing
+from ..ranking.groups import group_flat
+from ..ranking.topk import row_blocks
+from ..ranking.ranking import Ranking
+from ..stats.aggregate import MetricResults, aggregate
+from ..validate import (
     as_categories, as_tensors, check_per_query_keys, check_score_options, check_scores, check_stats_options,
     check_values, tensor_device, widen_unsigned,
 )

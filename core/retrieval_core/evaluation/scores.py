@@ -12,17 +12,17 @@ from typing import Iterable, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from . import sizing
-from .stats.aggregate import MetricResults, aggregate_checked, encode_labels
-from .ranking.dense import _count_relevant, rank_dense
-from .ranking.flat import sorted_flat_parts
-from .ranking.groups import iter_flat_blocks, iter_groups
-from .ranking.topk import DEEP_BLOCK_DIVISOR, row_blocks
-from .ranking.ranking import Ranking
-from .metrics.apply import ranking_values
-from .metrics.registry import MetricKey, depth_needed, parse_metrics
+from .. import sizing
+from ..stats.aggregate import MetricResults, aggregate_checked, encode_labels
+from ..ranking.dense import count_relevant, rank_dense
+from ..ranking.flat import sorted_flat_parts
+from ..ranking.groups import iter_flat_blocks, iter_groups
+from ..ranking.topk import DEEP_BLOCK_DIVISOR, row_blocks
+from ..ranking.ranking import Ranking
+from ..metrics.apply import ranking_values
+from ..metrics.registry import MetricKey, depth_needed, parse_metrics
 from .ranked import evaluate_scores_ranked
-from .validate import (
+from ..validate import (
     as_categories,
     as_tensors,
     check_categories,
@@ -105,7 +105,7 @@ def _max_relevant(target: Tensor, mask: Optional[Tensor], blocks) -> int:
     maxima = []
     for rows in blocks:
         t = target[rows] if mask is None else target[rows].masked_fill(~mask[rows], 0)
-        maxima.append(_count_relevant(t).max())
+        maxima.append(count_relevant(t).max())
     return int(torch.stack(maxima).max()) if maxima else 0
 
 

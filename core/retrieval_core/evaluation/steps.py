@@ -16,12 +16,12 @@ from typing import Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .stats.aggregate import MetricResults, aggregate
-from .parallel.collectives import all_reduce_sum, gather_cat, world_size
-from .parallel.duplicates import drop_duplicates
-from .parallel.evaluation import evaluate_split
+from ..stats.aggregate import MetricResults, aggregate
+from ..distributed.collectives import all_reduce_sum, gather_cat, world_size
+from ..distributed.duplicates import drop_duplicates
+from ..distributed.evaluation import evaluate_split
 from .embeddings import evaluate_embeddings
-from .validate import check_representable
+from ..validate import check_representable
 
 __all__ = ["compact_sums", "finalize_compact", "finalize_scores", "finalize_embeddings"]
 

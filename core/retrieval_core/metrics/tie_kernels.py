@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from ..ranking.ranking import Ranking
-from ..ranking.tie_groups import TieGroups, _safe_div
+from ..ranking.tie_groups import TieGroups, safe_div
 from . import kernels as K
 
 __all__ = [
@@ -130,7 +130,7 @@ def reciprocal_rank(r, k):
 def _wap_terms(g: TieGroups) -> Tensor:
     """E[rel_i * (summed gain of ranks <= i)] per rank."""
     own = g.gain / g.size  # E[rel_i g_i] = G / m (gain > 0 exactly where relevant)
-    pair = _safe_div(g.hits * g.gain - g.gain, g.size * (g.size - 1.0))  # E[rel_i g_j], j != i in the group
+    pair = safe_div(g.hits * g.gain - g.gain, g.size * (g.size - 1.0))  # E[rel_i g_j], j != i in the group
     return g.p_hit * g.gain_before + own + g.offset * pair
 
 
@@ -165,7 +165,7 @@ def _hits_ratio(r: Ranking, k, terms: Tensor, alpha_of, beta_of) -> Tensor:
     p = torch.where(feasible, torch.exp(log_p), 0.0)
     num = ahead.unsqueeze(1) + x * alpha.unsqueeze(1) + x * (x - 1.0) * beta.unsqueeze(1)
     den = before.unsqueeze(1) + x
-    value = (p * _safe_div(num, den)).sum(1)
+    value = (p * safe_div(num, den)).sum(1)
     return torch.where(c > 0, value, 0.0)
 
 
@@ -174,7 +174,7 @@ def average_precision_hits(r, k):
     return _hits_ratio(
         r, k, _ap_terms(_groups(r)),
         lambda g, c, before, t, dh: (before + 1.0) * dh / t,
-        lambda g, c, t, d_off: _safe_div(d_off, t * (t - 1.0)),
+        lambda g, c, t, d_off: safe_div(d_off, t * (t - 1.0)),
     )
 
 
@@ -182,12 +182,12 @@ def wap(r, k):
     """E[sum_{i<=k} rel_i acg@i / hits@k], 0 without a hit."""
 
     def alpha(g, c, before, t, dh):
-        mean_relevant = _safe_div(g.at_cut(g.gain, c), g.at_cut(g.hits, c))
+        mean_relevant = safe_div(g.at_cut(g.gain, c), g.at_cut(g.hits, c))
         return (g.at_cut(g.gain_before, c) + mean_relevant) * dh / t
 
     def beta(g, c, t, d_off):
-        mean_relevant = _safe_div(g.at_cut(g.gain, c), g.at_cut(g.hits, c))
-        return _safe_div(d_off * mean_relevant, t * (t - 1.0))
+        mean_relevant = safe_div(g.at_cut(g.gain, c), g.at_cut(g.hits, c))
+        return safe_div(d_off * mean_relevant, t * (t - 1.0))
 
     return _hits_ratio(r, k, _wap_terms(_groups(r)), alpha, beta)
 
@@ -204,7 +204,7 @@ def auroc(r, k):
         raise ValueError("auroc needs the whole candidate list in the Ranking")
     g = _groups(r)
     negatives = r.valid * (g.size - g.hits) / g.size  # P(non-relevant) per rank
-    pairs = negatives * g.hits_before + g.offset * _safe_div((g.size - g.hits) * g.hits, g.size * (g.size - 1.0))
+    pairs = negatives * g.hits_before + g.offset * safe_div((g.size - g.hits) * g.hits, g.size * (g.size - 1.0))
     n_pos = r.n_relevant.to(torch.float64)
     n_neg = (r.n_candidates - r.n_relevant).to(torch.float64)
     auc = pairs.sum(1) / (n_pos * n_neg)

@@ -14,7 +14,7 @@ from .topk import (
     _stable_top, _stable_top_deferred, _top_values, row_blocks,
 )
 
-__all__ = ["rank_dense", "rank_binary"]
+__all__ = ["rank_dense", "rank_binary", "count_relevant", "block_depth"]
 
 # Counting 0/1 bytes: four of them read as one int32 word, whose four bytes then hold
 # four separate counts. A sum of at most 255 such words cannot carry from one byte into
@@ -23,12 +23,12 @@ __all__ = ["rank_dense", "rank_binary"]
 _WORDS_PER_SUM = 255
 
 
-def _count_relevant(target: Tensor) -> Tensor:
+def count_relevant(target: Tensor) -> Tensor:
     """Candidates with gain > 0 per row, as exact int64 counts (gains are validated
     non-negative). Never summed in the gains' dtype: float16 counts stop at 2048.
 
     Example:
-        >>> _count_relevant(torch.tensor([[0.0, 2.0, 1.0], [0.0, 0.0, 0.0]])).tolist()
+        >>> count_relevant(torch.tensor([[0.0, 2.0, 1.0], [0.0, 0.0, 0.0]])).tolist()
         [2, 0]
     """
     b, n = target.shape
@@ -102,12 +102,12 @@ def rank_dense(
     # and the ranked gains (else R first: the depth of @r keys needs it)
     gain_pass = need_ideal and not binary and not at_r and not sizing.sync_free(target)
     if gain_pass:
-        d = _depth(depth, False, None, None, n)
+        d = block_depth(depth, False, None, None, n)
     else:
         if on_gains is not None:
             on_gains(target)
-        n_relevant = _count_relevant(target)
-        d = _depth(depth, at_r, n_relevant, max_relevant, n)
+        n_relevant = count_relevant(target)
+        d = block_depth(depth, at_r, n_relevant, max_relevant, n)
     with_ties = with_ties or ties == "expected"
     by_gain = ties in ("optimistic", "pessimistic")
     perm = None
@@ -157,7 +157,7 @@ def rank_dense(
     else:
         valid = mask.gather(1, idx)
         relevance = relevance * valid
-        n_candidates = _count_relevant(mask)  # a bool sum would make an int64 copy of the block
+        n_candidates = count_relevant(mask)  # a bool sum would make an int64 copy of the block
     ideal = None
     if need_ideal:
         if binary:
@@ -281,7 +281,7 @@ def _gain_order(preds, target, mask, ties, top, select):
     return preds, target, mask, "exact" if select == "presorted" else select, perm
 
 
-def _depth(depth: int, at_r: bool, n_relevant: Tensor, max_relevant: Optional[int], n: int) -> int:
+def block_depth(depth: int, at_r: bool, n_relevant: Tensor, max_relevant: Optional[int], n: int) -> int:
     """The ranking depth of a block: ``depth``, or the largest R when deeper (``at_r``),
     within ``1..n``. ``max_relevant`` given: no host read of this block's R."""
     d = depth
@@ -292,7 +292,7 @@ def _depth(depth: int, at_r: bool, n_relevant: Tensor, max_relevant: Optional[in
 
 def _gain_pass(target: Tensor, d: int, idx: Tensor, visit: Optional[Callable[[Tensor], None]] = None
                ) -> Tuple[Tensor, Tensor, Tensor]:
-    """``(ideal, n_relevant, ranked)``: :func:`_top_values` ``(target, d)``, :func:`_count_relevant`
+    """``(ideal, n_relevant, ranked)``: :func:`_top_values` ``(target, d)``, :func:`count_relevant`
     and ``target.gather(1, idx)``, mostly from one pass over the gains (host reads: the
     CPU policy only).
 
@@ -309,7 +309,7 @@ def _gain_pass(target: Tensor, d: int, idx: Tensor, visit: Optional[Callable[[Te
     if n >= GAIN_TWO_LEVEL_MIN_COLUMNS or b == 0:
         if visit is not None:
             visit(target)
-        return _top_values(target, d), _count_relevant(target), target.gather(1, idx)
+        return _top_values(target, d), count_relevant(target), target.gather(1, idx)
     if visit is None:
         top, ranked = _top_values(target, k), target.gather(1, idx)
     else:
@@ -327,9 +327,9 @@ def _gain_pass(target: Tensor, d: int, idx: Tensor, visit: Optional[Callable[[Te
     if k < n:
         rows = positive[:, -1].nonzero().squeeze(1)  # R >= k: counted over the whole row
         if 2 * rows.numel() > b:
-            n_relevant = _count_relevant(target)
+            n_relevant = count_relevant(target)
         elif rows.numel():
-            n_relevant[rows] = _count_relevant(target.index_select(0, rows))
+            n_relevant[rows] = count_relevant(target.index_select(0, rows))
     return top[:, :d], n_relevant, ranked
 
 
@@ -368,7 +368,7 @@ def rank_binary(
         ([[0.0, 1.0]], [[True, True]])
     """
     n = scores.shape[1]
-    d = _depth(depth, at_r, n_relevant, max_relevant, n)
+    d = block_depth(depth, at_r, n_relevant, max_relevant, n)
     inexact = None
     if top is not None or select == "checked":
         vals, idx, *flags = _stable_top(scores, d) if top is None else top(scores, d)

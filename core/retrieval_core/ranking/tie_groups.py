@@ -9,10 +9,10 @@ from torch import Tensor
 
 from .gains import exp_gain
 
-__all__ = ["TieGroups"]
+__all__ = ["TieGroups", "safe_div"]
 
 
-def _safe_div(num: Tensor, den: Tensor) -> Tensor:
+def safe_div(num: Tensor, den: Tensor) -> Tensor:
     """num / den, 0 where den == 0."""
     return torch.where(den != 0, num / torch.where(den != 0, den, torch.ones_like(den)), torch.zeros_like(num))
 
@@ -99,7 +99,7 @@ class TieGroups:
     @cached_property
     def pair_hits(self) -> Tensor:
         """(h - 1) / (m - 1): P(another given member of the group is relevant | this one is)."""
-        return _safe_div(self.hits - 1.0, self.size - 1.0)
+        return safe_div(self.hits - 1.0, self.size - 1.0)
 
     @cached_property
     def none_yet(self) -> Tensor:

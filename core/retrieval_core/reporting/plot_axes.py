@@ -6,7 +6,7 @@ from typing import List
 
 from torch import Tensor
 
-from . import optional
+from .. import optional
 
 __all__ = []
 

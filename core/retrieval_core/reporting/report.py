@@ -35,7 +35,7 @@ import re
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .stats.aggregate import MetricResults
+from ..stats.aggregate import MetricResults
 from . import plot
 
 __all__ = ["write_report", "markdown_report", "html_report", "report_figures", "format_value", "format_p_value",

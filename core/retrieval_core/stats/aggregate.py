@@ -25,10 +25,10 @@ from .curves import split_key
 from .intervals import intervals
 from .results import MetricResults
 
-__all__ = ["MetricResults", "aggregate", "aggregate_checked", "encode_labels", "reduce_values"]
+__all__ = ["MetricResults", "aggregate", "aggregate_checked", "encode_labels", "reduce_values", "fill_empty", "category_groups"]
 
 
-def _fill_empty(values: Tensor, keys: Sequence[str], empty: str) -> Tensor:
+def fill_empty(values: Tensor, keys: Sequence[str], empty: str) -> Tensor:
     if empty == "skip":
         return values
     undefined = torch.isnan(values)
@@ -109,7 +109,7 @@ def encode_labels(labels: Union[Tensor, Sequence], device=None) -> Tuple[List[st
     return names, torch.tensor([where[c] for c in labels], dtype=torch.int64, device=device)
 
 
-def _category_groups(categories: Union[Tensor, Sequence], device) -> List:
+def category_groups(categories: Union[Tensor, Sequence], device) -> List:
     """[(label, row index tensor)] in sorted label order."""
     names, codes = encode_labels(categories, device)
     return [(name, (codes == i).nonzero().squeeze(1)) for i, name in enumerate(names)]
@@ -174,13 +174,13 @@ def aggregate_checked(values: Tensor, keys: Sequence[str], *, empty: str, reduce
         confidence = confidence.to(values.device)
     check_representable(values, keys)
     n_empty = dict(zip(keys, torch.isnan(values).sum(0).unbind(0)))
-    values = _fill_empty(values, keys, empty)
+    values = fill_empty(values, keys, empty)
     out = MetricResults(
         zip(keys, reduce_values(values, reduce).unbind(-1)),
         n_queries=torch.tensor(values.shape[0]),
         n_empty=n_empty,
     )
-    groups = None if categories is None else _category_groups(categories, values.device)
+    groups = None if categories is None else category_groups(categories, values.device)
     if reduce != "none":
         reduced, out.curves = confidence_results(values, keys, confidence, reduce=reduce, ties=ties, checked=True)
         out.update(reduced)

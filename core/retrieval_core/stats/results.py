@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["MetricResults"]
+__all__ = ["MetricResults", "plain"]
 
 
 class MetricResults(dict):
@@ -88,17 +88,17 @@ class MetricResults(dict):
             tensor(0.5000, dtype=torch.float64)
         """
         out: Dict[str, Any] = {
-            "values": {k: _plain(v) for k, v in self.items()},
+            "values": {k: plain(v) for k, v in self.items()},
             "n_queries": None if self.n_queries is None else int(self.n_queries),
             "n_empty": {k: int(v) for k, v in self.n_empty.items()},
-            "ci": {k: [_plain(low), _plain(high)] for k, (low, high) in self.ci.items()},
-            "per_query": {k: _plain(v) for k, v in self.per_query.items()},
-            "query_ids": None if self.query_ids is None else _plain(self.query_ids),
-            "curves": {k: {"x": _plain(x), "y": _plain(y)} for k, (x, y) in self.curves.items()},
+            "ci": {k: [plain(low), plain(high)] for k, (low, high) in self.ci.items()},
+            "per_query": {k: plain(v) for k, v in self.per_query.items()},
+            "query_ids": None if self.query_ids is None else plain(self.query_ids),
+            "curves": {k: {"x": plain(x), "y": plain(y)} for k, (x, y) in self.curves.items()},
         }
         if self.neighbours is not None:
             ids, scores = self.neighbours
-            out["neighbours"] = {"ids": _plain(ids), "scores": _plain(scores)}
+            out["neighbours"] = {"ids": plain(ids), "scores": plain(scores)}
         return out
 
     @classmethod
@@ -160,12 +160,12 @@ class MetricResults(dict):
         return ids, values[rows]
 
 
-def _plain(value):
+def plain(value):
     """A tensor (or number) as a Python float/int or nested list, NaN as None."""
     if isinstance(value, Tensor):
         value = value.detach().cpu().tolist()
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
@@ -202,7 +202,7 @@ def _pair(value) -> Tuple[Tensor, Tensor]:
 
 
 def _tensor(value) -> Tensor:
-    """The float64 tensor of a :func:`_plain` value (None back to NaN)."""
+    """The float64 tensor of a :func:`plain` value (None back to NaN)."""
     def nan(v):
         if isinstance(v, list):
             return [nan(x) for x in v]

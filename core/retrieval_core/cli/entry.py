@@ -1,6 +1,6 @@
 """Command line: ``retrieval-metrics demo | eval | report | compare | trec`` (the entry point ``main``;
-parser in ``cli_parser``, commands in ``cli_commands``, ``cli_compare``, ``cli_demo``, ``cli_trec``, files in
-``cli_io``). ``trec QRELS RUN [RUN ...]`` prints trec_eval's output (``cli_trec``).
+parser in ``cli.parser``, commands in ``cli.commands``, ``cli.compare``, ``cli.demo``, ``cli.trec``, files in
+``cli.io``). ``trec QRELS RUN [RUN ...]`` prints trec_eval's output (``cli.trec``).
 
 ``eval`` reads embeddings and labels saved as .pt, .npy or .npz (``file.npz:name``
 picks one array of an .npz; labels may also be class names, one per line in a text
@@ -24,12 +24,10 @@ import os
 import sys
 from typing import List, Optional
 
-from .cli_commands import cmd_demo, cmd_eval, cmd_report, print_results, run_record  # noqa: F401
-from .cli_compare import cmd_compare
-from .cli_demo import demo, demo_results  # noqa: F401
-from .cli_io import load_labels, load_tensor  # noqa: F401
-from .cli_parser import DEMO_METRICS, EVAL_METRICS, PROG, CommandError, build_parser, parse_args  # noqa: F401
-from .cli_trec import cmd_trec
+from .commands import cmd_demo, cmd_eval, cmd_report
+from .compare import cmd_compare
+from .parser import PROG, CommandError, parse_args
+from .trec import cmd_trec
 
 __all__ = ["COMMANDS", "main"]
 
@@ -73,7 +71,3 @@ def _os_message(err: OSError) -> str:
         return f"no such file: {err.filename}"
     reason = (err.strerror or type(err).__name__).lower()
     return f"{reason}: {err.filename}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,6 @@
+"""``python -m retrieval_core.cli``: the command line (:func:`retrieval_core.cli.main`)."""
+import sys
+
+from .entry import main
+
+sys.exit(main())
