@@ -1,5 +1,5 @@
 """Distributed embedding evaluation: 1 process with 1 thread against W processes
-with 1 thread each (``retrieval_core.distributed.evaluate_embeddings``, gloo on CPU).
+with 1 thread each (``retrieval_core.distributed.evaluate_embeddings_across_ranks``, gloo on CPU).
 
 Setup (defaults, issue 10): N = 40,000 items, 128-d float32 embeddings of 500
 classes (the data of ``bench_embeddings.py``), the query set its own gallery
@@ -10,7 +10,7 @@ process reads only its contiguous share of the rows (memory mapped).
 What is measured (each process: ``torch.set_num_threads(1)``, a fresh process per run):
 
 * one: ``retrieval_core.evaluate_embeddings`` of all N items in one process;
-* W ranks, gathered: ``distributed.evaluate_embeddings`` (``shard_gallery=False``):
+* W ranks, gathered: ``distributed.evaluate_embeddings_across_ranks`` (``shard_gallery=False``):
   the items gathered to every rank, each rank evaluating its N/W queries;
 * W ranks, sharded: ``shard_gallery=True``: each rank keeps its N/W gallery rows.
 
@@ -116,12 +116,12 @@ def child_rank(args) -> None:
         x, labels = _load_share(args.data, args.rank, args.world)
         out = {"rank": args.rank, "rows": x.shape[0]}
         for shard in (False, True):  # warm-up: first-call costs (BLAS, gloo buffers) untimed
-            rd.evaluate_embeddings(x[:250], labels[:250], KEYS, shard_gallery=shard)
+            rd.evaluate_embeddings_across_ranks(x[:250], labels[:250], KEYS, shard_gallery=shard)
         for mode, shard in (("gathered", False), ("sharded", True)):
             seconds, peaks, cpus = [], [], []
             for _ in range(args.repeat):
                 dist.barrier()
-                r, s, p, c = _measured(lambda: rd.evaluate_embeddings(x, labels, KEYS, shard_gallery=shard,
+                r, s, p, c = _measured(lambda: rd.evaluate_embeddings_across_ranks(x, labels, KEYS, shard_gallery=shard,
                                                                         memory_budget=args.memory_budget))
                 seconds.append(s)
                 peaks.append(p)
@@ -171,7 +171,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     import numpy as np
 
-    from retrieval_core.embeddings import DEFAULT_MEMORY_BUDGET
+    from retrieval_core.evaluation.embeddings import DEFAULT_MEMORY_BUDGET
 
     with tempfile.TemporaryDirectory(prefix="bench-distributed-") as tmp:
         x, labels = make_data(args.n)

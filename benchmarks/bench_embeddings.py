@@ -293,9 +293,10 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
     ``embeddings.embedding_values`` with a timer around each step (private API; best effort).
     Medians over ``repeat`` passes of the per-step totals. ``n_queries``: only the chunks of
     the first ``n_queries`` queries (against the whole gallery), for a sample of a large run."""
-    from retrieval_core import build, embedding_values, embeddings, evaluate, search
+    from retrieval_core import ranking_values, search
+    from retrieval_core.evaluation import embedding_values, embeddings
     from retrieval_core.ranking import dense
-    from retrieval_core.registry import depth_needed, parse_metrics
+    from retrieval_core.metrics.registry import depth_needed, parse_metrics
 
     keys = parse_metrics(KEYS)
     depth, at_r, whole = depth_needed(keys)
@@ -342,11 +343,11 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
                 tick("exclude self (Exclusion.pairs + index_put -inf)", t0)
                 lab = labels[part].unsqueeze(1)
                 t0 = time.perf_counter()
-                ranking = build.rank_binary(scores, depth, lambda i: labels[i] == lab, n_rel[part], n_cand[part],
+                ranking = dense.rank_binary(scores, depth, lambda i: labels[i] == lab, n_rel[part], n_cand[part],
                                             at_r=at_r, need_ideal=need_ideal)
                 tick("rank_binary (depth = max(10, chunk's max R))", t0)
                 t0 = time.perf_counter()
-                values[part] = evaluate.ranking_values(ranking, keys)
+                values[part] = ranking_values(ranking, keys)
                 tick("ranking_values (9 kernels on [c, d])", t0)
                 del scores, ranking
         finally:
@@ -565,7 +566,7 @@ def main(argv=None) -> None:
     # ------------------------------------------------------------------ profile
     prof: List[Tuple[str, float, Optional[float]]] = []  # (step, median s, other load)
     if args.profile:
-        from retrieval_core import embedding_values, embeddings
+        from retrieval_core.evaluation import embedding_values, embeddings
 
         n = args.profile_n or (sizes[0] if sizes else 20_000)
         x, labels = make_data(n, seed=args.seed)

@@ -453,47 +453,48 @@ def time_steps(steps: List[Tuple[str, Callable[[], object]]], repeat: int) -> Li
 
 def profile_dense(preds, target, repeat: int) -> List[Tuple[str, float]]:
     """Rough split of ours dense into its steps (private helpers; best effort)."""
-    from retrieval_core import build, evaluate, validate
+    from retrieval_core import rank_dense, ranking_values, score_values, validate
     from retrieval_core.ranking import dense, topk
-    from retrieval_core.registry import parse_metrics
+    from retrieval_core import parse_metrics
 
     keys = parse_metrics(KEYS)
     steps: List[Tuple[str, Callable[[], object]]] = [
         ("check_scores + check_values (sum of preds, aminmax of target)", lambda: (validate.check_scores(preds, target), validate.check_values(preds, target))),
-        ("score_values (ranking + kernels, all blocks)", lambda: evaluate.score_values(preds, target, keys)),
+        ("score_values (ranking + kernels, all blocks)", lambda: score_values(preds, target, keys)),
     ]
     if hasattr(topk, "_stable_top"):
         steps.append(("  _stable_top(preds, 10) (topk 11 + tie checks), whole matrix in blocks",
-                      lambda: [topk._stable_top(preds[r], K) for r in build.row_blocks(*preds.shape)]))
+                      lambda: [topk._stable_top(preds[r], K) for r in topk.row_blocks(*preds.shape)]))
     steps.append(("  _top_values(target, 10) (ideal gains), in blocks",
-                  lambda: [topk._top_values(target[r], K) for r in build.row_blocks(*preds.shape)]))
-    if hasattr(dense, "_count_relevant"):
-        steps.append(("  _count_relevant (bool copy + packed byte sums), in blocks",
-                      lambda: [dense._count_relevant(target[r]) for r in build.row_blocks(*preds.shape)]))
-    ranking = build.rank_dense(preds, target, K, need_ideal=True)
-    steps.append(("  ranking_values (5 kernels on [Q, 10])", lambda: evaluate.ranking_values(ranking, keys)))
-    qv = evaluate.score_values(preds, target, keys)
+                  lambda: [topk._top_values(target[r], K) for r in topk.row_blocks(*preds.shape)]))
+    if hasattr(dense, "count_relevant"):
+        steps.append(("  count_relevant (bool copy + packed byte sums), in blocks",
+                      lambda: [dense.count_relevant(target[r]) for r in topk.row_blocks(*preds.shape)]))
+    ranking = rank_dense(preds, target, K, need_ideal=True)
+    steps.append(("  ranking_values (5 kernels on [Q, 10])", lambda: ranking_values(ranking, keys)))
+    qv = score_values(preds, target, keys)
     steps.append(("aggregate (mean over queries)", lambda: retrieval_core.aggregate(qv.values, qv.keys)))
     return time_steps(steps, repeat)
 
 
 def profile_shuffled(p, t, i, repeat: int) -> List[Tuple[str, float]]:
     """Rough split of ours flat shuffled: grouping (sort + gather) vs ranking the grouped blocks."""
-    from retrieval_core import build
+    from retrieval_core import group_flat, rank_dense
+    from retrieval_core.ranking.groups import iter_flat_blocks
 
     low = i.min()
     keys32 = (i - low).to(torch.int32)
     _, perm = torch.sort(keys32, stable=True)
-    groups, (gp, gt) = build.group_flat(i, p, t)
+    groups, (gp, gt) = group_flat(i, p, t)
     steps: List[Tuple[str, Callable[[], object]]] = [
-        ("group_flat(indexes, preds, target) (all of the grouping)", lambda: build.group_flat(i, p, t)),
+        ("group_flat(indexes, preds, target) (all of the grouping)", lambda: group_flat(i, p, t)),
         ("  checks: sorted? / run count (2 passes over indexes)",
          lambda: (bool((i[1:] >= i[:-1]).all()), int((i[1:] != i[:-1]).sum()))),
         ("  keys: (indexes - min).to(int32)", lambda: (i - i.min()).to(torch.int32)),
         ("  torch.sort(int32 keys, stable=True)", lambda: torch.sort(keys32, stable=True)),
         ("  preds/target.index_select(0, perm) (random gathers)", lambda: (p.index_select(0, perm), t.index_select(0, perm))),
-        ("ranking + kernels of the grouped blocks", lambda: [build.rank_dense(a, b, K, need_ideal=True)
-                                                            for _, a, b, _m in build.iter_flat_blocks(groups, gp, gt)]),
+        ("ranking + kernels of the grouped blocks", lambda: [rank_dense(a, b, K, need_ideal=True)
+                                                            for _, a, b, _m in iter_flat_blocks(groups, gp, gt)]),
     ]
     return time_steps(steps, repeat)
 

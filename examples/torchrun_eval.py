@@ -8,7 +8,7 @@
 Files as the CLI (``retrieval-metrics eval``) reads them: ``.pt``, ``.npy`` or
 ``.npz[:name]``. Each process reads only its contiguous share of the rows (memory
 mapped where the format allows: ``.npy``, and ``.pt`` saved by torch >= 2.1) and
-calls ``retrieval_core.distributed.evaluate_embeddings``: each process evaluates
+calls ``retrieval_core.distributed.evaluate_embeddings_across_ranks``: each process evaluates
 its own queries; with ``--shard-gallery`` the gallery rows stay with the process
 that read them and only query chunks and candidate lists travel. Rank 0 prints
 the table of ``retrieval-metrics eval`` (or JSON with ``--json``); every rank
@@ -79,7 +79,7 @@ def main(argv: Optional[list] = None) -> int:
         inputs = {name: load_rows(getattr(args, name), rank, world)
                   for name in ("query", "query_labels", "gallery", "gallery_labels", "query_ids", "gallery_ids")
                   if getattr(args, name)}
-        results = rd.evaluate_embeddings(
+        results = rd.evaluate_embeddings_across_ranks(
             inputs.pop("query"), inputs.pop("query_labels"), args.metrics, distance=args.distance,
             memory_budget=args.memory_budget, shard_gallery=args.shard_gallery, **inputs)
         if rank == 0:

@@ -26,8 +26,8 @@ except ImportError as error:  # pragma: no cover - exercised only without ignite
         "ignite_retrieval needs PyTorch-Ignite: pip install 'retrieval-metrics[ignite]'"
     ) from error
 
-from retrieval_core.parallel.agree import agree_options
-from retrieval_core.parallel.collectives import all_reduce_sum, rank_of, world_size
+from retrieval_core.distributed.agree import agree_options
+from retrieval_core.distributed.collectives import all_reduce_sum, rank_of, world_size
 from retrieval_core.validate import as_tensors, check_device_available
 
 __all__ = ["RetrievalMetric", "NotComputableError", "to_python"]

@@ -7,9 +7,9 @@ import torch
 
 from ignite.metrics.metric import reinit__is_reduced
 
-from retrieval_core.adapter_steps import agreed_embedding_options, check_embedding_batch, embedding_options
-from retrieval_core.stats.aggregate import MetricResults
-from retrieval_core.steps import finalize_embeddings
+from retrieval_core.evaluation.adapter_steps import agreed_embedding_options, check_embedding_batch, embedding_options
+from retrieval_core import MetricResults
+from retrieval_core.evaluation.steps import finalize_embeddings
 
 from ._base import Device, RetrievalMetric, _identity, to_python
 

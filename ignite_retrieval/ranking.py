@@ -8,9 +8,9 @@ from torch import Tensor
 
 from ignite.metrics.metric import reinit__is_reduced
 
-from retrieval_core.adapter_steps import check_score_rows, ranking_options, score_batch_values
-from retrieval_core.stats.aggregate import MetricResults
-from retrieval_core.steps import compact_sums, finalize_compact, finalize_scores
+from retrieval_core.evaluation.adapter_steps import check_score_rows, ranking_options, score_batch_values
+from retrieval_core import MetricResults
+from retrieval_core.evaluation.steps import compact_sums, finalize_compact, finalize_scores
 from retrieval_core.validate import raise_value_flags
 
 from ._base import Device, RetrievalMetric, _identity, to_python

@@ -42,7 +42,7 @@ from typing import Any, Callable, Dict, List, Tuple, Union
 import torch
 from torch import Tensor
 
-from retrieval_core.aggregate import MetricResults
+from retrieval_core import MetricResults
 
 from ._base import Device, NotComputableError, _identity
 from .ranking import RankingMetrics

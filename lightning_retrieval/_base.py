@@ -36,10 +36,10 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
-from retrieval_core.aggregate import MetricResults
-from retrieval_core.agreement import option_texts
-from retrieval_core.parallel.agree import agree_options
-from retrieval_core.parallel.collectives import gather_per_rank, rank_of, world_size
+from retrieval_core import MetricResults
+from retrieval_core.distributed.agreement import option_texts
+from retrieval_core.distributed.agree import agree_options
+from retrieval_core.distributed.collectives import gather_per_rank, rank_of, world_size
 
 __all__ = ["CoreStateMetric"]
 
@@ -189,7 +189,7 @@ class CoreStateMetric(Metric):
             >>> [t.get_text() for t in ax.get_xticklabels()], ax.get_title()
             (['mrr@3', 'precision@1'], 'RankingMetrics')
         """
-        from retrieval_core.plot import plot_curve, plot_values
+        from retrieval_core.reporting.plot import plot_curve, plot_values
 
         val = self.compute() if val is None else val
         name = type(self).__name__

@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Sequence
 import torch
 from torch import Tensor
 
-from retrieval_core.adapter_steps import (
+from retrieval_core.evaluation.adapter_steps import (
     agreed_embedding_options,
     check_embedding_batch,
     check_score_rows,
@@ -17,7 +17,7 @@ from retrieval_core.adapter_steps import (
     ranking_options,
     score_batch_values,
 )
-from retrieval_core.steps import compact_sums, finalize_compact, finalize_embeddings, finalize_scores
+from retrieval_core.evaluation.steps import compact_sums, finalize_compact, finalize_embeddings, finalize_scores
 from retrieval_core.validate import as_tensors, raise_value_flags
 
 from ._base import CoreStateMetric

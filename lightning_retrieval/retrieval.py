@@ -35,10 +35,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from retrieval_core.adapter_steps import auroc_values
-from retrieval_core.stats.aggregate import aggregate
-from retrieval_core.parallel.duplicates import drop_duplicates
-from retrieval_core.evaluate import score_values
+from retrieval_core.evaluation.adapter_steps import auroc_values
+from retrieval_core import aggregate
+from retrieval_core.distributed.duplicates import drop_duplicates
+from retrieval_core import score_values
 from retrieval_core.metrics.kernels import recall_at_fixed_precision
 from retrieval_core.validate import check_rows, check_scores, check_values, widen_unsigned
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import retrieval_core as rc
-from retrieval_core import cli, cli_commands, cli_demo
+from retrieval_core import cli
+from retrieval_core.cli import commands as cli_commands, demo as cli_demo
 
 
 @pytest.fixture()
@@ -63,7 +64,7 @@ import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
-from retrieval_core.aggregate import MetricResults  # noqa: E402
+from retrieval_core import MetricResults  # noqa: E402
 
 
 def run_cli(*args, cwd=None, env=None):

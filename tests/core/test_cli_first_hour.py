@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from retrieval_core import cli, cli_parser
-from retrieval_core.cli_io import fingerprint
+from retrieval_core import cli
+from retrieval_core.cli import parser as cli_parser
+from retrieval_core.cli.io import fingerprint
 from retrieval_core.stats.results import MetricResults
 from tests.core.test_cli_newcomer import run
 

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import retrieval_core as rc
-from retrieval_core import cli, cli_commands, cli_demo, optional
+from retrieval_core import cli, optional
+from retrieval_core.cli import commands as cli_commands, demo as cli_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = np.array(["cat", "dog", "eel", "fox", "gnu"])
@@ -302,7 +303,7 @@ def test_report_markdown_shows_names_as_written(files):
 
 def test_plots_draw_dollar_signs_as_text(files):
     matplotlib = pytest.importorskip("matplotlib")
-    from retrieval_core import plot
+    from retrieval_core.reporting import plot
 
     _, x, labels, _ = files
     r = rc.evaluate_embeddings(x, labels, ["cmc@1"], categories=[HOSTILE[i % 5] for i in range(60)])

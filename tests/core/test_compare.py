@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from retrieval_core import Comparison, compare, compare_many
-from retrieval_core.comparison import adjust_p_values
+from retrieval_core.stats.comparison import adjust_p_values
 
 
 def _pairs(n, effect, seed):

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import retrieval_core as rc
-from retrieval_core.confidence import confidence_curve, confidence_results, erc_curve
+from retrieval_core.stats.confidence import confidence_results
+from retrieval_core.stats.curves import confidence_curve, erc_curve
 from retrieval_core.stats.confidence_batched import _batched, _one_key, _resampled
 from retrieval_core.stats.correlation import _inversions
 

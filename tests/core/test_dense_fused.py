@@ -18,7 +18,7 @@ import torch
 
 import retrieval_core as rc
 from retrieval_core import sizing
-from retrieval_core.evaluate import score_values
+from retrieval_core import score_values
 from retrieval_core.ranking import dense, topk
 from retrieval_core.validate import check_values
 
@@ -98,7 +98,7 @@ def test_gain_pass_equals_the_separate_passes(n, d, density, dtype, small_slices
         t[3, ::4] = -0.0  # zero gains with their sign bit set: not relevant
     dd = min(d, n)
     idx = torch.rand(23, n, generator=torch.Generator().manual_seed(n)).argsort(1)[:, :dd]
-    want = (topk._top_values(t, dd), dense._count_relevant(t), t.gather(1, idx))
+    want = (topk._top_values(t, dd), dense.count_relevant(t), t.gather(1, idx))
     for visit in (None, [].append):
         got = dense._gain_pass(t, dd, idx, visit)
         assert all(torch.equal(a, b) for a, b in zip(got, want)), (n, d, density, dtype)

@@ -12,7 +12,7 @@ from torch.overrides import TorchFunctionMode
 
 import retrieval_core
 from retrieval_core.distributed import drop_duplicates
-from retrieval_core.steps import finalize_embeddings, finalize_scores
+from retrieval_core.evaluation.steps import finalize_embeddings, finalize_scores
 
 NAN = float("nan")
 PADDING_NOTE = r"ids must identify dataset items \(DistributedSampler padding repeats the same row, which is dropped\)"
@@ -268,7 +268,7 @@ def test_embeddings_ids_from_zero_in_every_batch_are_an_error():
 
 def test_rows_compared_in_chunks(monkeypatch):
     # large states are compared a few rows at a time; the result does not depend on it
-    import retrieval_core.parallel.duplicates as distributed
+    import retrieval_core.distributed.duplicates as distributed
 
     monkeypatch.setattr(distributed, "_CHUNK_ELEMENTS", 7)  # 1 row of 6 per step
     x, labels = _clusters(12)

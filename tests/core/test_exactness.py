@@ -7,7 +7,7 @@ import torch
 import retrieval_core as rc
 from retrieval_core import search
 from retrieval_core.search import euclidean
-from retrieval_core.build import rank_dense
+from retrieval_core import rank_dense
 
 # Counts beyond what each dtype holds exactly: float16 integers stop at 2048,
 # bfloat16 at 256, int8 at 127, uint8 at 255.

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import retrieval_core as rc
-from retrieval_core.steps import compact_sums, finalize_compact
+from retrieval_core.evaluation.steps import compact_sums, finalize_compact
 
 
 def discount(rank: int) -> Fraction:

@@ -11,7 +11,7 @@ import torch
 import retrieval_core as rc
 from retrieval_core import sizing
 from retrieval_core.stats import comparison
-from retrieval_core.intervals import intervals
+from retrieval_core.stats.intervals import intervals
 from retrieval_core.set_metrics import kmeans
 
 WIDE_UNSIGNED = [torch.uint16, torch.uint32, torch.uint64]

@@ -62,7 +62,8 @@ def _numpy_calls():
             gallery_ids=f(np.arange(100, 109)), categories=f(LABELS % 2)),
         "evaluate_embeddings confidence": lambda f: rc.evaluate_embeddings(
             f(X), f(LABELS), ["cmc@1", "erc:cmc@1"], confidence=f(np.linspace(0, 1, 12))),
-        "distributed.evaluate_embeddings": lambda f: D.evaluate_embeddings(f(X), f(LABELS), KEYS),
+        "distributed.evaluate_embeddings_across_ranks":
+            lambda f: D.evaluate_embeddings_across_ranks(f(X), f(LABELS), KEYS),
         "evaluate_scores": lambda f: rc.evaluate_scores(f(P), f(T), SCORE_KEYS, mask=f(P > 0.05),
                                                         confidence=f(conf), categories=f(np.array([0, 1, 0, 1]))),
         "evaluate_scores flat": lambda f: rc.evaluate_scores(f(flat_p), f(flat_t), SCORE_KEYS, indexes=f(idx)),
@@ -187,7 +188,7 @@ def test_whole_float_labels_and_label_columns_are_class_labels(form):
     assert same(rc.evaluate_embeddings(_t(X), f(lab), KEYS, per_class="all"), want)  # "class=3", not "class=3.0"
     want = rc.evaluate_embeddings(_t(X), lab, KEYS, gallery=_t(G), gallery_labels=g_lab)
     assert same(rc.evaluate_embeddings(_t(X), f(lab), KEYS, gallery=_t(G), gallery_labels=f(g_lab)), want)
-    assert same(D.evaluate_embeddings(_t(X), f(lab), KEYS), rc.evaluate_embeddings(_t(X), lab, KEYS))
+    assert same(D.evaluate_embeddings_across_ranks(_t(X), f(lab), KEYS), rc.evaluate_embeddings(_t(X), lab, KEYS))
     for make, update in ((lambda: ig.EmbeddingMetrics(KEYS), lambda m, y: m.update((_t(X), y))),
                          (lambda: lt.EmbeddingMetrics(KEYS), lambda m, y: m.update(_t(X), y))):
         results = []
@@ -283,7 +284,7 @@ def test_cutoffs_past_the_candidates_give_one_value_on_every_entry_point():
                            (lt.RankingMetrics(DEEP), lambda m: m.update(s, t, mask=mask))):
         update(metric)
         assert same(metric.compute(), mean), type(metric)
-    assert same(D.evaluate_embeddings(_t(X), _t(LABELS), DEEP), mean)
+    assert same(D.evaluate_embeddings_across_ranks(_t(X), _t(LABELS), DEEP), mean)
 
 
 def test_cutoff_past_a_separate_gallery_and_in_chunks():

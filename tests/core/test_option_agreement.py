@@ -13,8 +13,8 @@ import torch
 import ignite_retrieval as ir
 import lightning_retrieval as lr
 from retrieval_core import distributed as D
-from retrieval_core.parallel import evaluation
-from retrieval_core.agreement import canonical, disagreement, option_texts
+from retrieval_core.distributed import evaluation
+from retrieval_core.distributed.agreement import canonical, disagreement, option_texts
 
 # each rank's own data (rows, ids, categories, ...) and the communicator: never compared
 DATA = {"query", "query_labels", "gallery", "gallery_labels", "query_ids", "gallery_ids", "categories",
@@ -92,7 +92,7 @@ class _Captured(Exception):
     pass
 
 
-@pytest.mark.parametrize("entry", [D.evaluate_embeddings, D.evaluate_split])
+@pytest.mark.parametrize("entry", [D.evaluate_embeddings_across_ranks, D.evaluate_split])
 def test_distributed_entry_points_compare_every_option(entry, monkeypatch):
     params = [p for p in inspect.signature(entry).parameters]
     options = [p for p in params if p not in DATA | NOT_RESULT]

@@ -1,4 +1,4 @@
-"""retrieval_core.plot: figures rendered on Agg, checked for their axes, labels and data."""
+"""retrieval_core.reporting.plot: figures rendered on Agg, checked for their axes, labels and data."""
 from __future__ import annotations
 
 import itertools
@@ -13,8 +13,8 @@ import torch
 pytest.importorskip("matplotlib")  # in the test extra; the plot extra for users
 
 import retrieval_core as rc  # noqa: E402
-from retrieval_core import plot  # noqa: E402
-from retrieval_core.aggregate import MetricResults  # noqa: E402
+from retrieval_core.reporting import plot  # noqa: E402
+from retrieval_core import MetricResults  # noqa: E402
 
 
 @pytest.fixture()
@@ -205,7 +205,7 @@ def test_ax_argument_draws_into_the_given_axes():
 def test_no_pyplot_state_and_png(tmp_path):
     code = textwrap.dedent(f"""
         import sys, torch
-        from retrieval_core import plot
+        from retrieval_core.reporting import plot
         fig = plot.plot_at_k({{"cmc@1": torch.tensor(0.5), "cmc@2": torch.tensor(0.7)}})
         fig.savefig({str(tmp_path / 'cmc.png')!r})
         assert "matplotlib.pyplot" not in sys.modules, "pyplot was imported"

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 import retrieval_core as rc
 from retrieval_core.ranking import groups
-from retrieval_core.build import group_flat, iter_flat_blocks
-from retrieval_core.evaluate import score_values
+from retrieval_core import group_flat
+from retrieval_core.ranking.groups import iter_flat_blocks
+from retrieval_core import score_values
 from tests.devices import on_device
 
 KEYS = [

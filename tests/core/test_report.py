@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import retrieval_core as rc
-from retrieval_core.aggregate import MetricResults
+from retrieval_core import MetricResults
 
 
 def _full_results():
@@ -90,7 +90,7 @@ import re  # noqa: E402
 from html.parser import HTMLParser  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from retrieval_core import report  # noqa: E402
+from retrieval_core.reporting import report  # noqa: E402
 
 
 class _Page(HTMLParser):

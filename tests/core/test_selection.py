@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from retrieval_core.ranking import dense, topk
-from retrieval_core.evaluate import score_values
+from retrieval_core import score_values
 
 
 def rows(b: int, n: int, levels: int, seed: int, dtype=torch.float32) -> torch.Tensor:
@@ -131,7 +131,7 @@ def test_count_relevant_equals_a_plain_count(n, dtype):
     g = torch.Generator().manual_seed(n)
     for t in (torch.rand(5, n, generator=g) < 0.5, torch.ones(5, n, dtype=torch.bool)):
         t = t.to(dtype)
-        assert torch.equal(dense._count_relevant(t), (t != 0).sum(1)), (n, dtype)
+        assert torch.equal(dense.count_relevant(t), (t != 0).sum(1)), (n, dtype)
 
 
 def test_count_relevant_of_views():
@@ -141,4 +141,4 @@ def test_count_relevant_of_views():
     for t in (flat[1:].view(4, 8), (torch.rand(4, 9, generator=g) < 0.5)[:, 1:],
               (torch.rand(8, 6, generator=g) < 0.5).t(), (torch.rand(1, 6, generator=g) < 0.5)[:, :4],
               torch.zeros(3, 0, dtype=torch.bool), torch.zeros(0, 8)):
-        assert torch.equal(dense._count_relevant(t), (t != 0).sum(1))
+        assert torch.equal(dense.count_relevant(t), (t != 0).sum(1))

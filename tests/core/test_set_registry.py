@@ -3,9 +3,9 @@ set_level computes whatever spec it is given, without looking at names."""
 import torch
 
 import retrieval_core as rc
-from retrieval_core import set_level
 from retrieval_core.metrics import set_level as metrics_set_level
-from retrieval_core.registry import REGISTRY, WHOLE, MetricKey, MetricSpec
+from retrieval_core.metrics.apply import set_level_values
+from retrieval_core.metrics.registry import REGISTRY, WHOLE, MetricKey, MetricSpec
 
 
 def test_every_spec_is_per_query_or_set_level():
@@ -24,8 +24,8 @@ def test_a_new_set_level_spec_needs_no_change_in_set_level(embeddings_labels):
 
     spec = MetricSpec("rows", None, frozenset({WHOLE}), WHOLE, set_metric=count_rows)
     keys = [MetricKey("rows", spec, None), rc.parse_metrics(["pcf@0.5"])[0], MetricKey("rows_again", spec, None)]
-    out = set_level.set_level_values(keys, x, labels, gallery=None, gallery_labels=None, distance="euclidean",
-                                     query_ids=None, gallery_ids=None, relevance=None, memory_budget=1 << 20)
+    out = set_level_values(keys, x, labels, gallery=None, gallery_labels=None, distance="euclidean",
+                           query_ids=None, gallery_ids=None, relevance=None, memory_budget=1 << 20)
     assert list(out) == ["rows", "pcf@0.5", "rows_again"]
     assert out["rows"].item() == out["rows_again"].item() == 60.0
     assert calls == [["rows", "rows_again"]]  # one call for all keys of one set_metric

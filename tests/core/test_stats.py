@@ -11,9 +11,9 @@ import torch
 from scipy import optimize, special, stats
 
 from retrieval_core import evaluate_embeddings, evaluate_scores
-from retrieval_core.aggregate import MetricResults, aggregate
-from retrieval_core.intervals import intervals
-from retrieval_core.special import beta_hdi, betainc, betaincinv, t_ppf, t_sf
+from retrieval_core import MetricResults, aggregate
+from retrieval_core.stats.intervals import intervals
+from retrieval_core.stats.special import beta_hdi, betainc, betaincinv, t_ppf, t_sf
 
 NAN = float("nan")
 
@@ -385,12 +385,13 @@ def test_distributed_entry_in_one_process(embeddings_labels):
 
     x, labels = embeddings_labels
     one = evaluate_embeddings(x, labels, ["cmc@1", "map@r"], ci=0.9, keep_per_query=True, return_neighbours=3)
-    got = D.evaluate_embeddings(x, labels, ["cmc@1", "map@r"], ci=0.9, keep_per_query=True, return_neighbours=3)
+    got = D.evaluate_embeddings_across_ranks(x, labels, ["cmc@1", "map@r"], ci=0.9, keep_per_query=True,
+                                             return_neighbours=3)
     for k in one.ci:
         assert torch.equal(torch.stack(got.ci[k]), torch.stack(one.ci[k]))
     assert torch.equal(got.neighbours[0], one.neighbours[0])
     with pytest.raises(ValueError, match=r"return_neighbours needs shard_gallery=False"):
-        D.evaluate_embeddings(x, labels, ["cmc@1"], return_neighbours=3, shard_gallery=True)
+        D.evaluate_embeddings_across_ranks(x, labels, ["cmc@1"], return_neighbours=3, shard_gallery=True)
     with pytest.raises(ValueError, match=r"ci must be a level in \(0, 1\)"):
         D.evaluate_split(x, labels, ["cmc@1"], ci=3)
 

@@ -23,10 +23,10 @@ from torch import Tensor
 
 import retrieval_core as rc
 from retrieval_core import sizing
-from retrieval_core.build import rank_flat
-from retrieval_core.embeddings import embedding_values
-from retrieval_core.evaluate import score_values
-from retrieval_core.registry import parse_metrics
+from retrieval_core import rank_flat
+from retrieval_core.evaluation.embeddings import embedding_values
+from retrieval_core import score_values
+from retrieval_core import parse_metrics
 from tests.devices import on_device
 
 TOPK_KEYS = ["ndcg@10", "map@10", "mrr@10", "precision@10", "recall@10"]

@@ -5,7 +5,7 @@ anchors (scikit-learn, torchmetrics) on tied scores, hand toys, every input path
 The brute force scores every permutation of a small row's columns with the stable
 mode (equal scores go by column, so each order of each tied group comes up equally
 often among the permutations) and averages: it shares nothing with the closed forms
-of retrieval_core.ties but the stable kernels, which the anchor tests check.
+of retrieval_core.metrics.tie_kernels but the stable kernels, which the anchor tests check.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import retrieval_core as rc
 from retrieval_core import sizing
-from retrieval_core.registry import AT_K, AT_R, REGISTRY
+from retrieval_core.metrics.registry import AT_K, AT_R, REGISTRY
 
 MODES = ("expected", "optimistic", "pessimistic")
 
@@ -379,10 +379,10 @@ def test_flat_queries_of_many_sizes_equal_each_query_alone(generator, mode):
 
 def test_joined_rankings_keep_each_parts_ties_at_the_cut():
     """Ranking.cat pads a shallower part: its tie past the cut stays with its last real rank."""
-    from retrieval_core.build import rank_dense
-    from retrieval_core.evaluate import ranking_values
+    from retrieval_core import rank_dense
+    from retrieval_core import ranking_values
     from retrieval_core.ranking import Ranking
-    from retrieval_core.registry import parse_metrics
+    from retrieval_core import parse_metrics
 
     keys = parse_metrics(["precision@2", "mrr@2", "map_hits@2", "ndcg_exp@2", "hit_rate@1"])
     a = rank_dense(torch.tensor([[1.0, 1.0, 1.0, 0.0]]), torch.tensor([[0, 0, 1, 1]]), 2, need_ideal=True,
@@ -396,8 +396,8 @@ def test_joined_rankings_keep_each_parts_ties_at_the_cut():
 
 def test_distributed_checks_of_tie_modes():
     """What every process checks before a multi-process evaluation (tests/distributed runs them)."""
-    from retrieval_core.parallel.evaluation import _check_options, _check_shard_options, _options
-    from retrieval_core.registry import parse_metrics
+    from retrieval_core.distributed.evaluation import _check_options, _check_shard_options, _options
+    from retrieval_core import parse_metrics
 
     def check(keys, options, shard_gallery):
         _check_options(parse_metrics(keys), options)

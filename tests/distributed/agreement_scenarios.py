@@ -1,7 +1,7 @@
 """Ranks given different options (issue 18, item 4), for the multi-process harness.
 
 In each case the last rank passes other options than the others (one option,
-or several, through every distributed entry point: ``distributed.evaluate_embeddings``,
+or several, through every distributed entry point: ``distributed.evaluate_embeddings_across_ranks``,
 ``distributed.evaluate_split``, the ignite adapters' ``compute`` and the
 torchmetrics adapters' synced ``compute``). Every rank must raise the same
 ``ValueError`` naming the options that differ, and quickly (no rank waiting in
@@ -46,7 +46,7 @@ def _differ(entry: Callable[..., Any], first: Dict[str, Any], last: Dict[str, An
 
 def _evaluate(rank: int, world: int, metrics=KEYS, **options):
     x, labels, _, _ = _data()
-    return D.evaluate_embeddings(_rows(x, rank, world), _rows(labels, rank, world), metrics, **options)
+    return D.evaluate_embeddings_across_ranks(_rows(x, rank, world), _rows(labels, rank, world), metrics, **options)
 
 
 def _split(rank: int, world: int, metrics=KEYS, **options):
@@ -101,7 +101,7 @@ def _add(name: str, entry, first: Dict[str, Any], last: Dict[str, Any], named: L
     CASES[name] = (_differ(entry, first, last), named)
 
 
-# distributed.evaluate_embeddings: every option, alone, then several at once
+# distributed.evaluate_embeddings_across_ranks: every option, alone, then several at once
 CI = dict(ci=0.9, n_resamples=100)
 _add("eval_metric_order", _evaluate, {"metrics": ["cmc@1", "map@r"]}, {"metrics": ["map@r", "cmc@1"]}, ["metrics"])
 _add("eval_k", _evaluate, {"metrics": ["cmc@1"]}, {"metrics": ["cmc@5"]}, ["metrics"])

@@ -2,7 +2,7 @@
 each case returns, on every rank, the distributed result and, computed in the same
 process, the single-process result on the concatenation of every rank's rows.
 
-The core (``retrieval_core.distributed.evaluate_embeddings``, gathered and sharded
+The core (``retrieval_core.distributed.evaluate_embeddings_across_ranks``, gathered and sharded
 gallery) keeps the global query order, so its results must equal one process's bit
 for bit. The adapters gather their states in rank order, not in the order of
 arrival of one process: their confidences are distinct (no tie, so the order of
@@ -55,7 +55,7 @@ def _core(shard: bool = False, categories: bool = False, ci: bool = False) -> Ca
         one = retrieval_core.evaluate_embeddings(x, labels, KEYS, confidence=confidence, gallery=gallery,
                                                  gallery_labels=None if gallery is None else labels, **kw)
         mine = {k: _share(v, rank, world) if k == "categories" else v for k, v in kw.items()}
-        got = D.evaluate_embeddings(
+        got = D.evaluate_embeddings_across_ranks(
             _share(x, rank, world), _share(labels, rank, world), KEYS, confidence=_share(confidence, rank, world),
             gallery=None if gallery is None else _share(gallery, rank, world),
             gallery_labels=None if gallery is None else _share(labels, rank, world), shard_gallery=shard, **mine)
@@ -66,7 +66,7 @@ def _core(shard: bool = False, categories: bool = False, ci: bool = False) -> Ca
 def _error_mixed(rank: int, world: int):
     x, labels, confidence = _data()
     c = _share(confidence, rank, world) if rank == 0 else None
-    return D.evaluate_embeddings(_share(x, rank, world), _share(labels, rank, world), KEYS, confidence=c)
+    return D.evaluate_embeddings_across_ranks(_share(x, rank, world), _share(labels, rank, world), KEYS, confidence=c)
 
 
 def _error_length(rank: int, world: int):
@@ -74,7 +74,7 @@ def _error_length(rank: int, world: int):
     c = _share(confidence, rank, world)
     if rank == world - 1:
         c = c[:-1]
-    return D.evaluate_embeddings(_share(x, rank, world), _share(labels, rank, world), KEYS, confidence=c)
+    return D.evaluate_embeddings_across_ranks(_share(x, rank, world), _share(labels, rank, world), KEYS, confidence=c)
 
 
 def _ignite_ranking(rank: int, world: int):

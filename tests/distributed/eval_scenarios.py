@@ -1,4 +1,4 @@
-"""The suite of ``retrieval_core.distributed.evaluate_embeddings`` for the
+"""The suite of ``retrieval_core.distributed.evaluate_embeddings_across_ranks`` for the
 multi-process harness (``harness.py``), and of the adapters dividing their compute.
 
 Every rank builds the same data (fixed seeds) and passes its own rows (uneven
@@ -20,7 +20,7 @@ import torch
 
 import retrieval_core
 from retrieval_core import distributed as D
-from retrieval_core.parallel import evaluation, shares
+from retrieval_core.distributed import evaluation, shares
 
 N = 53
 DIM = 6
@@ -98,8 +98,8 @@ def _case(metrics, *, layout: str = "uneven", gallery: bool = False, ids: bool =
 
         evaluation.gather_cat = shares.gather_cat = recording
         try:
-            got = D.evaluate_embeddings(_rows(x, rank, world, layout), _rows(lab, rank, world, layout), metrics,
-                                        shard_gallery=shard, **mine, **options)
+            got = D.evaluate_embeddings_across_ranks(_rows(x, rank, world, layout), _rows(lab, rank, world, layout),
+                                                     metrics, shard_gallery=shard, **mine, **options)
         finally:
             evaluation.gather_cat = shares.gather_cat = original
         one = retrieval_core.evaluate_embeddings(x, lab, metrics, **{k: v for k, v in full.items()}, **options)
@@ -192,19 +192,19 @@ def _nan_on_rank_1(rank: int, world: int):
     mine = _rows(x, rank, world).clone()
     if rank == world - 1:
         mine[0, 0] = float("nan")
-    return D.evaluate_embeddings(mine, _rows(labels, rank, world), ["cmc@1"])
+    return D.evaluate_embeddings_across_ranks(mine, _rows(labels, rank, world), ["cmc@1"])
 
 
 def _dims_differ(rank: int, world: int):
     x, labels, _, _ = _data()
     mine = _rows(x, rank, world)
-    return D.evaluate_embeddings(mine if rank == 0 else mine[:, :5], _rows(labels, rank, world), ["cmc@1"])
+    return D.evaluate_embeddings_across_ranks(mine if rank == 0 else mine[:, :5], _rows(labels, rank, world), ["cmc@1"])
 
 
 def _ids_on_rank_0(rank: int, world: int):
     x, labels, _, ids = _data()
-    return D.evaluate_embeddings(_rows(x, rank, world), _rows(labels, rank, world), ["cmc@1"],
-                                 query_ids=_rows(ids, rank, world) if rank == 0 else None)
+    return D.evaluate_embeddings_across_ranks(_rows(x, rank, world), _rows(labels, rank, world), ["cmc@1"],
+                                              query_ids=_rows(ids, rank, world) if rank == 0 else None)
 
 
 def _relevance_fails_on_last_rank(rank: int, world: int):
@@ -216,14 +216,14 @@ def _relevance_fails_on_last_rank(rank: int, world: int):
             raise ValueError("relevance refused on purpose")
         return _graded(q, g)
 
-    return D.evaluate_embeddings(_rows(x, rank, world), _rows(labels, rank, world), ["ndcg@3"], relevance=relevance,
-                                 shard_gallery=True)
+    return D.evaluate_embeddings_across_ranks(_rows(x, rank, world), _rows(labels, rank, world), ["ndcg@3"],
+                                              relevance=relevance, shard_gallery=True)
 
 
 def _simple(metrics, **options) -> Callable[[int, int], Any]:
     def case(rank: int, world: int):
         x, labels, _, _ = _data()
-        return D.evaluate_embeddings(_rows(x, rank, world), _rows(labels, rank, world), metrics, **options)
+        return D.evaluate_embeddings_across_ranks(_rows(x, rank, world), _rows(labels, rank, world), metrics, **options)
     return case
 
 
@@ -231,19 +231,21 @@ def _undefined_queries(rank: int, world: int):
     x, labels, _, _ = _data()
     labels = labels.clone()
     labels[3] = 99  # no other item of its class
-    return D.evaluate_embeddings(_rows(x, rank, world), _rows(labels, rank, world), ["map@r"], empty="error")
+    return D.evaluate_embeddings_across_ranks(_rows(x, rank, world), _rows(labels, rank, world), ["map@r"],
+                                              empty="error")
 
 
 def _label_dtype_differs(rank: int, world: int):
     x, labels, _, _ = _data()
     mine = _rows(labels, rank, world)
-    return D.evaluate_embeddings(_rows(x, rank, world), mine.to(torch.int32) if rank == 0 else mine, ["cmc@1"])
+    return D.evaluate_embeddings_across_ranks(_rows(x, rank, world), mine.to(torch.int32) if rank == 0 else mine,
+                                              ["cmc@1"])
 
 
 def _no_gallery_rows_sharded(rank: int, world: int):
     x, labels, _, _ = _data()
-    return D.evaluate_embeddings(_rows(x, rank, world), _rows(labels, rank, world), ["cmc@1"],
-                                 gallery=x[:0], gallery_labels=labels[:0], shard_gallery=True)
+    return D.evaluate_embeddings_across_ranks(_rows(x, rank, world), _rows(labels, rank, world), ["cmc@1"],
+                                              gallery=x[:0], gallery_labels=labels[:0], shard_gallery=True)
 
 
 def _split_sizes_differ(rank: int, world: int):

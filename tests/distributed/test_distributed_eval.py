@@ -1,4 +1,4 @@
-"""``retrieval_core.distributed.evaluate_embeddings`` and the adapters' divided
+"""``retrieval_core.distributed.evaluate_embeddings_across_ranks`` and the adapters' divided
 compute on 2 and 3 gloo processes (the shared harness): every rank returns what
 one process returns on the concatenation of every rank's rows, bit for bit, for
 every per-query key family (@k, @r, whole list), set-level keys, class and

@@ -20,7 +20,7 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def test_shape_code_refuses_what_it_cannot_move():
     # checked before any collective; every rank holds the same kind of state, so all raise
-    from retrieval_core.parallel.collectives import _shape_code
+    from retrieval_core.distributed.collectives import _shape_code
 
     with pytest.raises(TypeError, match=r"gather_cat cannot move tensors of dtype torch.float8_e4m3fn; expected one of"):
         _shape_code(torch.zeros(2, dtype=torch.float8_e4m3fn))

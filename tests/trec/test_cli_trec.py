@@ -13,7 +13,7 @@ pytest.importorskip("numpy")
 
 from retrieval_core import compare  # noqa: E402
 from retrieval_core.cli import main  # noqa: E402
-from retrieval_core.cli_trec import measure_list  # noqa: E402
+from retrieval_core.cli.trec import measure_list  # noqa: E402
 from retrieval_core.trec import evaluate_trec, read_qrels, read_run  # noqa: E402
 
 DATA = Path(__file__).parent / "data"

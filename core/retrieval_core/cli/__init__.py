@@ -6,7 +6,7 @@
 """
 from .commands import cmd_demo, cmd_eval, cmd_report, print_results, run_record
 from .compare import cmd_compare
-from .demo import demo, demo_results
+from .demo import demo_results
 from .io import load_labels, load_tensor
 from .entry import COMMANDS, main
 from .parser import DEMO_METRICS, EVAL_METRICS, PROG, CommandError, build_parser, parse_args
@@ -14,6 +14,6 @@ from .trec import cmd_trec
 
 __all__ = [
     "COMMANDS", "main", "parse_args", "build_parser", "CommandError", "PROG", "DEMO_METRICS", "EVAL_METRICS",
-    "load_tensor", "load_labels", "print_results", "run_record", "demo", "demo_results",
+    "load_tensor", "load_labels", "print_results", "run_record", "demo_results",
     "cmd_eval", "cmd_report", "cmd_demo", "cmd_compare", "cmd_trec",
 ]

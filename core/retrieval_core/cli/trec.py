@@ -107,7 +107,7 @@ def measure_list(text: str) -> List[str]:
 
 
 def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
-    """The ``trec`` sub-command's parser (called by :func:`retrieval_core.cli_parser.build_parser`)."""
+    """The ``trec`` sub-command's parser (called by :func:`retrieval_core.cli.parser.build_parser`)."""
     p = sub.add_parser("trec", help="evaluate TREC runs against qrels, printing trec_eval's output",
                        description=__doc__.split("Example:")[0], formatter_class=formatter)
     p.add_argument("qrels", metavar="QRELS", help="qrels file (qid iter docid rel)")

@@ -54,7 +54,7 @@ def agree(fn: Callable[[], Tuple[Any, Any]], *, group=None, device=None, options
     ``options`` (``{name: value}``) travel in the same exchange: when they differ
     between ranks, every rank raises a ``ValueError`` (rank 0's ``what`` first) naming
     each option that differs and its value on each rank, before ``fn``'s errors
-    (see :mod:`retrieval_core.agreement`).
+    (see :mod:`retrieval_core.distributed.agreement`).
 
     Example:
         >>> agree(lambda: (3, {"rows": 3}))  # one process

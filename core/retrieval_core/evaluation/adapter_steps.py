@@ -2,7 +2,7 @@
 
 Each adapter keeps its state and framework glue (ignite's output mapping and error
 prefix, torchmetrics' states); the checks and values of a batch are these, written
-once. Compute-side steps are in :mod:`retrieval_core.steps`.
+once. Compute-side steps are in :mod:`retrieval_core.evaluation.steps`.
 
 Example:
     >>> import torch

@@ -1,5 +1,5 @@
 """Embedding mode: query/gallery embeddings and labels in, ``{key: value}`` out
-(the entry point; the chunked per-query engine is :mod:`retrieval_core.embedding_values`).
+(the entry point; the chunked per-query engine is :mod:`retrieval_core.evaluation.embedding_values`).
 
 The evaluator walks query chunks under a memory budget; for each chunk it computes
 the ``[c, G]`` similarities, gains and exclusion mask, ranks them with the same
@@ -213,7 +213,7 @@ def aggregate_queries(values: Tensor, names: Sequence[str], labels: Tensor, *, e
                       ties: str = "stable", ci: Optional[float] = None, ci_method: str = "bootstrap",
                       n_resamples: int = 1000, seed: int = 0, keep_per_query: bool = False,
                       query_ids: Optional[Tensor] = None) -> MetricResults:
-    """:func:`~retrieval_core.aggregate.aggregate` of the per-query values ``[Q, M]``,
+    """:func:`~retrieval_core.stats.aggregate.aggregate` of the per-query values ``[Q, M]``,
     then the per-class views of ``per_class`` (``labels``: the queries' labels): the
     step that the single-process and the distributed evaluations share."""
     # the options and confidence were checked by the entry point (evaluate_embeddings, single or distributed)

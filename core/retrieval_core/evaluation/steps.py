@@ -77,7 +77,7 @@ def finalize_scores(
     more repeated ids than DistributedSampler pads over them (``processes - 1``) is an
     error. ``stats``: ``ci``,
     ``ci_method``, ``n_resamples``, ``seed``, ``keep_per_query`` of
-    :func:`~retrieval_core.aggregate.aggregate` (the per-query values' ids are
+    :func:`~retrieval_core.stats.aggregate.aggregate` (the per-query values' ids are
     ``ids`` when given, else positions).
 
     A repeated id with the same row (per-query values, NaN equal to NaN, and

@@ -33,7 +33,7 @@ class MetricSpec:
 
     ``plain`` is what the bare name means (``WHOLE``: the whole list, ``AT_R``:
     cut at R, None: a cutoff is required). Set-level metrics have no ``kernel`` but a
-    ``set_metric`` (see :mod:`retrieval_core.set_level`), computed once per
+    ``set_metric`` (see :mod:`retrieval_core.metrics.set_level`), computed once per
     evaluation of embeddings, not per query.
     """
 

@@ -1,4 +1,22 @@
-"""Tie-aware kernels: ties="expected" per-query values in closed form (McSherry and Najork, 2008)."""
+"""Tie-aware kernels: ties="expected" per-query values in closed form (McSherry and Najork, 2008).
+
+Under ``ties="expected"`` each per-query value is the mean of the metric over
+every ordering of the candidates that share a score, all orderings equally
+likely (McSherry and Najork, 2008). Nothing is sampled or enumerated: a tied
+group of ``m`` candidates holding ``h`` relevant ones (gain > 0) and gain ``G``
+occupies ranks ``s+1 .. s+m``, each of its candidates is equally likely at each
+of those ranks, and every kernel here is a sum over ranks of such group-level
+expectations (see docs/metrics.md, "Tie modes", for the derivations). Everything
+is vectorised over ``[Q, d]``: no loop over queries, groups or orderings.
+
+Groups are runs of equal scores in ``Ranking.scores`` (padding forms its own
+runs); the group that reaches the last rank ``d`` of a partial Ranking extends
+past it by ``Ranking.tie_count`` candidates with summed gain ``tie_gain``,
+``tie_hits`` relevant ones and summed exponential gain ``tie_exp_gain``.
+
+``"optimistic"`` and ``"pessimistic"`` need no formulas: the builders order each
+tied group by gain (highest first, or last) and the stable kernels apply.
+"""
 from __future__ import annotations
 
 from typing import Callable, Dict
@@ -237,7 +255,7 @@ def expected_kernel(kernel: Callable) -> Callable:
 
     Example:
         >>> import torch
-        >>> from retrieval_core.build import rank_dense
+        >>> from retrieval_core import rank_dense
         >>> r = rank_dense(torch.tensor([[0.5, 0.5, 0.5, 0.1]]), torch.tensor([[0, 1, 0, 1]]), 4, ties="expected")
         >>> round(expected_kernel(K.reciprocal_rank)(r, None).item(), 4)  # (1 + 1/2 + 1/3) / 3
         0.6111

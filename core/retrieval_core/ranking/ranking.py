@@ -82,7 +82,7 @@ class Ranking:
         ties: the tie mode the Ranking was built for: ``"stable"``, ``"optimistic"`` and
             ``"pessimistic"`` are orders (the builder ordered tied candidates), with
             ``"expected"`` the kernels average over the orders of tied candidates
-            (:mod:`retrieval_core.ties`; it needs ``scores`` and the tie fields).
+            (:mod:`retrieval_core.metrics.tie_kernels`; it needs ``scores`` and the tie fields).
         inexact: optional ``[Q]`` bool, from the builders' ``select="deferred"``: rows
             whose score at rank ``d`` ties with a candidate past it, so that the tied
             candidates kept may not be the lowest-indexed ones; the caller re-ranks

@@ -12,7 +12,8 @@ The data helpers (:func:`at_k_keys`, :func:`at_k_series`, :func:`erc_baselines`,
 
 Example:
     >>> import torch
-    >>> from retrieval_core import evaluate_embeddings, plot
+    >>> from retrieval_core import evaluate_embeddings
+    >>> from retrieval_core.reporting import plot
     >>> x, labels = torch.randn(60, 8, generator=torch.Generator().manual_seed(0)), torch.arange(60) % 3
     >>> keys = plot.at_k_keys(["cmc", "precision"], 5)
     >>> keys[:3]

@@ -25,7 +25,8 @@ from .curves import split_key
 from .intervals import intervals
 from .results import MetricResults
 
-__all__ = ["MetricResults", "aggregate", "aggregate_checked", "encode_labels", "reduce_values", "fill_empty", "category_groups"]
+__all__ = ["MetricResults", "aggregate", "aggregate_checked", "encode_labels", "reduce_values", "fill_empty",
+           "category_groups"]
 
 
 def fill_empty(values: Tensor, keys: Sequence[str], empty: str) -> Tensor:
@@ -136,15 +137,15 @@ def aggregate(
     With ``categories`` (one label per query) the result also has
     ``"{key}/{label}"`` entries computed on that label's queries alone.
     ``ci``: a level in (0, 1); fills ``results.ci`` for every key and
-    ``"{key}/{label}"`` (see :func:`retrieval_core.intervals.intervals`:
+    ``"{key}/{label}"`` (see :func:`retrieval_core.stats.intervals.intervals`:
     ``ci_method``, ``n_resamples``, ``seed``). ``keep_per_query``: fills
     ``results.per_query`` (``[Q]`` float64 after ``empty``: NaN = skipped) and
     ``results.query_ids`` (the given ``query_ids``; None: positions).
     Confidence keys (``"erc:cmc@1"``..., a column holding the inner key's values)
-    are reduced by :func:`retrieval_core.confidence.confidence_results` with
+    are reduced by :func:`retrieval_core.stats.confidence.confidence_results` with
     ``confidence[Q]`` (and ``ties`` for equal confidences), which also fills
     ``curves``; under ``reduce="none"`` they give the inner per-query values. Their
-    intervals are bootstrapped by :func:`retrieval_core.confidence.confidence_intervals`
+    intervals are bootstrapped by :func:`retrieval_core.stats.confidence.confidence_intervals`
     (the queries resampled with their confidences).
 
     Example:

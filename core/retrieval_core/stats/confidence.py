@@ -1,4 +1,31 @@
-"""Confidence metrics (erc, conf, spearman, kendall keys) of per-query values and confidences, and their intervals."""
+"""Confidence metrics (erc, conf, spearman, kendall keys) of per-query values and confidences, and their intervals:
+reductions over queries that also read a confidence per query (curves in ``curves``, correlations in ``correlation``).
+
+A key ``"<kind>:<key>"`` (``kind`` in :data:`~retrieval_core.stats.curves.KINDS`, ``key`` a per-query key such
+as ``cmc@1`` or ``map@r``) is computed from the per-query values of ``key`` and
+the per-query confidences (higher = more confident); see docs/metrics.md,
+"Confidence metrics". Everything runs on the values' device; the functions here
+are pure.
+
+* ``erc``: the error-versus-reject curve of the per-query error ``1 - value``
+  (:func:`~retrieval_core.stats.curves.erc_curve`); the reduced value is its mean (the area under it).
+* ``conf``: the metric over the queries whose confidence is at least ``t``, for
+  ``t`` on the grid ``i/100`` (:func:`~retrieval_core.stats.curves.confidence_curve`); the reduced value is the
+  mean of the curve where at least one query is kept.
+* ``spearman``, ``kendall``: the rank correlation between confidence and value
+  (:func:`~retrieval_core.stats.correlation.rank_correlation`; Kendall's tau-b).
+
+Example:
+    >>> from retrieval_core.stats.correlation import rank_correlation
+    >>> from retrieval_core.stats.curves import erc_curve
+    >>> values = torch.tensor([1.0, 0.0, 1.0, 0.0], dtype=torch.float64)
+    >>> confidence = torch.tensor([0.9, 0.1, 0.8, 0.3])
+    >>> kept, error = erc_curve(1 - values, confidence)
+    >>> kept.tolist(), error.tolist()
+    ([0.25, 0.5, 0.75, 1.0], [0.0, 0.0, 0.3333333333333333, 0.5])
+    >>> rank_correlation(confidence, values).item()  # spearman
+    0.8944271909999159
+"""
 from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Tuple
@@ -73,7 +100,7 @@ def confidence_intervals(
     """Percentile bootstrap intervals ``{key: (low, high)}`` of the confidence keys
     among ``keys`` (and ``"{key}/{label}"`` for each ``(label, rows)`` of ``groups``):
     queries are resampled with their confidences (the resamples of
-    :func:`retrieval_core.intervals.intervals`, same ``seed``) and each resample's
+    :func:`retrieval_core.stats.intervals.intervals`, same ``seed``) and each resample's
     key value is computed as :func:`confidence_results` does. Resamples where a key
     is undefined (NaN) are left out of its percentiles.
 

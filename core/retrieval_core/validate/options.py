@@ -71,7 +71,7 @@ def check_tie_keys(keys, ties) -> None:
     """Keys that have no value under the tie mode: a clear error before any work.
 
     Example:
-        >>> from retrieval_core.registry import parse_metrics
+        >>> from retrieval_core.metrics.registry import parse_metrics
         >>> check_tie_keys(parse_metrics(["auroc@10"]), "expected")
         Traceback (most recent call last):
         ...
