@@ -8,7 +8,9 @@ at it (a module importing nothing of retrieval_core has depth 1).
 
     python tools/import_depth.py [ROOT]     # ROOT: the retrieval_core folder (default: core/retrieval_core)
 
-prints the depth and one longest chain.
+prints the depth and one longest chain, overall and below the public package
+(``retrieval_core/__init__``: what ``import retrieval_core`` loads, the applications
+cli/, reporting/, compat/ and trec/ set aside).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import ast
 import functools
 import sys
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set
 
 PACKAGE = "retrieval_core"
 
@@ -71,17 +73,20 @@ def edges(root: Path) -> Dict[str, Set[str]]:
     return graph
 
 
-def longest_chain(graph: Dict[str, Set[str]]) -> List[str]:
-    """One longest chain of imports (the graph has no cycle: tests/test_architecture.py)."""
+def longest_chain(graph: Dict[str, Set[str]], start: Optional[str] = None) -> List[str]:
+    """One longest chain of imports (from ``start``, or from any module); the graph has no
+    cycle (tests/test_architecture.py)."""
     @functools.lru_cache(maxsize=None)
     def chain(name: str) -> tuple:
         below = [chain(t) for t in sorted(graph[name])]
         return (name,) + max(below, key=len, default=())
 
-    return list(max((chain(n) for n in sorted(graph)), key=len))
+    return list(chain(start)) if start else list(max((chain(n) for n in sorted(graph)), key=len))
 
 
 if __name__ == "__main__":
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "core/retrieval_core")
-    path = longest_chain(edges(root))
-    print(f"{len(path)} modules: " + " -> ".join(path))
+    graph = edges(root)
+    for label, start in (("any module", None), ("retrieval_core/__init__", "__init__")):
+        path = longest_chain(graph, start)
+        print(f"from {label}: {len(path)} modules: " + " -> ".join(path))
