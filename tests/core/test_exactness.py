@@ -336,17 +336,18 @@ def test_euclidean_bounds_cover_the_score_errors(offset, scale):
     target = (qp.double() ** 2).sum(1, keepdim=True) - d
     s = search.similarity(qp, gp, "euclidean", (gp * gp).sum(1))
     every = torch.arange(g.shape[0]).expand(q.shape[0], -1)
-    lower, upper = order._interval(s, order._candidate_errors(qp, every, order.terms32))
+    errors = lambda o, qp, terms: o._errors(euclidean._norm_bound(qp)[:, None], o.g_norms[every], terms)  # noqa: E731
+    lower, upper = order._interval(s, errors(order, qp, order.terms32))
     assert bool(((lower <= target) & (target <= upper)).all())
     target = (frame.apply(q, torch.float64) ** 2).sum(1, keepdim=True) - d
     s64 = order._scores64(q)
-    lower, upper = order._interval(s64, order._candidate_errors(qp, every, order.terms64))
+    lower, upper = order._interval(s64, errors(order, qp, order.terms64))
     assert bool(((lower <= target) & (target <= upper)).all())
     # tie scores (-|q - g|^2 from float64 products) within theirs of -d
     q64, g64 = frame.apply(q, torch.float64), frame.apply(g, torch.float64)
     ties = search.EuclideanOrder(g64, g, frame)
     s = ties.tie_scores(q64, q, 0)  # depth 0: nothing re-scored
-    lower, upper = ties._interval(s, ties._candidate_errors(q64, every, ties.terms_ties))
+    lower, upper = ties._interval(s, errors(ties, q64, ties.terms_ties))
     assert bool(((lower <= -d) & (-d <= upper)).all())
 
 
@@ -429,6 +430,31 @@ def test_far_gallery_items_do_not_widen_the_window_of_near_ones(monkeypatch):
     r = rc.evaluate_embeddings(q, ql, keys, gallery=g, gallery_labels=gl, distance="euclidean", reduce="none")
     assert all(_same(r, _brute_force(q, ql, g, gl, keys), keys).values())
     assert calls["product"] == 0 and calls["pairs"] <= 20, calls
+
+
+
+def test_near_ties_past_the_cut_are_not_rescored(monkeypatch):
+    """A cluster of unequal gains that starts past the first ``d`` cannot reach them:
+    neither re-scored (checked path) nor flagged (deferred path); one that the cut
+    runs through is, and gets the exact order (equal distances: gallery index)."""
+    rescored = []
+    pairs = euclidean._exact_sq_distances
+    monkeypatch.setattr(euclidean, "_exact_sq_distances", lambda *a: rescored.append(a[2].shape[0]) or pairs(*a))
+    far = 10.0 * torch.tensor([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]]).repeat(3, 1)
+    g = torch.cat([torch.tensor([[1.0, 0.0], [0.0, 2.0], [-3.0, 0.0], [4.0, 0.0], [0.0, 4.0]]), far])
+    gl = torch.tensor([1, 0, 1, 0, 1] + [0] * far.shape[0])
+    q = torch.zeros(1, 2)
+    frame = search.Frame.of(q, g)
+    qp, gp = frame.apply(q), frame.apply(g)
+    order = search.EuclideanOrder(gp, g, frame)
+    scores = search.similarity(qp, gp, "euclidean")
+    gain_at = lambda rows, idx: gl[idx] == 1  # noqa: E731
+    vals, idx = order.top(qp, gain_at, qx=q)(scores, 3)
+    assert idx.tolist() == [[0, 1, 2]] and rescored == []
+    assert order.top(qp, gain_at, select="deferred", qx=q)(scores, 3)[2].tolist() == [False]
+    vals, idx = order.top(qp, gain_at, qx=q)(scores, 4)
+    assert idx.tolist() == [[0, 1, 2, 3]] and sum(rescored) == 2
+    assert order.top(qp, gain_at, select="deferred", qx=q)(scores, 4)[2].tolist() == [True]
 
 
 # ---------------------------------------------------------------- 4. keys in ASCII only

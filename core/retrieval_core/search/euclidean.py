@@ -90,11 +90,10 @@ class EuclideanOrder:
     the embeddings themselves, in the frame's units) lies within ``e`` of its score
     (:func:`_error_terms`, from the query's and that candidate's norms). In the score
     order, neighbours where every interval before lies above every interval after
-    (running minimum of lower ends, running maximum of upper ends from the end) are in
-    exact order; only the runs between such breaks (clusters) may be misordered, among
-    themselves; a cluster of unequal gains is re-ranked by the exact float64 squared
-    distance, then gallery index. A prefix whose first ``d`` lower ends lie above the
-    upper end of any candidate past it holds the exact top ``d``: only it is looked at.
+    are in exact order; only the runs between such breaks (clusters) may be misordered,
+    among themselves; a cluster of unequal gains that can reach the top is re-ranked by
+    the exact float64 squared distance, then gallery index. A prefix whose first ``d``
+    lie above every candidate past it holds the exact top ``d``: only it is looked at.
     Rows with many such candidates, and whole-list rankings, get a float64 product
     (clusters are then exact ties, such as identical embeddings). The values are the
     exact order's (float64 squared distances of the embeddings, ties by gallery index)
@@ -159,10 +158,6 @@ class EuclideanOrder:
         k1, k2, c = terms
         return (2.0 * q_norm * g_norm + g_norm * g_norm) * k1 + (q_norm + g_norm) ** 2 * k2 + c
 
-    def _candidate_errors(self, q: Tensor, idx: Tensor, terms) -> Tensor:
-        """``[c, k]`` float64: the score-error bound of each candidate ``idx`` of the (prepared) queries."""
-        return self._errors(_norm_bound(q).unsqueeze(1), self.g_norms[idx], terms)
-
     @staticmethod
     def _interval(vals: Tensor, err: Tensor) -> "tuple[Tensor, Tensor]":
         """Float64 ``(lower, upper)`` of each exact score: the score -+ its bound, grown by
@@ -198,7 +193,7 @@ class EuclideanOrder:
 
     def _top_deferred(self, scores, d, q, qx, gain_at):
         """The float32 top ``d`` and the rows it may misorder, without a host read: a
-        fixed prefix of ``d + 16 + d // 4`` (the first step of :meth:`_prefix`)."""
+        fixed prefix of ``d + 16 + d // 4`` (as :meth:`_prefix`'s first retry)."""
         c, n = scores.shape
         rows = torch.arange(c, device=scores.device)
         k = min(d + 16 + d // 4, n)
@@ -206,14 +201,15 @@ class EuclideanOrder:
             s64 = self._scores64(qx).masked_fill_(torch.isneginf(scores), float("-inf"))
             vals, idx = torch.sort(s64, dim=1, descending=True, stable=True)
             del s64
-            mixed = self._mixed_rows(vals, self._candidate_errors(q, idx, self.terms64), gain_at(rows, idx))
+            err = self._errors(_norm_bound(q).unsqueeze(1), self.g_norms[idx], self.terms64)
+            mixed = self._mixed(vals, err, gain_at(rows, idx), d)[1].any(1)
             return vals[:, :d], idx[:, :d], mixed
         # (a tie at the prefix's end lies outside the window of covered rows: no flag needed)
         vals, idx, _ = _stable_top_deferred(scores, k)
         q_norm = _norm_bound(q)
         err = self._errors(q_norm.unsqueeze(1), self.g_norms[idx], self.terms32)
         covered = self._covered(vals, err, d, self._errors(q_norm, self.g_norm, self.terms32))
-        mixed = self._mixed_rows(vals, err, gain_at(rows, idx))
+        mixed = self._mixed(vals, err, gain_at(rows, idx), d)[1].any(1)
         return vals[:, :d], idx[:, :d], ~covered | mixed
 
     @classmethod
@@ -236,10 +232,14 @@ class EuclideanOrder:
         return (low <= high) & torch.isfinite(vals[:, 1:])
 
     @classmethod
-    def _mixed_rows(cls, vals: Tensor, err: Tensor, gain: Tensor) -> Tensor:
-        """``[c]``: rows with two neighbours of unequal gains and no proven break between
-        them (where the float32 order may be wrong in a way that changes the values)."""
-        return (cls._close(vals, err) & (gain[:, :-1] != gain[:, 1:])).any(1)
+    def _mixed(cls, vals: Tensor, err: Tensor, gain: Tensor, d: int) -> "tuple[Tensor, Tensor]":
+        """``(close, mixed)``, ``[c, k - 1]``: :meth:`_close`, and its neighbours of unequal
+        gains in a cluster that starts before position ``d`` (where the float32 order may
+        be wrong in a way that changes the values; later clusters cannot reach the top)."""
+        close = cls._close(vals, err)
+        start = torch.ones_like(close) if d > 0 else torch.zeros_like(close)
+        start[:, max(d, 1) - 1:] &= torch.cumprod(close[:, max(d, 1) - 1:].to(torch.uint8), 1).bool()
+        return close, close & start & (gain[:, :-1] != gain[:, 1:])
 
     def exact_top(self, scores: Tensor, d: int, qx: Tensor):
         """The first ``d`` by the exact squared distance (:meth:`exact`, the order the
@@ -261,7 +261,7 @@ class EuclideanOrder:
         if d >= n:  # whole lists are dense in ties at float32 resolution
             return self._top64(scores, rows, d, q, qx, gain_at, base_top)
         vals, idx, err = self._prefix(scores, d, q, self.terms32, base_top)
-        marked, cluster = self._marks(vals, err, gain_at(rows, idx))
+        marked, cluster = self._marks(vals, err, gain_at(rows, idx), d)
         if marked is None:
             return vals[:, :d], idx[:, :d]
         heavy = marked.sum(1) * self.HEAVY > n
@@ -284,7 +284,7 @@ class EuclideanOrder:
             s = self._scores64(qx[part]).masked_fill_(torch.isneginf(scores[part]), float("-inf"))
             vals, idx, err = self._prefix(s, d, q[part], self.terms64, base_top)
             del s
-            marked, cluster = self._marks(vals, err, gain_at(rows[part], idx))
+            marked, cluster = self._marks(vals, err, gain_at(rows[part], idx), d)
             if marked is not None:
                 vals, idx = self._reorder(vals, idx, marked, cluster, qx[part])
             out_v.append(vals[:, :d])
@@ -366,14 +366,13 @@ class EuclideanOrder:
         return vals, idx, self._errors(q_norm.unsqueeze(1), self.g_norms[idx], terms)
 
     @classmethod
-    def _marks(cls, vals: Tensor, err: Tensor, gain: Tensor):
-        """``(marked[c, k], cluster[c, k])``: positions in a cluster of unequal gains, and
-        the cluster number of each position (row-major); (None, None) when none is."""
+    def _marks(cls, vals: Tensor, err: Tensor, gain: Tensor, d: int):
+        """``(marked[c, k], cluster[c, k])``: positions in a cluster of unequal gains from
+        before ``d``, and each position's cluster number (row-major); (None, None): none."""
         c, k = vals.shape
         if k < 2:
             return None, None
-        close = cls._close(vals, err)
-        mixed = close & (gain[:, :-1] != gain[:, 1:])
+        close, mixed = cls._mixed(vals, err, gain, d)
         if not bool(mixed.any()):
             return None, None
         cluster = torch.cat([torch.zeros(c, 1, dtype=torch.int64, device=vals.device), (~close).cumsum(1)], 1)
