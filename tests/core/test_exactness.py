@@ -335,10 +335,126 @@ def test_euclidean_bounds_cover_the_score_errors(offset, scale):
     d = order.exact(q, rows, torch.arange(g.shape[0]).repeat(q.shape[0])).view(q.shape[0], -1)
     target = (qp.double() ** 2).sum(1, keepdim=True) - d
     s = search.similarity(qp, gp, "euclidean", (gp * gp).sum(1))
-    assert bool(((s.double() - target).abs().amax(1) <= order._width(qp, order.rel32) / 2).all())
+    every = torch.arange(g.shape[0]).expand(q.shape[0], -1)
+    errors = lambda o, qp, terms: o._errors(euclidean._norm_bound(qp)[:, None], o.g_norms[every], terms)  # noqa: E731
+    lower, upper = order._interval(s, errors(order, qp, order.terms32))
+    assert bool(((lower <= target) & (target <= upper)).all())
     target = (frame.apply(q, torch.float64) ** 2).sum(1, keepdim=True) - d
     s64 = order._scores64(q)
-    assert bool(((s64 - target).abs().amax(1) <= order._width(qp, order.rel64) / 2).all())
+    lower, upper = order._interval(s64, errors(order, qp, order.terms64))
+    assert bool(((lower <= target) & (target <= upper)).all())
+    # tie scores (-|q - g|^2 from float64 products) within theirs of -d
+    q64, g64 = frame.apply(q, torch.float64), frame.apply(g, torch.float64)
+    ties = search.EuclideanOrder(g64, g, frame)
+    s = ties.tie_scores(q64, q, 0)  # depth 0: nothing re-scored
+    lower, upper = ties._interval(s, errors(ties, q64, ties.terms_ties))
+    assert bool(((lower <= -d) & (-d <= upper)).all())
+
+
+
+def _exact_order(order, q, n, excluded=None):
+    """``[c, n]`` gallery indexes by (exact float64 distance, index), excluded ones last."""
+    rows = torch.arange(q.shape[0]).repeat_interleave(n)
+    d = order.exact(q, rows, torch.arange(n).repeat(q.shape[0])).view(q.shape[0], n)
+    if excluded is not None:
+        d = d.masked_fill(excluded, float("inf"))
+    return torch.sort(d, dim=1, stable=True).indices
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("offset,scale", [(0.0, 1.0), (1e3, 1.0), (0.0, 1e30), (0.0, 1e-30), (1e4, 1e-3)])
+def test_short_prefix_retries_only_the_rows_it_does_not_cover(dtype, offset, scale):
+    """Query 0 cuts through a shell of equidistant candidates (2 dim of them: near-ties
+    that float32 misorders) that the first short prefix cannot hold: that row alone is taken
+    again (the others keep their prefix, padded); every row gets the exact order, ties by
+    index, with excluded candidates, at any offset or scale, for every depth up to past
+    the gallery."""
+    gen, dim = _gen(11), 16
+    centre = torch.full((dim,), 0.25, dtype=torch.float64)
+    shell = torch.randn(2 * dim, dim, generator=gen, dtype=torch.float64)
+    shell = centre + 0.5 * shell / shell.norm(dim=1, keepdim=True)
+    near = centre + 0.01 * torch.randn(5, dim, generator=gen, dtype=torch.float64)
+    far = centre + 3.0 + torch.randn(120, dim, generator=gen, dtype=torch.float64)
+    g64 = torch.cat([far[:60], shell, near, far[60:]])
+    q64 = torch.cat([centre[None], far[:7] + 0.1 * torch.randn(7, dim, generator=gen, dtype=torch.float64)])
+    q, g = [((x + offset) * scale).to(dtype) for x in (q64, g64)]
+    frame = search.Frame.of(q, g)
+    qp, gp = frame.apply(q), frame.apply(g)
+    order = search.EuclideanOrder(gp, g, frame)
+    n = g.shape[0]
+    excluded = torch.zeros(q.shape[0], n, dtype=torch.bool)
+    excluded[0, 60 + 3], excluded[0, 60 + 2 * dim + 1], excluded[1:, 7] = True, True, True
+    scores = search.similarity(qp, gp, "euclidean").masked_fill(excluded, float("-inf"))
+    want = _exact_order(order, q, n, excluded)
+    taken = []
+
+    def base_top(s, k):
+        taken.append((s.shape[0], k))
+        return search.euclidean._stable_top(s, k)
+
+    top = order.top(qp, lambda rows, idx: idx, base_top=base_top, qx=q)  # positions as gains: every cluster
+    for d in (1, 5, 5 + dim, 5 + 2 * dim - 3, 40, n - 1, n, n + 3):
+        taken.clear()
+        vals, idx = top(scores, min(d, n))
+        real = torch.isfinite(vals)
+        assert torch.equal(idx[real], want[:, : min(d, n)][real]), d
+        assert bool((~real).sum(1).le(excluded.sum(1)).all())
+        if d == 5 + dim:  # the cut inside the shell: query 0 taken again, alone
+            assert taken[0][0] == q.shape[0] and any(rows == 1 for rows, _ in taken[1:]), taken
+
+
+
+def test_far_gallery_items_do_not_widen_the_window_of_near_ones(monkeypatch):
+    """Each candidate's error bound comes from its own norm: two far items (1e3 away,
+    they set the frame's scale) leave the bounds of a tight cluster near the centre
+    far below its score gaps, so few pairs there are re-scored (a bound from the
+    largest gallery norm made the whole cluster near-ties: a float64 product)."""
+    calls = {"pairs": 0, "product": 0}
+    pairs, product = euclidean._exact_sq_distances, search.EuclideanOrder._scores64
+
+    def count_pairs(*a):
+        calls["pairs"] += a[2].shape[0]
+        return pairs(*a)
+
+    def count_product(self, *a):
+        calls["product"] += 1
+        return product(self, *a)
+
+    monkeypatch.setattr(euclidean, "_exact_sq_distances", count_pairs)
+    monkeypatch.setattr(search.EuclideanOrder, "_scores64", count_product)
+    gen = _gen(12)
+    g = torch.cat([torch.randn(300, 16, generator=gen), torch.full((2, 16), 1e3) * torch.tensor([[1.0], [-1.0]])])
+    gl = torch.randint(0, 3, (302,), generator=gen)
+    q, ql = g[:20] + 0.1 * torch.randn(20, 16, generator=gen), gl[:20]
+    keys = ["cmc@1", "precision@10", "map@r"]
+    r = rc.evaluate_embeddings(q, ql, keys, gallery=g, gallery_labels=gl, distance="euclidean", reduce="none")
+    assert all(_same(r, _brute_force(q, ql, g, gl, keys), keys).values())
+    assert calls["product"] == 0 and calls["pairs"] <= 20, calls
+
+
+
+def test_near_ties_past_the_cut_are_not_rescored(monkeypatch):
+    """A cluster of unequal gains that starts past the first ``d`` cannot reach them:
+    neither re-scored (checked path) nor flagged (deferred path); one that the cut
+    runs through is, and gets the exact order (equal distances: gallery index)."""
+    rescored = []
+    pairs = euclidean._exact_sq_distances
+    monkeypatch.setattr(euclidean, "_exact_sq_distances", lambda *a: rescored.append(a[2].shape[0]) or pairs(*a))
+    far = 10.0 * torch.tensor([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]]).repeat(3, 1)
+    g = torch.cat([torch.tensor([[1.0, 0.0], [0.0, 2.0], [-3.0, 0.0], [4.0, 0.0], [0.0, 4.0]]), far])
+    gl = torch.tensor([1, 0, 1, 0, 1] + [0] * far.shape[0])
+    q = torch.zeros(1, 2)
+    frame = search.Frame.of(q, g)
+    qp, gp = frame.apply(q), frame.apply(g)
+    order = search.EuclideanOrder(gp, g, frame)
+    scores = search.similarity(qp, gp, "euclidean")
+    gain_at = lambda rows, idx: gl[idx] == 1  # noqa: E731
+    vals, idx = order.top(qp, gain_at, qx=q)(scores, 3)
+    assert idx.tolist() == [[0, 1, 2]] and rescored == []
+    assert order.top(qp, gain_at, select="deferred", qx=q)(scores, 3)[2].tolist() == [False]
+    vals, idx = order.top(qp, gain_at, qx=q)(scores, 4)
+    assert idx.tolist() == [[0, 1, 2, 3]] and sum(rescored) == 2
+    assert order.top(qp, gain_at, select="deferred", qx=q)(scores, 4)[2].tolist() == [True]
 
 
 # ---------------------------------------------------------------- 4. keys in ASCII only

@@ -129,11 +129,10 @@ def _exact_top(shard: _Shard, q: Tensor, qx: Tensor, scores: Tensor, d: int):
     """The shard's first ``d`` candidates in the exact euclidean order: ``(-d64, idx)``
     with ``-inf`` keys for excluded pairs (``q``: prepared queries, ``qx``: as given)."""
     exact = shard.exact
-    width = exact._width(q, exact.rel32)
-    vals, idx = exact._prefix(scores, d, width, _stable_top)
+    vals, idx, _ = exact._prefix(scores, d, q, exact.terms32, _stable_top, rows_alone=False)
     if vals.shape[1] > 2 * d + _HEAVY_EXTRA:  # dense near-ties: a float64 window is narrower
         s64 = exact._scores64(qx).masked_fill_(torch.isneginf(scores), float("-inf"))
-        vals, idx = exact._prefix(s64, d, exact._width(q, exact.rel64), _stable_top)
+        vals, idx, _ = exact._prefix(s64, d, q, exact.terms64, _stable_top, rows_alone=False)
     real = torch.isfinite(vals)
     rows = torch.arange(q.shape[0], device=q.device).unsqueeze(1).expand_as(idx)
     key = torch.full(vals.shape, float("-inf"), dtype=torch.float64, device=q.device)

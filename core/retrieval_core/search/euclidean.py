@@ -45,39 +45,59 @@ def _exact_sq_distances(q: Tensor, g: Tensor, rows: Tensor, cols: Tensor, expone
     return out
 
 
-def _relative_bound(dim: int, u_products: float, u_final: float, u_prepared: float = 0.0) -> float:
-    """Largest error of a ranking score ``2 q.g - |g|^2`` (or ``-|q - g|^2``) against the
-    exact float64 distance (:func:`_exact_sq_distances`), over ``(|q| + |g|)^2``, doubled
-    for margin: products and sums over ``dim`` terms in any order err by at most
-    ``gamma = dim u / (1 - dim u)`` (u: unit roundoff of the product arithmetic), plus
-    three final roundings (to the score's dtype, of |g|^2, of the difference); the
-    prepared embeddings' own rounding (``u_prepared`` + float64's, per entry: ``|q - g|^2``
-    moves by at most 3 of each) and the exact distance's (a sum of ``dim`` squares)."""
+def _error_terms(dim: int, u_products: float, u_final: float, u_prepared: float) -> "tuple[float, float, float]":
+    """``(k1, k2, c)``: a score ``2 q.g - |g|^2`` of prepared ``q``, ``g`` (norms at most
+    ``|q|``, ``|g|``) is within ``k1 (2 |q| |g| + |g|^2) + k2 (|q| + |g|)^2 + c`` of
+    ``|q|^2 - D`` (``D``: :func:`_exact_sq_distances` of the embeddings). ``u_*``: unit
+    roundoffs of the products, of the score's last roundings, of the prepared dtype.
+
+    Proof. With ``gamma = dim u_products / (1 - dim u_products)``: ``q.g`` (any order,
+    fused or not) errs by at most ``gamma |q| |g|`` (Cauchy-Schwarz on the sum of
+    ``|q_i g_i|``), then ``u_final |q.g|`` if rounded narrower; ``|g|^2`` by ``gamma |g|^2``;
+    the subtraction (x2 is exact) by ``u_final`` of its result: in all at most ``k1 (2 |q|
+    |g| + |g|^2)``. Each prepared entry is the exact moved and scaled value up to one
+    float64 rounding and one to its dtype: ``|(q - g) - (a - b)| <= eta (|q| + |g|)``, so
+    ``| |q - g|^2 - |a - b|^2 | <= (2 eta + eta^2)(|q| + |g|)^2``; ``D`` (differences,
+    squares, a sum of ``dim`` terms) errs by at most ``gamma64(dim + 3) |a - b|^2``: ``k2``.
+    ``c``: underflow and flushed subnormals (at most the smallest normal float32 per
+    product, square and entry, with room). Infinities when the roundoff is too coarse."""
     u64 = 2.0**-53
-    if dim * u_products >= 1 or dim * u64 >= 1:
-        return float("inf")
-    exact = dim * u64 / (1 - dim * u64) + 3 * u64
-    return 2.0 * (dim * u_products / (1 - dim * u_products) + 3 * u_final + 3 * (u_prepared + u64) + exact)
+    if dim * u_products >= 1 or (dim + 3) * u64 >= 1:
+        return float("inf"), float("inf"), float("inf")
+    gamma = dim * u_products / (1 - dim * u_products)
+    k1 = (gamma + 2 * u_final) * (1 + gamma) * (1 + u_final)
+    eta = 1.001 * (u_prepared + u64)
+    k2 = 2.001 * eta + 1.001 * (dim + 3) * u64 / (1 - (dim + 3) * u64)
+    return k1, k2, 16.0 * (dim + 1) * torch.finfo(torch.float32).tiny
+
+
+def _norm_bound(x: Tensor) -> Tensor:
+    """``[n]`` float64 bounds of the rows' norms, and of the rows prepared in float64 (each
+    entry within 2**-24 relative or a smallest normal float32): the float64 norm (``dim +
+    2`` roundings of 2**-53) grown by 2**-20, plus ``dim`` smallest normals; in blocks."""
+    if x.shape[0] == 0:
+        return x.new_zeros(0, dtype=torch.float64)
+    step = max(1, (1 << 20) // max(x.shape[1], 1))
+    sq = torch.cat([x[i:i + step].to(torch.float64).square().sum(1) for i in range(0, x.shape[0], step)])
+    return sq.sqrt_().mul_(1.0 + 2.0**-20).add_(x.shape[1] * torch.finfo(torch.float32).tiny)
 
 
 class EuclideanOrder:
     """Exact euclidean order on top of the ranking score ``2 q.g - |g|^2`` of embeddings
     prepared by a :class:`Frame` (float32 products).
 
-    Each score is within a bound ``e`` (per query, from :func:`_relative_bound` and the
-    largest prepared gallery norm) of the exact value ``|q|^2 - |q - g|^2`` (prepared
-    ``q``; exact distance of the embeddings themselves, in the frame's units), so two
-    candidates whose scores differ by more than ``2e`` are in exact order. In the
-    score order only runs of candidates closer than that to their neighbour (clusters)
-    may be misordered, and only among themselves; a cluster whose gains are not all
-    equal is re-ranked by the exact float64 squared distance, then by gallery index.
-    Candidates more than ``2e`` below the cut cannot enter the top, so only that window
-    past it is looked at. Rows with many such candidates, and whole-list rankings, are
-    re-scored with a float64 product instead (its bound is ~1e-15 relative: clusters
-    are then exact ties, such as identical embeddings). The metric values are those of
-    the exact order: float64 squared distances of the embeddings, ties by gallery
-    index. They do not depend on the chunk size: the float64 distances are summed in a
-    fixed order, and the result does not depend on how scores were rounded.
+    Each candidate's exact value ``|q|^2 - |q - g|^2`` (prepared ``q``; exact distance of
+    the embeddings themselves, in the frame's units) lies within ``e`` of its score
+    (:func:`_error_terms`, from the query's and that candidate's norms). In the score
+    order, neighbours where every interval before lies above every interval after
+    are in exact order; only the runs between such breaks (clusters) may be misordered,
+    among themselves; a cluster of unequal gains that can reach the top is re-ranked by
+    the exact float64 squared distance, then gallery index. A prefix whose first ``d``
+    lie above every candidate past it holds the exact top ``d``: only it is looked at.
+    Rows with many such candidates, and whole-list rankings, get a float64 product
+    (clusters are then exact ties, such as identical embeddings). The values are the
+    exact order's (float64 squared distances of the embeddings, ties by gallery index)
+    for any chunk size: those distances are summed in a fixed order.
 
     Methods take each chunk's queries twice: ``q`` prepared (as ``g``), ``qx`` as given.
 
@@ -99,12 +119,15 @@ class EuclideanOrder:
         self.g, self.g_exact, self.frame = g, g_exact, frame
         dim = g.shape[1]
         self._g_sq: Optional[Tensor] = None
-        # the largest norm, rounded up past its own rounding error (inf on overflow)
-        norm = float(torch.linalg.vector_norm(g, dim=1).max()) if g.shape[0] else 0.0
-        self.g_norm = norm * (1.0 + 4.0 * (dim + 2) * torch.finfo(g.dtype).eps)
+        # each prepared gallery norm and the largest, bounded from above
+        self.g_norms = _norm_bound(g)
+        self.g_norm = float(self.g_norms.max()) if g.shape[0] else 0.0
         u_prepared = torch.finfo(g.dtype).eps / 2
-        self.rel32 = _relative_bound(dim, _matmul_roundoff(g.dtype), 2.0**-24, u_prepared)
-        self.rel64 = _relative_bound(dim, 2.0**-53, 2.0**-53, 2.0**-53)
+        self.terms32 = _error_terms(dim, _matmul_roundoff(g.dtype), 2.0**-24, u_prepared)
+        self.terms64 = _error_terms(dim, 2.0**-53, 2.0**-53, 2.0**-53)
+        # tie_scores subtracts |q|^2 (errs by gamma64(dim) |q|^2) and rounds once more (2**-53 (|q| + |g|)^2)
+        k1, k2, c = self.terms64
+        self.terms_ties = (k1, k2 + 2.0 * (dim + 1) * 2.0**-53 / (1 - (dim + 1) * 2.0**-53), c)
 
     def _prepared64(self, x: Tensor) -> Tensor:
         return self.frame.apply(x, torch.float64)
@@ -129,11 +152,20 @@ class EuclideanOrder:
         """Exact squared distances of ``qx[rows]`` and gallery ``cols``, in the frame's units."""
         return _exact_sq_distances(qx, self.g_exact, rows, cols, self.frame.exponent)
 
-    def _width(self, q: Tensor, rel: float) -> Tensor:
-        """``[c]`` float64: twice the largest score error of each (prepared) query."""
-        eps = torch.finfo(q.dtype).eps
-        q_norm = (q.to(torch.float64) ** 2).sum(1).sqrt() * (1.0 + 4.0 * (q.shape[1] + 2) * eps)
-        return 2.0 * rel * (q_norm + self.g_norm) ** 2
+    @staticmethod
+    def _errors(q_norm: Tensor, g_norm, terms) -> Tensor:
+        """Score-error bounds (:func:`_error_terms`) of query and gallery norms (broadcast)."""
+        k1, k2, c = terms
+        return (2.0 * q_norm * g_norm + g_norm * g_norm) * k1 + (q_norm + g_norm) ** 2 * k2 + c
+
+    @staticmethod
+    def _interval(vals: Tensor, err: Tensor) -> "tuple[Tensor, Tensor]":
+        """Float64 ``(lower, upper)`` of each exact score: the score -+ its bound, grown by
+        2**-40 of it and 2**-50 of the score (past the float64 roundings of the bound, a
+        dozen of 2**-53, and of this sum, 2**-53 of ``|score| + e``); -inf stays -inf."""
+        v = vals.to(torch.float64)
+        e = torch.where(torch.isfinite(v), err * (1.0 + 2.0**-40) + v.abs() * 2.0**-50, 0.0)
+        return v - e, v + e
 
     def top(self, q: Tensor, gain_at: Callable[[Tensor, Tensor], Tensor], base_top=None, select: str = "checked",
             qx: Optional[Tensor] = None):
@@ -161,7 +193,7 @@ class EuclideanOrder:
 
     def _top_deferred(self, scores, d, q, qx, gain_at):
         """The float32 top ``d`` and the rows it may misorder, without a host read: a
-        fixed prefix of ``d + 16 + d // 4`` (the first step of :meth:`_prefix`)."""
+        fixed prefix of ``d + 16 + d // 4`` (as :meth:`_prefix`'s first retry)."""
         c, n = scores.shape
         rows = torch.arange(c, device=scores.device)
         k = min(d + 16 + d // 4, n)
@@ -169,29 +201,45 @@ class EuclideanOrder:
             s64 = self._scores64(qx).masked_fill_(torch.isneginf(scores), float("-inf"))
             vals, idx = torch.sort(s64, dim=1, descending=True, stable=True)
             del s64
-            mixed = self._mixed_rows(vals, self._width(q, self.rel64), gain_at(rows, idx))
+            err = self._errors(_norm_bound(q).unsqueeze(1), self.g_norms[idx], self.terms64)
+            mixed = self._mixed(vals, err, gain_at(rows, idx), d)[1].any(1)
             return vals[:, :d], idx[:, :d], mixed
         # (a tie at the prefix's end lies outside the window of covered rows: no flag needed)
         vals, idx, _ = _stable_top_deferred(scores, k)
-        width = self._width(q, self.rel32)
-        last = vals[:, d - 1].to(torch.float64)
-        covered = torch.isneginf(last) | (vals[:, -1].to(torch.float64) < last - width)
-        mixed = self._mixed_rows(vals, width, gain_at(rows, idx))
+        q_norm = _norm_bound(q)
+        err = self._errors(q_norm.unsqueeze(1), self.g_norms[idx], self.terms32)
+        covered = self._covered(vals, err, d, self._errors(q_norm, self.g_norm, self.terms32))
+        mixed = self._mixed(vals, err, gain_at(rows, idx), d)[1].any(1)
         return vals[:, :d], idx[:, :d], ~covered | mixed
 
-    @staticmethod
-    def _close(vals: Tensor, width: Tensor) -> Tensor:
-        """``[c, k - 1]``: neighbours in the score order closer than ``width``."""
-        v = vals.to(torch.float64)
-        return ((v[:, :-1] - v[:, 1:]) <= width.unsqueeze(1)) & torch.isfinite(v[:, 1:])
+    @classmethod
+    def _covered(cls, vals: Tensor, err: Tensor, d: int, rest: Tensor) -> Tensor:
+        """``[c]``: rows whose first ``d`` are provably ahead of every candidate past the
+        prefix (score at most the prefix's last, error at most ``rest``)."""
+        if d == 0:
+            return torch.ones(vals.shape[0], dtype=torch.bool, device=vals.device)
+        lower, _ = cls._interval(vals[:, :d], err[:, :d])
+        _, past = cls._interval(vals[:, -1], rest)
+        return torch.isneginf(vals[:, d - 1]) | (lower.amin(1) > past)
 
     @classmethod
-    def _mixed_rows(cls, vals: Tensor, width: Tensor, gain: Tensor) -> Tensor:
-        """``[c]``: rows with two neighbours closer than ``width`` and of unequal gains
-        (where the float32 order may be wrong in a way that changes the values)."""
-        if vals.shape[1] < 2:
-            return torch.zeros(vals.shape[0], dtype=torch.bool, device=vals.device)
-        return (cls._close(vals, width) & (gain[:, :-1] != gain[:, 1:])).any(1)
+    def _close(cls, vals: Tensor, err: Tensor) -> Tensor:
+        """``[c, k - 1]``: neighbours with no proven break between them (by the intervals,
+        some candidate up to the first may be below one from the second on)."""
+        lower, upper = cls._interval(vals, err)
+        low = torch.cummin(lower, 1).values[:, :-1]
+        high = torch.cummax(upper.flip(1), 1).values.flip(1)[:, 1:]
+        return (low <= high) & torch.isfinite(vals[:, 1:])
+
+    @classmethod
+    def _mixed(cls, vals: Tensor, err: Tensor, gain: Tensor, d: int) -> "tuple[Tensor, Tensor]":
+        """``(close, mixed)``, ``[c, k - 1]``: :meth:`_close`, and its neighbours of unequal
+        gains in a cluster that starts before position ``d`` (where the float32 order may
+        be wrong in a way that changes the values; later clusters cannot reach the top)."""
+        close = cls._close(vals, err)
+        start = torch.ones_like(close) if d > 0 else torch.zeros_like(close)
+        start[:, max(d, 1) - 1:] &= torch.cumprod(close[:, max(d, 1) - 1:].to(torch.uint8), 1).bool()
+        return close, close & start & (gain[:, :-1] != gain[:, 1:])
 
     def exact_top(self, scores: Tensor, d: int, qx: Tensor):
         """The first ``d`` by the exact squared distance (:meth:`exact`, the order the
@@ -212,9 +260,8 @@ class EuclideanOrder:
         rows = torch.arange(c, device=scores.device)
         if d >= n:  # whole lists are dense in ties at float32 resolution
             return self._top64(scores, rows, d, q, qx, gain_at, base_top)
-        width = self._width(q, self.rel32)
-        vals, idx = self._prefix(scores, d, width, base_top)
-        marked, cluster = self._marks(vals, idx, width, gain_at(rows, idx))
+        vals, idx, err = self._prefix(scores, d, q, self.terms32, base_top)
+        marked, cluster = self._marks(vals, err, gain_at(rows, idx), d)
         if marked is None:
             return vals[:, :d], idx[:, :d]
         heavy = marked.sum(1) * self.HEAVY > n
@@ -235,10 +282,9 @@ class EuclideanOrder:
         for start in range(0, rows.shape[0], step):
             part = slice(start, start + step)
             s = self._scores64(qx[part]).masked_fill_(torch.isneginf(scores[part]), float("-inf"))
-            width = self._width(q[part], self.rel64)
-            vals, idx = self._prefix(s, d, width, base_top)
+            vals, idx, err = self._prefix(s, d, q[part], self.terms64, base_top)
             del s
-            marked, cluster = self._marks(vals, idx, width, gain_at(rows[part], idx))
+            marked, cluster = self._marks(vals, err, gain_at(rows[part], idx), d)
             if marked is not None:
                 vals, idx = self._reorder(vals, idx, marked, cluster, qx[part])
             out_v.append(vals[:, :d])
@@ -272,11 +318,11 @@ class EuclideanOrder:
         s = _matmul(q, self.g, keep_float64=True).mul_(2.0).sub_(self.g_sq).sub_((q * q).sum(1, keepdim=True))
         if s.shape[1] == 0 or c == 0:
             return s
-        width = self._width(q, self.rel64)
-        vals, idx = self._prefix(s if mask is None else s.masked_fill(~mask, float("-inf")), d, width, _stable_top)
+        vals, idx, err = self._prefix(s if mask is None else s.masked_fill(~mask, float("-inf")), d, q,
+                                      self.terms_ties, _stable_top)
         if vals.shape[1] < 2:
             return s
-        close = self._close(vals, width)
+        close = self._close(vals, err)
         member = torch.zeros_like(vals, dtype=torch.bool)
         member[:, 1:] |= close
         member[:, :-1] |= close
@@ -285,31 +331,48 @@ class EuclideanOrder:
         s[rows, cols] = -self.exact(qx, rows, cols)
         return s
 
-    @staticmethod
-    def _prefix(scores: Tensor, d: int, width: Tensor, base_top):
-        """The stable top of each row, long enough to hold every candidate within
-        ``width`` of the ``d``-th score."""
+    def _prefix(self, scores: Tensor, d: int, q: Tensor, terms, base_top, rows_alone: bool = True):
+        """``(vals, idx, err)``: the stable top of each row, long enough that its first
+        ``d`` candidates are provably ahead of every candidate past it
+        (:meth:`_covered`), and the score-error bound of each of its candidates.
+
+        A short first prefix; the rows it does not cover are taken again, alone, longer,
+        and the others padded with -inf candidates, which join no cluster and lie past
+        the first ``d`` (``rows_alone=False``: every row is taken again, no padding)."""
         n = scores.shape[1]
-        extra = 16 + d // 4
-        while True:
-            k = min(d + extra, n)
-            vals, idx = base_top(scores, k)
-            if k == n:
-                return vals, idx
-            last = vals[:, d - 1].to(torch.float64)
-            if bool((torch.isneginf(last) | (vals[:, -1].to(torch.float64) < last - width)).all()):
-                return vals, idx
-            extra *= 4
+        q_norm = _norm_bound(q)
+        rest = self._errors(q_norm, self.g_norm, terms)
+        k, extra = min(d + 8 + d // 64, n), 16 + d // 4
+        vals, idx, err = self._take(scores, k, q_norm, terms, base_top)
+        todo = None if k == n else ~self._covered(vals, err, d, rest)
+        while todo is not None and bool(todo.any()):
+            k, extra = min(max(d + extra, vals.shape[1] + 1), n), extra * 4
+            if not rows_alone:
+                vals, idx, err = self._take(scores, k, q_norm, terms, base_top)
+                todo = None if k == n else ~self._covered(vals, err, d, rest)
+                continue
+            rows = todo.nonzero().squeeze(1)
+            v, i, e = self._take(scores[rows], k, q_norm[rows], terms, base_top)
+            pad = (0, k - vals.shape[1])
+            pad_f = torch.nn.functional.pad
+            vals, idx, err = pad_f(vals, pad, value=float("-inf")), pad_f(idx, pad), pad_f(err, pad)
+            vals[rows], idx[rows], err[rows] = v, i, e
+            todo = None if k == n else todo.index_put((rows,), ~self._covered(v, e, d, rest[rows]))
+        return vals, idx, err
+
+    def _take(self, scores: Tensor, k: int, q_norm: Tensor, terms, base_top):
+        """``base_top(scores, k)`` and the score-error bounds of its candidates."""
+        vals, idx = base_top(scores, k)
+        return vals, idx, self._errors(q_norm.unsqueeze(1), self.g_norms[idx], terms)
 
     @classmethod
-    def _marks(cls, vals: Tensor, idx: Tensor, width: Tensor, gain: Tensor):
-        """``(marked[c, k], cluster[c, k])``: positions in a cluster of unequal gains, and
-        the cluster number of each position (row-major); (None, None) when none is."""
+    def _marks(cls, vals: Tensor, err: Tensor, gain: Tensor, d: int):
+        """``(marked[c, k], cluster[c, k])``: positions in a cluster of unequal gains from
+        before ``d``, and each position's cluster number (row-major); (None, None): none."""
         c, k = vals.shape
         if k < 2:
             return None, None
-        close = cls._close(vals, width)
-        mixed = close & (gain[:, :-1] != gain[:, 1:])
+        close, mixed = cls._mixed(vals, err, gain, d)
         if not bool(mixed.any()):
             return None, None
         cluster = torch.cat([torch.zeros(c, 1, dtype=torch.int64, device=vals.device), (~close).cumsum(1)], 1)
