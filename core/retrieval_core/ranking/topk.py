@@ -166,7 +166,7 @@ def _top_columns(values: Tensor, k: int) -> Tensor:
 # value above t is about as rare as a group maximum above t), found by one comparison
 # and one compaction of the row in place of a top-k of the whole row.
 DEEP_CUT_GROUP = 16  # columns per group of the deep-cut path
-DEEP_CUT_MIN_K = 64  # below this k the group candidates (k * g of them) are cheaper
+DEEP_CUT_MIN_K = 512  # below, the group candidates are as cheap (measured: n = 20,000, k = 400: 1.07x their time)
 DEEP_CUT_MAX_FRACTION = 4  # at most n / 4 columns >= t in every row, else a plain top-k
 
 
