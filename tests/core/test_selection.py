@@ -3,6 +3,7 @@ top built on it give exactly what a full stable sort gives, ties included."""
 import pytest
 import torch
 
+from retrieval_core import sizing
 from retrieval_core.ranking import dense, topk
 from retrieval_core import score_values
 
@@ -142,3 +143,65 @@ def test_count_relevant_of_views():
               (torch.rand(8, 6, generator=g) < 0.5).t(), (torch.rand(1, 6, generator=g) < 0.5)[:, :4],
               torch.zeros(3, 0, dtype=torch.bool), torch.zeros(0, 8)):
         assert torch.equal(dense.count_relevant(t), (t != 0).sum(1))
+
+
+# --------------------------------------------- deep cuts: the threshold of the group maxima
+
+def _deep_rows(n: int, dtype) -> torch.Tensor:
+    """Adversarial rows for the deep-cut path: continuous, few levels, a tie across the cut,
+    huge and tiny scales, excluded (-inf) runs, a row all -inf but a few, a row all tied."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(12, n, generator=g, dtype=torch.float64)
+    x[1] = torch.randint(0, 3, (n,), generator=g).double()
+    x[2] = torch.randint(0, 300, (n,), generator=g).double()
+    x[3] = 0.0
+    x[3, n - 900:] = 7.0  # a tie of 900 at the end of the row
+    x[4] *= 1e30
+    x[5] *= 1e-30
+    x[6, ::2] = float("-inf")  # half the row excluded
+    x[7] = float("-inf")
+    x[7, :40] = 1.0  # fewer real scores than k: its threshold is -inf
+    x[8] = 1.0  # all tied
+    x[9, : n // 2] = float("-inf")
+    x[10] = torch.arange(n, dtype=torch.float64)  # increasing: the top k all in the last groups
+    x[11] = -torch.arange(n, dtype=torch.float64)
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("n", [20000, 40003])
+@pytest.mark.parametrize("k", [512, 700, 1001, 1267])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_deep_cut_topk_equals_topk(n, k, dtype):
+    x = _deep_rows(n, dtype)
+    for rows in (slice(0, 12), slice(0, 6), slice(10, 12)):  # with and without the rows that fall back
+        got = topk._deep_top(x[rows], k)
+        assert got is not None, "the deep-cut path applies"
+        vals, idx = got
+        assert torch.equal(vals, x[rows].topk(k, dim=1).values)
+        assert torch.equal(x[rows].gather(1, idx), vals)
+        assert all(r.unique().numel() == k for r in idx)  # no column twice
+    for d in (k - 1, k):
+        v, i = topk._stable_top(x, d)
+        sv, si = sorted_prefix(x, d)
+        real = sv > float("-inf")  # padding (-inf) needs no order among itself
+        assert torch.equal(v, sv) and torch.equal(i[real], si[real])
+
+
+def test_deep_cut_runs_only_where_it_applies():
+    x = torch.randn(3, 20000)
+    assert topk._deep_top(x, topk.DEEP_CUT_MIN_K - 1) is None  # small k: the group candidates
+    assert topk._deep_top(x, 5001) is None  # fewer than 2k groups of 2
+    assert topk._deep_top(x, 4999) is not None
+    assert topk._deep_top(x.to(torch.int64), 1000) is None  # integer scores: the group candidates
+    assert topk._deep_top(x[:0], 1000) is None
+
+
+@pytest.mark.parametrize("small", [False, True])
+def test_deep_cut_with_a_visit_reads_every_row_once(small, monkeypatch):
+    if small:
+        monkeypatch.setattr(sizing, "CPU_CACHE_ELEMENTS", 512)
+    x = _deep_rows(20000, torch.float32)
+    seen = []
+    vals, idx = topk._topk(x, 600, seen.append)
+    assert torch.equal(torch.cat(seen), x)
+    assert torch.equal(vals, x.topk(600, dim=1).values) and torch.equal(x.gather(1, idx), vals)
