@@ -462,9 +462,9 @@ def profile_dense(preds, target, repeat: int) -> List[Tuple[str, float]]:
         ("check_scores + check_values (sum of preds, aminmax of target)", lambda: (validate.check_scores(preds, target), validate.check_values(preds, target))),
         ("score_values (ranking + kernels, all blocks)", lambda: score_values(preds, target, keys)),
     ]
-    if hasattr(topk, "_stable_top"):
-        steps.append(("  _stable_top(preds, 10) (topk 11 + tie checks), whole matrix in blocks",
-                      lambda: [topk._stable_top(preds[r], K) for r in topk.row_blocks(*preds.shape)]))
+    if hasattr(topk, "stable_top"):
+        steps.append(("  stable_top(preds, 10) (topk 11 + tie checks), whole matrix in blocks",
+                      lambda: [topk.stable_top(preds[r], K) for r in topk.row_blocks(*preds.shape)]))
     steps.append(("  _top_values(target, 10) (ideal gains), in blocks",
                   lambda: [topk._top_values(target[r], K) for r in topk.row_blocks(*preds.shape)]))
     if hasattr(dense, "count_relevant"):

@@ -183,13 +183,7 @@ PACKAGES = {name.split(".")[0] for name, path in MODULES.items() if path.name ==
 
 # Private names imported from another package that are left to pay: each is a debt of
 # issue 28's next steps (remove an entry once its import is gone; the test says when).
-PRIVATE_DEBTS = {
-    # ranking/topk.py and search/euclidean.py are being changed on issue 27's branches:
-    # give _stable_top / _stable_top_deferred a public name once those have merged
-    ("distributed.sharded", "ranking.topk._stable_top"),
-    ("search.euclidean", "ranking.topk._stable_top"),
-    ("search.euclidean", "ranking.topk._stable_top_deferred"),
-}
+PRIVATE_DEBTS: set = set()
 
 
 def _private_imports(name: str) -> Iterator[str]:

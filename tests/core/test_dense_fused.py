@@ -74,7 +74,7 @@ def test_stable_top_with_a_visit_equals_the_stable_sort(levels, d, small_slices)
     x[2, :] = 0.0
     x[2, 700:720] = 5.0  # a tie across the cut, late in the row
     seen = []
-    vals, idx = topk._stable_top(x, d, visit=seen.append)
+    vals, idx = topk.stable_top(x, d, visit=seen.append)
     v, i = torch.sort(x, dim=1, descending=True, stable=True)
     assert torch.equal(vals, v[:, :d]) and torch.equal(idx, i[:, :d])
     assert torch.equal(torch.cat(seen), x)

@@ -390,7 +390,7 @@ def test_short_prefix_retries_only_the_rows_it_does_not_cover(dtype, offset, sca
 
     def base_top(s, k):
         taken.append((s.shape[0], k))
-        return search.euclidean._stable_top(s, k)
+        return search.euclidean.stable_top(s, k)
 
     top = order.top(qp, lambda rows, idx: idx, base_top=base_top, qx=q)  # positions as gains: every cluster
     for d in (1, 5, 5 + dim, 5 + 2 * dim - 3, 40, n - 1, n, n + 3):

@@ -57,10 +57,10 @@ def test_stable_top_of_long_rows_equals_the_stable_sort(levels, d):
     x[0] = 1.0  # one row all tied
     x[1, :] = 0.0
     x[1, 5000:5000 + 2 * d] = 5.0  # the tied top at the end of the row, past the cut
-    vals, idx = topk._stable_top(x, d)
+    vals, idx = topk.stable_top(x, d)
     v, i = sorted_prefix(x, d)
     assert torch.equal(vals, v) and torch.equal(idx, i)
-    vals, idx, crossing = topk._stable_top_deferred(x, d)
+    vals, idx, crossing = topk.stable_top_deferred(x, d)
     exact = crossing.logical_not()
     assert torch.equal(vals[exact], v[exact]) and torch.equal(idx[exact], i[exact])
     assert bool(crossing[0]) and bool(crossing[1])  # ties at the cut are flagged
@@ -72,7 +72,7 @@ def test_int64_scores_and_padding_in_long_rows():
     x = torch.randint(-3, 3, (6, 5000), generator=g) * 2**60
     x[2, 100:4000] = low
     for d in (1, 10, 70):
-        vals, idx = topk._stable_top(x, d, floor=None)
+        vals, idx = topk.stable_top(x, d, floor=None)
         v, i = sorted_prefix(x, d)
         assert torch.equal(vals, v) and torch.equal(idx, i)
 
@@ -181,7 +181,7 @@ def test_deep_cut_topk_equals_topk(n, k, dtype):
         assert torch.equal(x[rows].gather(1, idx), vals)
         assert all(r.unique().numel() == k for r in idx)  # no column twice
     for d in (k - 1, k):
-        v, i = topk._stable_top(x, d)
+        v, i = topk.stable_top(x, d)
         sv, si = sorted_prefix(x, d)
         real = sv > float("-inf")  # padding (-inf) needs no order among itself
         assert torch.equal(v, sv) and torch.equal(i[real], si[real])

@@ -35,7 +35,7 @@ from ..evaluation.embedding_values import DEFAULT_MEMORY_BUDGET
 from ..metrics.apply import ranking_values
 from ..metrics.registry import depth_needed
 from ..ranking.ranking import Ranking
-from ..ranking.topk import _stable_top
+from ..ranking.topk import stable_top
 from . import shares
 from .agree import agree
 from .collectives import all_reduce_sum, gather_cat, rank_of, world_size
@@ -129,10 +129,10 @@ def _exact_top(shard: _Shard, q: Tensor, qx: Tensor, scores: Tensor, d: int):
     """The shard's first ``d`` candidates in the exact euclidean order: ``(-d64, idx)``
     with ``-inf`` keys for excluded pairs (``q``: prepared queries, ``qx``: as given)."""
     exact = shard.exact
-    vals, idx, _ = exact._prefix(scores, d, q, exact.terms32, _stable_top, rows_alone=False)
+    vals, idx, _ = exact.prefix(scores, d, q, exact.terms32, stable_top, rows_alone=False)
     if vals.shape[1] > 2 * d + _HEAVY_EXTRA:  # dense near-ties: a float64 window is narrower
         s64 = exact._scores64(qx).masked_fill_(torch.isneginf(scores), float("-inf"))
-        vals, idx, _ = exact._prefix(s64, d, q, exact.terms64, _stable_top, rows_alone=False)
+        vals, idx, _ = exact.prefix(s64, d, q, exact.terms64, stable_top, rows_alone=False)
     real = torch.isfinite(vals)
     rows = torch.arange(q.shape[0], device=q.device).unsqueeze(1).expand_as(idx)
     key = torch.full(vals.shape, float("-inf"), dtype=torch.float64, device=q.device)
@@ -155,7 +155,7 @@ def _candidates(shard: _Shard, q, qx, labels, scores, gains, d: int, n_total: in
     if shard.exact is not None:
         key, idx = _exact_top(shard, q, qx, scores, k)
     else:
-        vals, idx = _stable_top(scores, k)
+        vals, idx = stable_top(scores, k)
         key = vals.to(torch.float64)
     valid = key > float("-inf")
     gain = (shard.labels[idx] == labels.unsqueeze(1)) if gains is None else gains.gather(1, idx)

@@ -11,7 +11,7 @@ from .gains import exp_gain as scaled_exp_gain
 from .ranking import EXP_HEADROOM, Ranking
 from .topk import (
     _SAME_ORDER_INT, GAIN_TWO_LEVEL_MIN_COLUMNS, SELECTS, _exact_top, _leading_top, _rank_rows, _score_view,
-    _stable_top, _stable_top_deferred, _top_values, row_blocks,
+    stable_top, stable_top_deferred, _top_values, row_blocks,
 )
 
 __all__ = ["rank_dense", "rank_binary", "count_relevant", "block_depth"]
@@ -122,7 +122,7 @@ def rank_dense(
             on_scores = None
         # rank d+1 shows which rows a tie crosses the cut in
         extra = int((with_ties or by_gain) and top is None and d < n)
-        vals, idx, *flags = _stable_top(scores, d + extra, floor, on_scores) if top is None else top(scores, d)
+        vals, idx, *flags = stable_top(scores, d + extra, floor, on_scores) if top is None else top(scores, d)
         inexact = flags[0] if flags else None  # a deferred ``top`` flags the rows it cannot prove
         if clash_rows is not None:
             _rank_rows(scores, mask, clash_rows, d + extra, vals, idx)
@@ -135,7 +135,7 @@ def rank_dense(
             vals, idx = _gain_ties(scores, target, mask, vals, idx, crossing, ties)
     elif select == "deferred":
         scores, floor, clash = _score_view(preds, mask, clash="flags")
-        vals, idx, inexact = _stable_top_deferred(scores, d, floor)
+        vals, idx, inexact = stable_top_deferred(scores, d, floor)
         if clash is not None:  # int64 scores equal to the padding's: re-ranked exactly too
             inexact = clash if inexact is None else inexact | clash
     elif select == "exact":
@@ -371,10 +371,10 @@ def rank_binary(
     d = block_depth(depth, at_r, n_relevant, max_relevant, n)
     inexact = None
     if top is not None or select == "checked":
-        vals, idx, *flags = _stable_top(scores, d) if top is None else top(scores, d)
+        vals, idx, *flags = stable_top(scores, d) if top is None else top(scores, d)
         inexact = flags[0] if flags else None  # a deferred ``top`` flags the rows it cannot prove
     elif select == "deferred":
-        vals, idx, inexact = _stable_top_deferred(scores, d)
+        vals, idx, inexact = stable_top_deferred(scores, d)
     elif select == "exact":
         vals, idx = _exact_top(scores, None, d)
     else:

@@ -11,7 +11,7 @@ from .. import sizing
 __all__ = [
     "BLOCK_ELEMENTS", "DEEP_BLOCK_DIVISOR", "SELECTS", "row_blocks", "SHORT_GROUP", "LONG_GROUP", "LONG_ROW",
     "INNER_GROUP", "TWO_LEVEL_MIN_RATIO", "TWO_LEVEL_MIN_COLUMNS", "DEVICE_TWO_LEVEL_MIN_COLUMNS",
-    "GAIN_TWO_LEVEL_MIN_COLUMNS",
+    "GAIN_TWO_LEVEL_MIN_COLUMNS", "stable_top", "stable_top_deferred",
 ]
 
 # Block sizes come from sizing.block_elements(device); these are the CPU's, kept as
@@ -243,7 +243,7 @@ def _top_values(values: Tensor, k: int) -> Tensor:
     return values.gather(1, cols).topk(k, dim=1).values
 
 
-def _stable_top(scores: Tensor, d: int, floor=float("-inf"), visit: Visit = None) -> Tuple[Tensor, Tensor]:
+def stable_top(scores: Tensor, d: int, floor=float("-inf"), visit: Visit = None) -> Tuple[Tensor, Tensor]:
     """The first ``d`` candidates of each row by (score desc, column asc).
 
     ``floor`` marks padding (None: no padding); ties among padding need no order.
@@ -276,8 +276,8 @@ def _stable_top(scores: Tensor, d: int, floor=float("-inf"), visit: Visit = None
     return vals, idx
 
 
-def _stable_top_deferred(scores: Tensor, d: int, floor=float("-inf")) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
-    """:func:`_stable_top` without host reads: ``(vals, idx, crossing)``.
+def stable_top_deferred(scores: Tensor, d: int, floor=float("-inf")) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    """:func:`stable_top` without host reads: ``(vals, idx, crossing)``.
 
     Equal scores inside the top ``d`` are always put in column order (two small
     sorts of ``[B, d]``, cheaper on a GPU than a host read that tests for them).

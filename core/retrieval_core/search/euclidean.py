@@ -6,7 +6,7 @@ from typing import Callable, Iterator, Optional
 import torch
 from torch import Tensor
 
-from ..ranking.topk import _stable_top, _stable_top_deferred
+from ..ranking.topk import stable_top, stable_top_deferred
 from .frames import Frame, _matmul, _matmul_roundoff
 
 __all__ = ["EuclideanOrder"]
@@ -184,7 +184,7 @@ class EuclideanOrder:
         if select == "deferred":
             return lambda scores, d: self._top_deferred(scores, d, q, qx, gain_at)
         if base_top is None:
-            base_top = _stable_top
+            base_top = stable_top
 
         def top(scores: Tensor, d: int):
             return self._top(scores, d, q, qx, gain_at, base_top)
@@ -193,7 +193,7 @@ class EuclideanOrder:
 
     def _top_deferred(self, scores, d, q, qx, gain_at):
         """The float32 top ``d`` and the rows it may misorder, without a host read: a
-        fixed prefix of ``d + 16 + d // 4`` (as :meth:`_prefix`'s first retry)."""
+        fixed prefix of ``d + 16 + d // 4`` (as :meth:`prefix`'s first retry)."""
         c, n = scores.shape
         rows = torch.arange(c, device=scores.device)
         k = min(d + 16 + d // 4, n)
@@ -205,7 +205,7 @@ class EuclideanOrder:
             mixed = self._mixed(vals, err, gain_at(rows, idx), d)[1].any(1)
             return vals[:, :d], idx[:, :d], mixed
         # (a tie at the prefix's end lies outside the window of covered rows: no flag needed)
-        vals, idx, _ = _stable_top_deferred(scores, k)
+        vals, idx, _ = stable_top_deferred(scores, k)
         q_norm = _norm_bound(q)
         err = self._errors(q_norm.unsqueeze(1), self.g_norms[idx], self.terms32)
         covered = self._covered(vals, err, d, self._errors(q_norm, self.g_norm, self.terms32))
@@ -260,7 +260,7 @@ class EuclideanOrder:
         rows = torch.arange(c, device=scores.device)
         if d >= n:  # whole lists are dense in ties at float32 resolution
             return self._top64(scores, rows, d, q, qx, gain_at, base_top)
-        vals, idx, err = self._prefix(scores, d, q, self.terms32, base_top)
+        vals, idx, err = self.prefix(scores, d, q, self.terms32, base_top)
         marked, cluster = self._marks(vals, err, gain_at(rows, idx), d)
         if marked is None:
             return vals[:, :d], idx[:, :d]
@@ -282,7 +282,7 @@ class EuclideanOrder:
         for start in range(0, rows.shape[0], step):
             part = slice(start, start + step)
             s = self._scores64(qx[part]).masked_fill_(torch.isneginf(scores[part]), float("-inf"))
-            vals, idx, err = self._prefix(s, d, q[part], self.terms64, base_top)
+            vals, idx, err = self.prefix(s, d, q[part], self.terms64, base_top)
             del s
             marked, cluster = self._marks(vals, err, gain_at(rows[part], idx), d)
             if marked is not None:
@@ -318,8 +318,8 @@ class EuclideanOrder:
         s = _matmul(q, self.g, keep_float64=True).mul_(2.0).sub_(self.g_sq).sub_((q * q).sum(1, keepdim=True))
         if s.shape[1] == 0 or c == 0:
             return s
-        vals, idx, err = self._prefix(s if mask is None else s.masked_fill(~mask, float("-inf")), d, q,
-                                      self.terms_ties, _stable_top)
+        vals, idx, err = self.prefix(s if mask is None else s.masked_fill(~mask, float("-inf")), d, q,
+                                      self.terms_ties, stable_top)
         if vals.shape[1] < 2:
             return s
         close = self._close(vals, err)
@@ -331,7 +331,7 @@ class EuclideanOrder:
         s[rows, cols] = -self.exact(qx, rows, cols)
         return s
 
-    def _prefix(self, scores: Tensor, d: int, q: Tensor, terms, base_top, rows_alone: bool = True):
+    def prefix(self, scores: Tensor, d: int, q: Tensor, terms, base_top, rows_alone: bool = True):
         """``(vals, idx, err)``: the stable top of each row, long enough that its first
         ``d`` candidates are provably ahead of every candidate past it
         (:meth:`_covered`), and the score-error bound of each of its candidates.
