@@ -10,7 +10,8 @@ import torch
 import retrieval_core as rc
 from retrieval_core.evaluation.adapter_steps import score_batch_values
 from retrieval_core import ranking_values
-from retrieval_core.metrics.registry import AT_K, AT_R, REGISTRY, parse_metrics
+from retrieval_core.metrics.keys import parse_metrics
+from retrieval_core.metrics.spec import AT_K, AT_R, REGISTRY
 from retrieval_core.evaluation.ranked import ranked_values
 from retrieval_core.ranking.ranking import Ranking
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import retrieval_core as rc
 from retrieval_core import sizing
-from retrieval_core.metrics.registry import AT_K, AT_R, REGISTRY
+from retrieval_core.metrics.spec import AT_K, AT_R, REGISTRY
 
 MODES = ("expected", "optimistic", "pessimistic")
 
