@@ -89,6 +89,8 @@ class MetricSpec:
     # needs every candidate of the collection (a ranked list cut from it, with R given, lacks them)
     needs_all_candidates: bool = False
     empty: Callable[[Ranking], Tensor] = K.no_relevant
+    # graded: evaluate_trec gives it the judged gains (the DCG family, err), binary relevance otherwise
+    trec_gains: bool = False
     # per-query values lie in [0, 1] (erc: reads 1 - value as an error), and higher is better
     bounded: bool = True
     lower_is_better: bool = False
@@ -146,12 +148,13 @@ REGISTRY: Dict[str, MetricSpec] = {
               names=Names(("Rprec", None), "Rprec", "RetrievalRPrecision", "r_precision")),
         _spec("mrr", K.reciprocal_rank, {AT_K}, plain=WHOLE, expected=T.reciprocal_rank, binary_at_one=True,
               names=Names(("recip_rank", None), "RR", "RetrievalMRR", "mean_reciprocal_rank")),
-        _spec("ndcg", K.ndcg, {AT_K, AT_R}, plain=WHOLE, expected=T.ndcg, needs_ideal=True,
+        _spec("ndcg", K.ndcg, {AT_K, AT_R}, plain=WHOLE, expected=T.ndcg, needs_ideal=True, trec_gains=True,
               names=Names(("ndcg", "ndcg_cut"), "nDCG", "RetrievalNormalizedDCG")),
         _spec("ndcg_exp", K.ndcg_exp, {AT_K, AT_R}, plain=WHOLE, expected=T.ndcg_exp, needs_ideal=True,
+              trec_gains=True,
               names=Names(ir_measures="nDCG(dcg='exp-log2')")),
-        _spec("dcg", K.dcg, {AT_K}, plain=WHOLE, expected=T.dcg, bounded=False, names=Names(("dcg", None))),
-        _spec("dcg_exp", K.dcg_exp, {AT_K}, plain=WHOLE, expected=T.dcg_exp, bounded=False),
+        _spec("dcg", K.dcg, {AT_K}, plain=WHOLE, expected=T.dcg, bounded=False, trec_gains=True, names=Names(("dcg", None))),
+        _spec("dcg_exp", K.dcg_exp, {AT_K}, plain=WHOLE, expected=T.dcg_exp, bounded=False, trec_gains=True),
         _spec("fall_out", K.fall_out, {AT_K}, expected=T.fall_out, empty=K.no_irrelevant, lower_is_better=True,
               needs_all_candidates=True, names=Names(torchmetrics="RetrievalFallOut")),
         _spec("acg", K.acg, {AT_K}, expected=T.acg, bounded=False),
@@ -161,7 +164,7 @@ REGISTRY: Dict[str, MetricSpec] = {
               names=Names(torchmetrics="RetrievalAUROC")),
         _spec("rbp", K.rbp, {AT_X}, expected=T.rbp, param_name="p", param_range=(0.0, 1.0), param_example=0.8,
               names=Names(ir_measures="RBP(p=p)")),
-        _spec("err", K.err, {AT_K}, plain=WHOLE, no_expected=_NO_EXPECTED_ERR, needs_ideal=True),
+        _spec("err", K.err, {AT_K}, plain=WHOLE, no_expected=_NO_EXPECTED_ERR, needs_ideal=True, trec_gains=True),
         # embedding-set metrics (docs/metrics.md), evaluated by evaluate_embeddings
         _set_spec("fnmr", set_level.fnmr_values, {AT_X}, lower_is_better=True,
                   names=Names(oml="calc_fnmr_at_fmr")),
