@@ -188,3 +188,15 @@ def test_both_adapters_accept_the_keys():
         for got in (ignite.compute(), lightning.compute()):
             for key in keys:
                 assert float(got[key]) == pytest.approx(want[key].item(), rel=1e-12), (compact, key)
+
+
+def test_evaluate_trec_gives_err_the_judged_gains_and_rbp_binary_relevance():
+    from retrieval_core.trec import evaluate_trec, qrels_from_dict, run_from_dict
+
+    qrels = qrels_from_dict({"q1": {"a": 2, "b": 0, "c": 1}, "q2": {"x": 1}})
+    run = run_from_dict({"q1": {"a": 0.1, "b": 0.9, "c": 0.5}, "q2": {"x": 0.3, "y": 0.8}})  # y: unjudged
+    got = evaluate_trec(qrels, run, ["err", "err@2", "rbp@0.5"]).results
+    # q1 ranks b (0), c (1), a (2): R = 0, 1/4, 3/4; q2 ranks y, x (1): R = 1/2 at rank 2
+    assert got["err"].item() == pytest.approx((1 / 8 + 3 / 16 + 1 / 4) / 2, abs=1e-15)
+    assert got["err@2"].item() == pytest.approx((1 / 8 + 1 / 4) / 2, abs=1e-15)
+    assert got["rbp@0.5"].item() == pytest.approx((0.5 * (0.5 + 0.25) + 0.5 * 0.5) / 2, abs=1e-15)
