@@ -48,8 +48,8 @@ PLAIN = {spec.names.trec_eval[0]: name for name, spec in REGISTRY.items() if spe
 PLAIN.update({"bpref": "bpref", "gm_map": "gm_map", "num_q": "num_q", "num_ret": "num_ret", "num_rel": "num_rel",
               "num_rel_ret": "num_rel_ret", "num_nonrel_judged_ret": "num_nonrel_judged_ret"})
 # trec_eval measures with integer cutoffs: name -> (our key's name, default cutoffs)
-CUT = {spec.names.trec_eval[1]: (name, SUCCESS_CUTOFFS if name == "hit_rate" else CUTOFFS)
-       for name, spec in REGISTRY.items() if spec.names.trec_eval[1]}
+CUT = {trec: (name, SUCCESS_CUTOFFS if trec == "success" else CUTOFFS)
+       for name, spec in REGISTRY.items() for trec in spec.names.trec_eval[1:] if trec}
 # keys that evaluate_trec computes itself, not the core (docs/trec.md)
 NEW_KEYS = ("bpref", "gm_map", "num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret",
             "iprec_at_recall")
