@@ -200,3 +200,14 @@ def test_evaluate_trec_gives_err_the_judged_gains_and_rbp_binary_relevance():
     assert got["err"].item() == pytest.approx((1 / 8 + 3 / 16 + 1 / 4) / 2, abs=1e-15)
     assert got["err@2"].item() == pytest.approx((1 / 8 + 1 / 4) / 2, abs=1e-15)
     assert got["rbp@0.5"].item() == pytest.approx((0.5 * (0.5 + 0.25) + 0.5 * 0.5) / 2, abs=1e-15)
+
+
+def test_the_whole_list_notice_names_rbp_and_suggests_a_cutoff_only_where_one_exists():
+    g = torch.Generator().manual_seed(0)
+    gallery, query = torch.randn(4096, 4, generator=g), torch.randn(3, 4, generator=g)
+    gl, ql = torch.arange(4096) % 5, torch.arange(3) % 5
+    with pytest.warns(UserWarning, match=r"^whole-list keys \(rbp@0.8\) rank all 4096 gallery items of every query, "
+                      r"where the cutoff keys rank only the top 5: .*; only a cutoff key bounds the work$"):
+        rc.evaluate_embeddings(query, ql, ["rbp@0.8", "cmc@5"], gallery=gallery, gallery_labels=gl)
+    with pytest.warns(UserWarning, match=r"^whole-list keys \(rbp@0.8, err\) rank .*'err@100'"):
+        rc.evaluate_embeddings(query, ql, ["rbp@0.8", "err"], gallery=gallery, gallery_labels=gl)
