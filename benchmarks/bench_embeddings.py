@@ -296,7 +296,7 @@ def profile_ours(x: torch.Tensor, labels: torch.Tensor, repeat: int,
     from retrieval_core import ranking_values, search
     from retrieval_core.evaluation import embedding_values, embeddings
     from retrieval_core.ranking import dense
-    from retrieval_core.metrics.registry import depth_needed, parse_metrics
+    from retrieval_core.metrics.keys import depth_needed, parse_metrics
 
     keys = parse_metrics(KEYS)
     depth, at_r, whole = depth_needed(keys)

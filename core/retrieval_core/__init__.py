@@ -24,7 +24,8 @@ from .evaluation.scores import QueryValues, evaluate_scores, score_values
 from .ranking import Ranking
 from .evaluation.ranked import evaluate_ranked
 from .metrics.apply import ranking_values
-from .metrics.registry import ALIASES, REGISTRY, MetricKey, known_metrics, metric_key, parse_metrics
+from .metrics.keys import MetricKey, known_metrics, metric_key, parse_metrics
+from .metrics.spec import ALIASES, REGISTRY
 
 __all__ = [
     "ALIASES",

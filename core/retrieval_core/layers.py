@@ -33,7 +33,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("search", ("search",)),
     # input checks (they know the vocabularies of the layers below: distances, gain limit)
     ("validate", ("validate",)),
-    # per-query and tie-aware kernels, set-level metrics, the registry, applying keys
+    # per-query and tie-aware kernels, set-level metrics, the specifications, keys, applying keys
     ("metrics", ("metrics", "set_metrics")),
     # aggregation (MetricResults), intervals, comparisons, confidence, special functions
     ("stats", ("stats",)),

@@ -35,7 +35,7 @@ def manhattan(a: Tensor, b: Tensor) -> Tensor:
 
 
 def per_query_keys(ks: Sequence[int] = KS) -> List[str]:
-    """Every per-query key of the registry: bare name, ``@k`` for each k, ``@r``; plus the cmc alias."""
+    """Every per-query key of the registry: bare name, ``@k`` for each k, ``@r``, ``@p``; plus the cmc alias."""
     keys = []
     for name, spec in rc.REGISTRY.items():
         if not spec.per_query:
@@ -46,6 +46,8 @@ def per_query_keys(ks: Sequence[int] = KS) -> List[str]:
             keys += [f"{name}@{k}" for k in ks]
         if "r" in spec.cutoffs and spec.plain != "r":
             keys.append(f"{name}@r")
+        if "x" in spec.cutoffs:  # a float parameter (rbp@p): the whole list
+            keys += [f"{name}@0.5", f"{name}@0.9"]
     keys += [f"cmc@{k}" for k in ks]
     return keys
 

@@ -10,7 +10,8 @@ import torch
 import retrieval_core as rc
 from retrieval_core.evaluation.adapter_steps import score_batch_values
 from retrieval_core import ranking_values
-from retrieval_core.metrics.registry import AT_K, AT_R, REGISTRY, parse_metrics
+from retrieval_core.metrics.keys import parse_metrics
+from retrieval_core.metrics.spec import AT_K, AT_R, AT_X, REGISTRY
 from retrieval_core.evaluation.ranked import ranked_values
 from retrieval_core.ranking.ranking import Ranking
 
@@ -22,7 +23,7 @@ def _keys(with_r: bool):
     """Every per-query key evaluate_ranked accepts, in every cutoff form."""
     keys = []
     for name, spec in REGISTRY.items():
-        if not spec.per_query or (with_r and name in ("auroc", "fall_out")):
+        if not spec.per_query or (with_r and spec.needs_all_candidates):
             continue
         if spec.plain:
             keys.append(name)
@@ -30,6 +31,8 @@ def _keys(with_r: bool):
             keys += [f"{name}@{k}" for k in CUTS]
         if AT_R in spec.cutoffs and spec.plain != AT_R:
             keys.append(f"{name}@r")
+        if AT_X in spec.cutoffs:
+            keys.append(f"{name}@{spec.param_example}")
     return keys
 
 

@@ -5,7 +5,8 @@ import torch
 import retrieval_core as rc
 from retrieval_core.metrics import set_level as metrics_set_level
 from retrieval_core.metrics.apply import set_level_values
-from retrieval_core.metrics.registry import REGISTRY, WHOLE, MetricKey, MetricSpec
+from retrieval_core.metrics.keys import MetricKey
+from retrieval_core.metrics.spec import REGISTRY, WHOLE, MetricSpec
 
 
 def test_every_spec_is_per_query_or_set_level():

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import retrieval_core as rc
 from retrieval_core import sizing
-from retrieval_core.metrics.registry import AT_K, AT_R, REGISTRY
+from retrieval_core.metrics.spec import AT_K, AT_R, AT_X, REGISTRY
 
 MODES = ("expected", "optimistic", "pessimistic")
 
@@ -30,12 +30,12 @@ def keys_for(n: int, k: int, mode: str = "expected"):
     for name, spec in sorted(REGISTRY.items()):
         if not spec.per_query:
             continue
-        if spec.plain:
-            keys.append(name)
-        if AT_K in spec.cutoffs and not (name == "auroc" and mode == "expected"):
-            keys.append(f"{name}@{k}")
-        if AT_R in spec.cutoffs and spec.plain != AT_R:
-            keys.append(f"{name}@r")
+        forms = [(spec.plain, name)] if spec.plain else []
+        forms += [(AT_K, f"{name}@{k}")] if AT_K in spec.cutoffs else []
+        forms += [(AT_R, f"{name}@r")] if AT_R in spec.cutoffs and spec.plain != AT_R else []
+        forms += [(AT_X, f"{name}@{p}") for p in (0.5, 0.8)] if AT_X in spec.cutoffs else []
+        # the forms without a ties="expected" kernel (auroc@k, err) are refused: their own tests below
+        keys += [key for form, key in forms if mode != "expected" or spec.has_expected(form)]
     return keys
 
 

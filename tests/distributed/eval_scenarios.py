@@ -164,6 +164,12 @@ CASES.update(_both("gallery_huge_dot", PER_QUERY, gallery=True, distance="dot", 
 # issue 26: cutoffs past the gallery (precision@k divides by k) and past a shard, as one process computes them
 CASES.update(_both("cutoff_past_gallery", ["cmc@1000", "precision@1000", "recall@40", "ndcg@30", "map@r"], gallery=True,
                    ids=True))
+# issue 28: a float parameter ranks the whole list (rbp@p, refused when sharded: see the errors); err's
+# g_max is each query's largest gain, the whole gallery's on every shard
+CASES.update(_both("graded_rbp_err", PER_QUERY + ["rbp@0.8", "rbp@0.3", "err@4", "err"],
+                   PER_QUERY + ["err@4", "err@60"], gallery=True, ids=True, relevance=_graded))
+CASES["rbp_ties_expected"] = _case(["rbp@0.8", "rbp@0.5", "mrr"], distance="hamming", transform=_codes, ids=True,
+                                   ties="expected")
 CASES["set_level_gallery_ids"] = _case(K_SET, gallery=True, ids=True, distance="euclidean")
 # intervals, per-query values and neighbours (issue 12): computed after the gather, equal to one process's
 CASES["stats_self_categories"] = _case(PER_QUERY + K_WHOLE, categories="tensor", ci=0.9, keep_per_query=True,
@@ -273,6 +279,8 @@ ERRORS: Dict[str, tuple] = {
                                       "relevance refused on purpose (raised on rank", False),
     "error_whole_list_sharded": (_simple(["cmc@1", "map", "mrr"], shard_gallery=True), "ValueError",
                                  "whole-list keys (map, mrr) need the whole gallery per query", True),
+    "error_param_whole_list_sharded": (_simple(["cmc@1", "rbp@0.8"], shard_gallery=True), "ValueError",
+                                       "whole-list keys (rbp@0.8) need the whole gallery per query", True),
     "error_ties_sharded": (_simple(["cmc@1"], shard_gallery=True, ties="expected"), "NotImplementedError",
                            "ties='expected' is not available with shard_gallery=True on several processes", False),
     "error_set_level_sharded": (_simple(["cmc@1", "nmi"], shard_gallery=True), "ValueError",

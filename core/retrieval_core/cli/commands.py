@@ -16,7 +16,7 @@ from .io import encode_names, fingerprint, load_labels, load_tensor, refuse_over
 from .parser import CI_RESAMPLES, CommandError, PROG, REPORT_FILES, TEST_NAMES, TEST_RESAMPLES
 from ..evaluation.embeddings import evaluate_embeddings
 from ..metrics.neighbours import neighbour_agreement
-from ..metrics.registry import CONFIDENCE_KINDS, parse_metrics
+from ..metrics.keys import CONFIDENCE_KINDS, parse_metrics
 from ..reporting.plot import at_k_keys
 from ..reporting.report import format_p_value, format_value, number_or_list, text_table, write_report
 from ..stats import comparison
@@ -119,10 +119,6 @@ def _evaluate(args, *, extra_keys: Sequence[str] = (), keep_per_query: bool = Fa
     return results
 
 
-# keys whose queries are undefined for another reason than "no relevant item" (all relevant, one class only)
-_OTHER_EMPTY = ("fall_out", "auroc")
-
-
 def empty_note(results: MetricResults, keys: Sequence[str], empty: str) -> Optional[str]:
     """What ``eval`` and ``report`` say on stderr when queries have no relevant item
     (R = 0: no gallery item other than the query itself shares its label), which
@@ -135,7 +131,7 @@ def empty_note(results: MetricResults, keys: Sequence[str], empty: str) -> Optio
         'no query has a relevant item (no gallery item other than the query itself shares its label): every value is undefined (printed –, null in JSON); check the labels, or count such queries as 0 with --empty zero (--empty error fails instead)'
     """
     counts = [int(results.n_empty[m.key]) for m in parse_metrics(keys)
-              if m.key in results.n_empty and m.spec.name not in _OTHER_EMPTY]
+              if m.key in results.n_empty and m.spec.empty_means_no_relevant]
     if not counts or max(counts) == 0 or results.n_queries is None:
         return None
     n, k = int(results.n_queries), max(counts)

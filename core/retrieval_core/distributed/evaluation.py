@@ -7,7 +7,8 @@ import torch
 from torch import Tensor
 
 from ..evaluation.embeddings import evaluate_embeddings as evaluate_one
-from ..metrics.registry import depth_needed, parse_metrics, split_scopes
+from ..metrics.keys import depth_needed, parse_metrics, split_scopes
+from ..metrics.spec import WHOLE
 from ..validate import (
     check_backend, check_categories, check_confidence, check_embedding_options, embedding_arrays,
     check_embedding_values, check_embeddings, check_labels, check_pairs, check_per_class, check_query_gallery,
@@ -61,7 +62,7 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
     check_same_device(query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels,
                       query_ids=query_ids, gallery_ids=gallery_ids)
     check_backend(options["backend"], distance=distance, custom=custom, labels=query_labels, device=query.device,
-                  whole=depth_needed(split_scopes(keys)[0])[2])
+                  whole=depth_needed(keys).whole)
     check_per_class(options["per_class"], query_labels, custom)
     if categories is not None:
         check_categories(categories, query.shape[0], "query")
@@ -122,7 +123,7 @@ def _check_signatures(signatures: List[Dict[str, Any]]) -> None:
 def _check_shardable(keys, backend) -> None:
 
     query_keys, set_keys = split_scopes(keys)
-    whole = [m.key for m in query_keys if m.cutoff is None]
+    whole = [m.key for m in query_keys if m.depth == WHOLE]
     if whole:
         raise ValueError(
             f"shard_gallery=True ranks each query's top candidates only; whole-list keys ({', '.join(whole)}) "

@@ -8,7 +8,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ..evaluation.embeddings import aggregate_queries, evaluate_embeddings as evaluate_one
-from ..metrics.registry import split_scopes
+from ..metrics.keys import split_scopes
 from ..stats.aggregate import MetricResults
 from .agree import agree
 from .collectives import gather_cat, gather_per_rank, rank_of, world_size

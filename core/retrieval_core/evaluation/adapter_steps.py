@@ -25,7 +25,7 @@ from torch import Tensor
 
 from .scores import score_values
 from ..metrics.kernels import partial_auroc
-from ..metrics.registry import MetricKey, parse_metrics
+from ..metrics.keys import MetricKey, parse_metrics
 from ..ranking.flat import rank_flat
 from .ranked import scores_ranked_values
 

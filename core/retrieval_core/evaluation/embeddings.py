@@ -17,7 +17,8 @@ from typing import Optional, Sequence
 from .. import sizing
 from .embedding_values import DEFAULT_MEMORY_BUDGET, embedding_values
 from ..metrics.apply import set_level_values
-from ..metrics.registry import MetricKey, depth_needed, parse_metrics, split_scopes
+from ..metrics.keys import MetricKey, depth_needed, parse_metrics, split_scopes
+from ..metrics.spec import AT_K, WHOLE
 from ..stats.aggregate import (
     MetricResults, category_groups, fill_empty, aggregate, aggregate_checked, encode_labels, reduce_values,
 )
@@ -41,12 +42,14 @@ def _whole_list_notice(keys: Sequence[MetricKey], n_gallery: int) -> None:
     depth, _, whole = depth_needed(keys)
     size, ratio = WHOLE_LIST_NOTICE
     if whole and n_gallery >= size and n_gallery >= ratio * max(depth, 1):
-        names = [m.key for m in keys if m.spec.per_query and m.cutoff is None]
+        whole_keys = [m for m in keys if m.depth == WHOLE]
         cutoffs = f", where the cutoff keys rank only the top {depth}" if depth else ""
+        cut = [m.key for m in whole_keys if AT_K in m.spec.cutoffs]  # rbp@p: no cutoff form
+        remedy = (f"a cutoff such as '{cut[0]}@100' (or '@r' where the key takes it) bounds the work" if cut
+                  else "only a cutoff key bounds the work")
         warnings.warn(
-            f"whole-list keys ({', '.join(names)}) rank all {n_gallery} gallery items of every query{cutoffs}: "
-            f"this evaluation is many times slower than with cutoffs; a cutoff such as '{names[0]}@100' "
-            "(or '@r' where the key takes it) bounds the work",
+            f"whole-list keys ({', '.join(m.key for m in whole_keys)}) rank all {n_gallery} gallery items of "
+            f"every query{cutoffs}: this evaluation is many times slower than with cutoffs; {remedy}",
             stacklevel=3,
         )
 
@@ -164,7 +167,7 @@ def evaluate_embeddings(
     check_same_device(query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels,
                       query_ids=query_ids, gallery_ids=gallery_ids)
     check_backend(backend, distance=distance, custom=custom, labels=query_labels, device=query.device,
-                  whole=depth_needed(query_keys)[2])
+                  whole=depth_needed(query_keys).whole)
     budget = sizing.memory_budget(query.device, check_memory_budget(memory_budget))
     check_per_class(per_class, query_labels, custom)
     if categories is not None:

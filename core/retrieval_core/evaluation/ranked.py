@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from ..metrics.apply import ranking_values
-from ..metrics.registry import MetricKey, parse_metrics
+from ..metrics.keys import MetricKey, parse_metrics
 from .. import sizing
 from ..ranking.groups import group_flat
 from ..ranking.topk import row_blocks
@@ -34,9 +34,6 @@ from ..validate import (
 )
 
 __all__ = ["evaluate_ranked", "ranked_values", "ranked_lists", "rank_scores", "scores_ranked_values"]
-
-# keys that need every candidate's position, which a list cut from a larger collection lacks
-_NEED_ALL_CANDIDATES = ("auroc", "fall_out")
 
 
 def _as_gains(gains: Tensor, name: str = "gains") -> Tensor:
@@ -258,7 +255,7 @@ def _given_r(n_relevant: Optional[Tensor], ideal: Optional[Tensor], hits: Tensor
     if bool(short.any()):
         raise ValueError(f"n_relevant is below the relevant items in the list of {int(short.sum())} queries "
                          "(R counts every relevant item, retrieved or not)")
-    refused = [m.key for m in keys if m.spec.name in _NEED_ALL_CANDIDATES]
+    refused = [m.key for m in keys if m.spec.needs_all_candidates]
     if refused:
         raise ValueError(f"{', '.join(refused)} need every candidate of the collection, which a ranked list with "
                          "n_relevant given does not hold")

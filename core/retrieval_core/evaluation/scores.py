@@ -20,7 +20,7 @@ from ..ranking.groups import iter_flat_blocks, iter_groups
 from ..ranking.topk import DEEP_BLOCK_DIVISOR, row_blocks
 from ..ranking.ranking import Ranking
 from ..metrics.apply import ranking_values
-from ..metrics.registry import MetricKey, depth_needed, parse_metrics
+from ..metrics.keys import MetricKey, depth_needed, parse_metrics
 from .ranked import evaluate_scores_ranked
 from ..validate import (
     as_categories,

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 
 from ..ranking.ranking import Ranking
-from .registry import MetricKey
+from .keys import MetricKey
 from .set_level import SetData, SetMetric
 
 __all__ = ["ranking_values", "set_level_values"]

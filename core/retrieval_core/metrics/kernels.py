@@ -241,6 +241,47 @@ def ndcg_exp(r: Ranking, k: Cutoff) -> Tensor:
     return _dcg(exp_gain(r.relevance, r.exp_shift), r, k) / _ideal_dcg(r, k, exp=True)
 
 
+def rbp_weights(r: Ranking, p: float) -> Tensor:
+    """``[d]`` float64: (1 - p) p^(i - 1) for the ranks i = 1..d (underflowing to 0 far down)."""
+    return (1.0 - p) * torch.pow(torch.full_like(r.positions, p), r.positions - 1.0)
+
+
+def rbp(r: Ranking, k: Cutoff, p: float) -> Tensor:
+    """Rank-biased precision (Moffat and Zobel, 2008): (1 - p) sum_i p^(i-1) rel_i over the
+    list (its first k with a cutoff), rel_i = 1 for a relevant candidate (gain > 0), as
+    ir_measures' ``RBP(p=p)`` at relevance level 1.
+
+    Example:
+        >>> round(rbp(Ranking.from_relevance(torch.tensor([[1.0, 0.0, 3.0]])), None, 0.5).item(), 4)  # .5 + .5/4
+        0.625
+    """
+    return value_at((r.hit * rbp_weights(r, p)).cumsum(1), cut_length(r, k))
+
+
+def top_gain(r: Ranking) -> Tensor:
+    """``[Q]`` float64: the largest gain of each query (of its ideal, or of the list where larger)."""
+    listed = r.relevance.amax(1) if r.depth else r.relevance.new_zeros(r.n_queries)
+    if r.ideal_ones is not None:
+        return torch.maximum((r.ideal_ones > 0).to(torch.float64), listed)
+    ideal = _ideal(r)
+    return torch.maximum(ideal[:, 0], listed) if ideal.shape[1] else listed
+
+
+def err(r: Ranking, k: Cutoff) -> Tensor:
+    """Expected reciprocal rank (Chapelle et al., 2009): sum_{i<=k} (1/i) R_i prod_{j<i} (1 - R_j)
+    with R_i = (2^g_i - 1) / 2^g_max and g_max the query's largest gain.
+
+    Example:
+        >>> r = Ranking.from_relevance(torch.tensor([[1.0, 2.0]]))
+        >>> r.ideal = torch.tensor([[2.0, 1.0]])
+        >>> err(r, None).item()   # R = 1/4, 3/4: 1/4 + (1/2)(3/4)(3/4)
+        0.53125
+    """
+    stop = exp_gain(r.relevance, top_gain(r))  # (2^g - 1) 2^-g_max, exactly scaled; in [0, 1)
+    survive = torch.nn.functional.pad(torch.cumprod(1.0 - stop, 1)[:, :-1], (1, 0), value=1.0)
+    return value_at((stop * survive / r.positions).cumsum(1), cut_length(r, k))
+
+
 def fall_out(r: Ranking, k: Cutoff) -> Tensor:
     """Non-relevant candidates in the top k over all non-relevant candidates."""
     c = cut_length(r, k)

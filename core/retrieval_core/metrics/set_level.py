@@ -7,7 +7,7 @@
 * ``fnmr@x``: OML's FNMR at FMR = x over every query-gallery pair left after
   exclusion (positive: gain > 0), computed exactly, chunk by chunk.
 
-Each set-level :class:`~retrieval_core.metrics.registry.MetricSpec` carries the function
+Each set-level :class:`~retrieval_core.metrics.spec.MetricSpec` carries the function
 here that computes it (its ``set_metric``): ``set_metric(keys, data)`` gets all the
 requested keys of that function at once (so one FNMR pass serves every ``fnmr@x``)
 and the evaluation's :class:`SetData`, and returns one value per key.

@@ -1,5 +1,8 @@
 """Tie-aware kernels: ties="expected" per-query values in closed form (McSherry and Najork, 2008).
 
+Each metric's specification (:mod:`retrieval_core.metrics.spec`) names its kernel here;
+a metric without one (``err``, ``auroc@k``) is refused under ``ties="expected"`` before any work.
+
 Under ``ties="expected"`` each per-query value is the mean of the metric over
 every ordering of the candidates that share a score, all orderings equally
 likely (McSherry and Najork, 2008). Nothing is sampled or enumerated: a tied
@@ -19,8 +22,6 @@ tied group by gain (highest first, or last) and the stable kernels apply.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict
-
 import torch
 from torch import Tensor
 
@@ -31,7 +32,7 @@ from . import kernels as K
 __all__ = [
     "hit_rate", "precision", "precision_adaptive", "precision_capped", "recall", "f1", "fall_out", "dcg", "dcg_exp",
     "ndcg", "ndcg_exp", "acg", "average_precision", "reciprocal_rank", "average_precision_hits", "wap", "auroc",
-    "EXPECTED_KERNELS", "expected_kernel",
+    "rbp",
 ]
 
 
@@ -119,6 +120,11 @@ def ndcg_exp(r, k):
 
 def acg(r, k):
     return K.value_at(_mean_gain(r, False).cumsum(1), _cut(r, k)) / K.nominal_k(r, k)
+
+
+def rbp(r, k, p):
+    """(1 - p) sum_i p^(i-1) E[rel_i], E[rel_i] = h/m in a tied group (linear in rel_i)."""
+    return K.value_at((_groups(r).p_hit * K.rbp_weights(r, p)).cumsum(1), _cut(r, k))
 
 
 # -- average precision, reciprocal rank, AUROC ---------------------------------------------
@@ -227,40 +233,3 @@ def auroc(r, k):
     n_neg = (r.n_candidates - r.n_relevant).to(torch.float64)
     auc = pairs.sum(1) / (n_pos * n_neg)
     return auc.masked_fill((n_pos == 0) | (n_neg == 0), float("nan"))
-
-
-EXPECTED_KERNELS: Dict[Callable, Callable] = {
-    K.hit_rate: hit_rate,
-    K.precision: precision,
-    K.precision_adaptive: precision_adaptive,
-    K.precision_capped: precision_capped,
-    K.recall: recall,
-    K.f1: f1,
-    K.average_precision: average_precision,
-    K.average_precision_hits: average_precision_hits,
-    K.reciprocal_rank: reciprocal_rank,
-    K.ndcg: ndcg,
-    K.ndcg_exp: ndcg_exp,
-    K.dcg: dcg,
-    K.dcg_exp: dcg_exp,
-    K.fall_out: fall_out,
-    K.acg: acg,
-    K.wap: wap,
-    K.auroc: auroc,
-}
-
-
-def expected_kernel(kernel: Callable) -> Callable:
-    """The ``ties="expected"`` counterpart of a stable kernel.
-
-    Example:
-        >>> import torch
-        >>> from retrieval_core import rank_dense
-        >>> r = rank_dense(torch.tensor([[0.5, 0.5, 0.5, 0.1]]), torch.tensor([[0, 1, 0, 1]]), 4, ties="expected")
-        >>> round(expected_kernel(K.reciprocal_rank)(r, None).item(), 4)  # (1 + 1/2 + 1/3) / 3
-        0.6111
-    """
-    try:
-        return EXPECTED_KERNELS[kernel]
-    except KeyError:
-        raise NotImplementedError(f"{getattr(kernel, '__name__', kernel)} has no ties='expected' form") from None

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..metrics.registry import parse_metrics
+from ..metrics.keys import parse_metrics
 from .plot_curves import erc_baselines, plot_confidence, plot_curve, plot_erc
 from .plot_axes import _AT_INT, _fit_values, _new_axes, _plain_text, _pretty
 

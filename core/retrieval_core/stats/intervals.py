@@ -25,7 +25,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from ..metrics.registry import parse_metrics
+from ..metrics.keys import parse_metrics
 from ..validate import check_ci_keys, check_seed
 from .special import beta_hdi
 

@@ -192,7 +192,7 @@ def _ranked(al: Aligned, keys: Sequence[str]) -> Dict[str, Tensor]:
     Queries go in groups of like lengths (of list and ideal), so that padding at most
     doubles the entries whatever the longest list."""
     specs = parse_metrics(keys)
-    graded = [m.key for m in specs if m.spec.needs_ideal or m.spec.name in ("dcg", "dcg_exp")]
+    graded = [m.key for m in specs if m.spec.trec_gains]
     binary = [m.key for m in specs if m.key not in graded]
     cols = {k: torch.zeros(len(al.query_ids), dtype=torch.float64) for k in keys}
     ideal_lens = al.ideal_offsets[1:] - al.ideal_offsets[:-1]

@@ -32,7 +32,7 @@ import re
 from typing import Iterable, List, Optional, Tuple, Union
 
 from retrieval_core import parse_metrics
-from retrieval_core.metrics.registry import ALIASES, REGISTRY
+from retrieval_core.metrics.spec import ALIASES, REGISTRY
 
 __all__ = ["parse_measures", "parse_one", "split_measures", "MeasureError", "Unsupported", "CUTOFFS", "NEW_KEYS",
            "SETS", "TREC_EVAL_MEASURES"]
@@ -42,15 +42,14 @@ CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 SUCCESS_CUTOFFS = (1, 5, 10)
 RECALL_LEVELS = tuple(i / 10 for i in range(11))
 
-# trec_eval names of whole-list measures -> canonical key
-PLAIN = {
-    "map": "map", "dcg": "dcg", "ndcg": "ndcg", "recip_rank": "mrr", "Rprec": "r_precision", "bpref": "bpref",
-    "gm_map": "gm_map", "num_q": "num_q", "num_ret": "num_ret", "num_rel": "num_rel",
-    "num_rel_ret": "num_rel_ret", "num_nonrel_judged_ret": "num_nonrel_judged_ret",
-}
+# trec_eval names of whole-list measures -> canonical key: the metrics' specifications
+# (Names.trec_eval), then the measures that evaluate_trec computes itself
+PLAIN = {spec.names.trec_eval[0]: name for name, spec in REGISTRY.items() if spec.names.trec_eval[0]}
+PLAIN.update({"bpref": "bpref", "gm_map": "gm_map", "num_q": "num_q", "num_ret": "num_ret", "num_rel": "num_rel",
+              "num_rel_ret": "num_rel_ret", "num_nonrel_judged_ret": "num_nonrel_judged_ret"})
 # trec_eval measures with integer cutoffs: name -> (our key's name, default cutoffs)
-CUT = {"P": ("precision", CUTOFFS), "recall": ("recall", CUTOFFS), "ndcg_cut": ("ndcg", CUTOFFS),
-       "map_cut": ("map", CUTOFFS), "success": ("hit_rate", SUCCESS_CUTOFFS)}
+CUT = {trec: (name, SUCCESS_CUTOFFS if trec == "success" else CUTOFFS)
+       for name, spec in REGISTRY.items() for trec in spec.names.trec_eval[1:] if trec}
 # keys that evaluate_trec computes itself, not the core (docs/trec.md)
 NEW_KEYS = ("bpref", "gm_map", "num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret",
             "iprec_at_recall")
@@ -223,7 +222,7 @@ def _from_ir_measures(name: str) -> Optional[List[Pair]]:
     return _trec(base, None, name)
 
 
-_TREC_NAME = {"precision": "P", "recall": "recall", "ndcg": "ndcg_cut", "map": "map_cut", "hit_rate": "success"}
+_TREC_NAME = {ours: trec for trec, (ours, _) in CUT.items()}
 _PLAIN_NAME = {v: k for k, v in PLAIN.items()}
 
 

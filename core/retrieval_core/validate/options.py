@@ -71,7 +71,7 @@ def check_tie_keys(keys, ties) -> None:
     """Keys that have no value under the tie mode: a clear error before any work.
 
     Example:
-        >>> from retrieval_core.metrics.registry import parse_metrics
+        >>> from retrieval_core.metrics.keys import parse_metrics
         >>> check_tie_keys(parse_metrics(["auroc@10"]), "expected")
         Traceback (most recent call last):
         ...
@@ -79,13 +79,9 @@ def check_tie_keys(keys, ties) -> None:
     """
     if ties != "expected":
         return
-    for m in keys:
-        if m.spec.name == "auroc" and m.cutoff is not None:
-            raise NotImplementedError(
-                f"{m.key} has no closed form under ties='expected' (how many relevant and non-relevant candidates "
-                "the top k holds depends on the order); use auroc (whole list), or ties='stable', 'optimistic' "
-                "or 'pessimistic'"
-            )
+    for m in keys:  # the specification says which forms have a ties="expected" kernel
+        if m.spec.per_query and not m.spec.has_expected(m.form):
+            raise NotImplementedError(f"{m.key} {m.spec.no_expected}")
 
 
 def check_embedding_ties(ties, distance, backend="torch") -> None:

@@ -180,7 +180,7 @@ def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamp
     kept under ``compact``).
 
     Example:
-        >>> from retrieval_core.metrics.registry import parse_metrics
+        >>> from retrieval_core.metrics.keys import parse_metrics
         >>> check_stats_options(parse_metrics(["cmc@1"]), ci=0.9, ci_method="beta")["ci"]
         0.9
     """
@@ -202,7 +202,7 @@ def check_ci_keys(keys, ci, ci_method: str) -> None:
     (``MetricKey.binary``: hit_rate@k/cmc@k, precision@1, mrr@1...).
 
     Example:
-        >>> from retrieval_core.metrics.registry import parse_metrics
+        >>> from retrieval_core.metrics.keys import parse_metrics
         >>> check_ci_keys(parse_metrics(["cmc@5", "map@r"]), 0.9, "beta")
         Traceback (most recent call last):
         ...

@@ -1,7 +1,9 @@
-"""One registry of metric keys: ``name@k``, ``name@r``, ``name`` (whole list).
+"""Metric keys: ``name@k``, ``name@r``, ``name@x`` (a float parameter), ``name`` (whole list).
 
-Keys are parsed once (cached) into :class:`MetricKey` objects that carry the
-kernel, its cutoff and what the Ranking must provide for it.
+Keys are parsed here only, once (cached), against the specifications of
+:mod:`retrieval_core.metrics.spec`, into :class:`MetricKey` objects that carry the
+spec, the cutoff and the parameter; :func:`depth_needed` is the one place that says
+how deep a set of keys must rank.
 """
 from __future__ import annotations
 
@@ -10,91 +12,17 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Dict, Iterable, Optional, Tuple, Union
+from typing import Iterable, NamedTuple, Optional, Tuple, Union
 
 from torch import Tensor
 
 from ..ranking.ranking import Ranking
-from . import kernels as K
-from . import set_level
-from .tie_kernels import expected_kernel
+from .spec import ALIASES, AT_K, AT_R, AT_X, REGISTRY, WHOLE, MetricSpec
 
 __all__ = [
-    "MetricSpec", "MetricKey", "REGISTRY", "ALIASES", "parse_metrics", "metric_key", "known_metrics", "did_you_mean",
+    "MetricKey", "Depth", "parse_metrics", "metric_key", "known_metrics", "did_you_mean", "split_scopes",
+    "depth_needed", "CONFIDENCE_KINDS",
 ]
-
-# Cutoff forms a key may take; AT_X is a float parameter (set-level metrics).
-AT_K, AT_R, WHOLE, AT_X = "k", "r", "whole", "x"
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """A metric name: its kernel, the cutoff forms it accepts, and its empty-query rule.
-
-    ``plain`` is what the bare name means (``WHOLE``: the whole list, ``AT_R``:
-    cut at R, None: a cutoff is required). Set-level metrics have no ``kernel`` but a
-    ``set_metric`` (see :mod:`retrieval_core.metrics.set_level`), computed once per
-    evaluation of embeddings, not per query.
-    """
-
-    name: str
-    kernel: Optional[K.Kernel]
-    cutoffs: frozenset
-    plain: Optional[str] = None
-    needs_ideal: bool = False
-    empty: Callable[[Ranking], Tensor] = K.no_relevant
-    set_metric: Optional[set_level.SetMetric] = None
-    # per-query values are 0 or 1 at every cutoff (binary) or at k = 1 (binary_at_one):
-    # what ci_method="beta" accepts
-    binary: bool = False
-    binary_at_one: bool = False
-
-    @property
-    def per_query(self) -> bool:
-        return self.kernel is not None
-
-
-def _spec(name, kernel, cutoffs, plain=None, needs_ideal=False, empty=K.no_relevant, binary=False,
-          binary_at_one=False):
-    forms = frozenset(cutoffs) | ({plain} if plain else frozenset())
-    return MetricSpec(name, kernel, forms, plain, needs_ideal, empty, binary=binary, binary_at_one=binary_at_one)
-
-
-def _set_spec(name, set_metric, cutoffs, plain=None):
-    forms = frozenset(cutoffs) | ({plain} if plain else frozenset())
-    return MetricSpec(name, None, forms, plain, set_metric=set_metric)
-
-
-REGISTRY: Dict[str, MetricSpec] = {
-    s.name: s
-    for s in [
-        _spec("hit_rate", K.hit_rate, {AT_K}, binary=True),
-        _spec("precision", K.precision, {AT_K, AT_R}, binary_at_one=True),
-        _spec("precision_adaptive", K.precision_adaptive, {AT_K}, empty=K.no_relevant_or_candidate,
-              binary_at_one=True),
-        _spec("precision_capped", K.precision_capped, {AT_K}, binary_at_one=True),
-        _spec("recall", K.recall, {AT_K, AT_R}),
-        _spec("f1", K.f1, {AT_K, AT_R}),
-        _spec("map", K.average_precision, {AT_K, AT_R}, plain=WHOLE),
-        _spec("map_hits", K.average_precision_hits, {AT_K}),
-        _spec("r_precision", K.precision, set(), plain=AT_R),
-        _spec("mrr", K.reciprocal_rank, {AT_K}, plain=WHOLE, binary_at_one=True),
-        _spec("ndcg", K.ndcg, {AT_K, AT_R}, plain=WHOLE, needs_ideal=True),
-        _spec("ndcg_exp", K.ndcg_exp, {AT_K, AT_R}, plain=WHOLE, needs_ideal=True),
-        _spec("dcg", K.dcg, {AT_K}, plain=WHOLE),
-        _spec("dcg_exp", K.dcg_exp, {AT_K}, plain=WHOLE),
-        _spec("fall_out", K.fall_out, {AT_K}, empty=K.no_irrelevant),
-        _spec("acg", K.acg, {AT_K}),
-        _spec("wap", K.wap, {AT_K}),
-        _spec("auroc", K.auroc, {AT_K}, plain=WHOLE, empty=K.no_relevant_or_irrelevant),
-        # embedding-set metrics (docs/metrics.md), evaluated by evaluate_embeddings
-        _set_spec("fnmr", set_level.fnmr_values, {AT_X}),
-        _set_spec("pcf", set_level.pcf_values, {AT_X}),
-        _set_spec("nmi", set_level.nmi_values, set(), plain=WHOLE),
-        _set_spec("ami", set_level.ami_values, set(), plain=WHOLE),
-    ]
-}
-ALIASES: Dict[str, str] = {"cmc": "hit_rate"}
 
 # Cutoffs and parameters are plain ASCII: int() and float() also take other
 # Unicode digits ("１０", "٣") and surrounding whitespace, which would make
@@ -107,7 +35,8 @@ _ASCII_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-
 @dataclass(frozen=True)
 class MetricKey:
     """A parsed key. ``cutoff`` is a positive int, ``"r"``, None (whole list), or the
-    float parameter of a set-level metric."""
+    float parameter of a set-level metric; ``param`` the float parameter of a per-query
+    metric (``rbp@0.8``: cutoff None, the whole list, and param 0.8)."""
 
     key: str
     spec: MetricSpec
@@ -115,11 +44,29 @@ class MetricKey:
     # "erc", "conf", "spearman" or "kendall" for a confidence key "<kind>:<inner key>"
     # (spec and cutoff are then the inner key's: the per-query values it reduces)
     confidence: Optional[str] = None
+    param: Optional[float] = None
 
     @property
     def inner(self) -> str:
         """The per-query key a confidence key reduces (the key itself otherwise)."""
         return self.key.partition(":")[2] if self.confidence else self.key
+
+    @property
+    def form(self) -> str:
+        """Which of the spec's forms the key takes: AT_K, AT_R, WHOLE or AT_X."""
+        if self.param is not None or isinstance(self.cutoff, float):
+            return AT_X
+        if self.cutoff == AT_R:
+            return AT_R
+        return WHOLE if self.cutoff is None else AT_K
+
+    @property
+    def depth(self) -> Union[int, str, None]:
+        """How deep a per-query key ranks: its k, AT_R (each query's R) or WHOLE (every
+        candidate: the bare whole-list names and every float parameter); None for a set-level key."""
+        if not self.spec.per_query:
+            return None
+        return WHOLE if self.cutoff is None else self.cutoff
 
     @property
     def binary(self) -> bool:
@@ -131,9 +78,32 @@ class MetricKey:
 
     def __call__(self, ranking: Ranking) -> Tensor:
         k = ranking.n_relevant if self.cutoff == AT_R else self.cutoff
+        kernel = self.spec.kernel
         if ranking.ties == "expected":
-            return expected_kernel(self.spec.kernel)(ranking, k)
-        return self.spec.kernel(ranking, k)
+            if not self.spec.has_expected(self.form):
+                raise NotImplementedError(f"{self.key} {self.spec.no_expected}")
+            kernel = self.spec.expected
+        return kernel(ranking, k) if self.param is None else kernel(ranking, k, self.param)
+
+
+class Depth(NamedTuple):
+    """How deep a set of keys must rank (:func:`depth_needed`)."""
+
+    k: int  # the largest integer cutoff (0: none)
+    at_r: bool  # a key cut at each query's R
+    whole: bool  # a key over the whole list
+
+
+def depth_needed(keys: Iterable[MetricKey]) -> Depth:
+    """The depth of the per-query keys among ``keys``: every caller (scores, rankings,
+    embeddings in one process, a sharded gallery) asks here.
+
+    Example:
+        >>> depth_needed(parse_metrics(["ndcg@10", "map@r", "precision@3", "rbp@0.8", "nmi"]))
+        Depth(k=10, at_r=True, whole=True)
+    """
+    depths = [m.depth for m in keys if m.spec.per_query]
+    return Depth(max([d for d in depths if isinstance(d, int)], default=0), AT_R in depths, WHOLE in depths)
 
 
 def known_metrics() -> str:
@@ -149,17 +119,13 @@ def known_metrics() -> str:
         if AT_R in spec.cutoffs and spec.plain != AT_R:
             forms.append(f"{name}@r")
         if AT_X in spec.cutoffs:
-            forms.append(f"{name}@x")
+            forms.append(f"{name}@{spec.param_name}")
         parts.extend(forms)
     parts.extend(f"{kind}:<key>" for kind in CONFIDENCE_KINDS)
     return ", ".join(parts)
 
 
 CONFIDENCE_KINDS = ("erc", "conf", "spearman", "kendall")  # confidence keys "<kind>:<key>" (confidence.py)
-# keys "<kind>:<key>" whose values can be read as 1 - error (erc): bounded in [0, 1], and
-# higher is better (1 - fall-out is no error rate: fall-out itself is one)
-_UNBOUNDED = frozenset({"dcg", "dcg_exp", "acg", "wap"})
-_LOWER_IS_BETTER = frozenset({"fall_out"})
 
 
 def _parse_confidence(key: str, kind: str, inner_key: str) -> MetricKey:
@@ -171,14 +137,16 @@ def _parse_confidence(key: str, kind: str, inner_key: str) -> MetricKey:
     if not inner.spec.per_query:
         raise ValueError(f"{key!r}: confidence keys reduce per-query values; {inner.spec.name!r} is an "
                          "embedding-set metric (one value per evaluation)")
-    if kind == "erc" and inner.spec.name in _UNBOUNDED:
+    # erc reads 1 - value as an error: bounded in [0, 1] and higher is better (1 - fall-out is no
+    # error rate: fall-out itself is one)
+    if kind == "erc" and not inner.spec.bounded:
         raise ValueError(f"{key!r}: erc: reads 1 - value as the error of a query and needs a metric within "
                          f"[0, 1]; {inner.spec.name!r} is unbounded (use spearman:/kendall:/conf: instead)")
-    if kind == "erc" and inner.spec.name in _LOWER_IS_BETTER:
+    if kind == "erc" and inner.spec.lower_is_better:
         raise ValueError(f"{key!r}: erc: reads 1 - value as the error of a query, for metrics where higher is "
                          f"better; {inner.spec.name!r} is lower-is-better, so 1 - value is no error "
                          "(use spearman:/kendall:/conf: instead)")
-    return MetricKey(key, inner.spec, inner.cutoff, kind)
+    return MetricKey(key, inner.spec, inner.cutoff, kind, inner.param)
 
 
 def did_you_mean(key: str) -> str:
@@ -219,6 +187,9 @@ def _parse_one(key: str) -> MetricKey:
     if spec is None:
         raise ValueError(f"unknown metric {name!r} in key {key!r}; {did_you_mean(key)}known keys: {known_metrics()}")
     if not sep:
+        if spec.plain is None and AT_X in spec.cutoffs and spec.per_query:
+            raise ValueError(f"metric {name!r} needs its parameter {spec.param_name}, e.g. "
+                             f"'{name}@{spec.param_example:g}'; got {key!r}")
         if spec.plain is None:
             raise ValueError(f"metric {name!r} needs a cutoff, e.g. '{name}@10'; got {key!r}")
         return MetricKey(key, spec, AT_R if spec.plain == AT_R else None)
@@ -227,12 +198,7 @@ def _parse_one(key: str) -> MetricKey:
             raise ValueError(f"metric {name!r} takes no '@r' cutoff; got {key!r}; known keys: {known_metrics()}")
         return MetricKey(key, spec, AT_R)
     if AT_X in spec.cutoffs:
-        if not _ASCII_FLOAT.fullmatch(arg):
-            raise ValueError(f"{name} takes a number after '@', e.g. '{name}@0.1'; got {key!r}")
-        x = float(arg)
-        if not math.isfinite(x):
-            raise ValueError(f"{name} takes a finite number after '@'; got {key!r}")
-        return MetricKey(key, spec, x)
+        return _parse_param(key, spec, name, arg)
     if AT_K not in spec.cutoffs:
         raise ValueError(f"metric {name!r} takes no '@k' cutoff; got {key!r}; known keys: {known_metrics()}")
     if not _ASCII_INT.fullmatch(arg):
@@ -243,6 +209,20 @@ def _parse_one(key: str) -> MetricKey:
     if k <= 0:
         raise ValueError(f"k must be a positive integer in {key!r}; got {k}")
     return MetricKey(key, spec, k)
+
+
+def _parse_param(key: str, spec: MetricSpec, name: str, arg: str) -> MetricKey:
+    """``name@x``: a finite number, inside the spec's open interval where it has one; a
+    per-query metric's parameter ranks the whole list (cutoff None)."""
+    if not _ASCII_FLOAT.fullmatch(arg):
+        raise ValueError(f"{name} takes a number after '@', e.g. '{name}@{spec.param_example:g}'; got {key!r}")
+    x = float(arg)
+    if not math.isfinite(x):
+        raise ValueError(f"{name} takes a finite number after '@'; got {key!r}")
+    if spec.param_range is not None and not spec.param_range[0] < x < spec.param_range[1]:
+        lo, hi = spec.param_range
+        raise ValueError(f"{name}@{spec.param_name} takes {spec.param_name} in ({lo:g}, {hi:g}); got {key!r}")
+    return MetricKey(key, spec, None, param=x) if spec.per_query else MetricKey(key, spec, x)
 
 
 @lru_cache(maxsize=256)
@@ -304,13 +284,3 @@ def split_scopes(keys: Iterable[MetricKey]) -> Tuple[Tuple[MetricKey, ...], Tupl
     """(per-query keys, set-level keys)."""
     keys = tuple(keys)
     return tuple(m for m in keys if m.spec.per_query), tuple(m for m in keys if not m.spec.per_query)
-
-
-def depth_needed(keys: Iterable[MetricKey]) -> Tuple[int, bool, bool]:
-    """(largest integer k, any key cut at R, any whole-list key) of per-query keys."""
-    ks = [m.cutoff for m in keys if m.spec.per_query]
-    return (
-        max([c for c in ks if isinstance(c, int)], default=0),
-        any(c == AT_R for c in ks),
-        any(c is None for c in ks),
-    )
