@@ -134,6 +134,38 @@ def _new_centers(x: Tensor, labels: Tensor, mind: Tensor, centers: Tensor) -> Te
     return torch.where((counts > 0).unsqueeze(1), sums / counts.clamp_min(1).unsqueeze(1).to(torch.float64), centers)
 
 
+class _StopTol:
+    """sklearn's stopping threshold ``tol * mean(per-feature variance)``, computed only when needed.
+
+    The variance pass costs about as much as two Lloyd steps, and a shift far above
+    the threshold needs no exact value: ``mean_j var_j <= mean_j E[x_j^2] = sum_i ||x_i||^2 / (N D)``
+    (the variance is the second moment less the squared mean). The bound is taken from
+    the float32 row norms ``x_sq``: a sum of m non-negative terms in precision u is
+    within a relative (m - 1) u of its exact value (Higham, Accuracy and Stability of
+    Numerical Algorithms, 2nd ed., section 4.2; pairwise and blocked sums only lower
+    it), so with D <= 2^21 the float32 norms err by at most 1/8, their float64 sum by
+    far less, and the float64 variance of float32 data (N < 2^50) by at most another
+    1/8 of the second moment. Underflow adds at most 2^-150 (float32; 2^-1075 in
+    float64) per square and none per addition, which the ``2^-140`` term covers:
+    ``2 * tol * (sum(x_sq) / (N D) + 2^-140)`` bounds the computed threshold. A shift above it compares as the exact threshold would (not reached);
+    otherwise the threshold is computed as before, so every stop is unchanged.
+    """
+
+    def __init__(self, x: Tensor, x_sq: Tensor, tol: float):
+        self._x, self._tol, self._exact = x, tol, None
+        n, dim = x.shape
+        second_moment = float(x_sq.sum(dtype=torch.float64)) / (n * dim) + 2.0**-140
+        self._bound = 2.0 * tol * second_moment if dim <= 1 << 21 else math.inf
+
+    def reached(self, shift: Tensor) -> bool:
+        """Whether ``shift <= tol * mean(var)`` (the float64 value as always computed)."""
+        if float(shift) > self._bound:
+            return False
+        if self._exact is None:
+            self._exact = self._x.double().var(0, unbiased=False).mean() * self._tol
+        return bool(shift <= self._exact)
+
+
 def kmeans(x: Tensor, n_clusters: int, *, seed: int = 0, max_iter: int = 300, tol: float = 1e-4) -> Tensor:
     """Cluster the rows of ``x`` with Lloyd's algorithm; returns ``int64 [N]`` labels in ``0..n_clusters-1``.
 
@@ -167,7 +199,7 @@ def kmeans(x: Tensor, n_clusters: int, *, seed: int = 0, max_iter: int = 300, to
     gen.manual_seed(seed)
     x_sq = (work * work).sum(1)
     centers = work[_kmeanspp(work, x_sq, k, gen)].double()
-    tol_abs = work.double().var(0, unbiased=False).mean() * float(tol)
+    tol_abs = _StopTol(work, x_sq, float(tol))
 
     labels_old: Optional[Tensor] = None
     for _ in range(max_iter):
@@ -178,7 +210,7 @@ def kmeans(x: Tensor, n_clusters: int, *, seed: int = 0, max_iter: int = 300, to
         shift = ((new_centers - centers) ** 2).sum()
         centers = new_centers
         labels_old = labels
-        if bool(shift <= tol_abs):
+        if tol_abs.reached(shift):
             break
     return _assign(work, x_sq, centers.to(work.dtype))[0]
 
