@@ -95,7 +95,7 @@ def test_the_walk_finds_the_modules_and_their_imports():
     assert {"__init__", "search.frames", "distributed.collectives", "metrics.registry", "distributed",
             "cli"} <= set(MODULES)
     assert "ranking.ranking" in EDGES["metrics.kernels"]
-    assert "distributed.collectives" in EDGES["evaluation.steps"]
+    assert "distributed.collectives" in EDGES["evaluation.accumulator.state"]
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
