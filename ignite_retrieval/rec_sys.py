@@ -102,7 +102,7 @@ class _RecSysMetric(RankingMetrics):
 
     def update(self, output: Any) -> None:
         self._check_output_len(output)
-        fields = self._parse(output)
+        fields = self._fields(output)
         y_pred, y = fields["y_pred"], fields["y"]
         if isinstance(y_pred, Tensor) and isinstance(y, Tensor) and y_pred.shape != y.shape:
             raise ValueError(f"y_pred and y must be in the same shape, got {y_pred.shape} != {y.shape}.")

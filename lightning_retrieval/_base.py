@@ -137,20 +137,20 @@ class CoreStateMetric(Metric):
             self._last_results = results
         return results
 
-    def _states(self) -> AttributeState:
-        """The accumulator's state: this metric's own states (``add_state``), as a mapping."""
-        return AttributeState(self, self._defaults)
-
     def _add_states(self, accumulator) -> None:
         """Register the accumulator's state entries as torchmetrics states ("cat" lists and "sum" tensors)."""
+        self._state_names = []
         for name, default, reduction in accumulator.state_spec():
             self.add_state(name, default=default, dist_reduce_fx=reduction)
+            self._state_names.append(name)
+
+    def _states(self) -> AttributeState:
+        """The accumulator's state: this metric's own states, as a mapping."""
+        return AttributeState(self, self._state_names)
 
     def _synced(self) -> Dict[str, Any]:
-        """How the accumulator's compute sees the states: how many processes' rows they
-        hold, and the group they were synced over when they are (the ranks may then divide the work)."""
-        synced = self._is_synced
-        return {"processes": self.synced_processes, "group": getattr(self, "synced_group", None) if synced else None}
+        """How many processes' rows the states hold (``processes``) and the group of the last sync."""
+        return {"processes": self.synced_processes, "group": getattr(self, "synced_group", None)}
 
     def plot(self, val=None, ax=None):
         """Plot the metric's value(s) (torchmetrics' convention): ``(figure, axes)``.

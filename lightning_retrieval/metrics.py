@@ -124,8 +124,7 @@ class RankingMetrics(CoreStateMetric):
 
     def compute(self):
         """``{key: value}`` over every query seen (on every rank, when synced)."""
-        return self._counted(self.accumulator.compute(self._states(), processes=self.synced_processes,
-                                                      group=self._synced()["group"]))
+        return self._counted(self.accumulator.compute(self._states(), **self._synced()))
 
 
 class EmbeddingMetrics(CoreStateMetric):
@@ -225,4 +224,6 @@ class EmbeddingMetrics(CoreStateMetric):
         if self.accumulator.rows(self._states()) == 0:
             return {k: torch.tensor(float("nan"), dtype=torch.float64, device=self.device) for k in self.keys}
         # synced: every rank holds every rank's state, and the ranks divide the evaluation
-        return self._counted(self.accumulator.compute(self._states(), split=self._is_synced, **self._synced()))
+        synced = self._is_synced
+        return self._counted(self.accumulator.compute(self._states(), split=synced, processes=self.synced_processes,
+                                                      group=getattr(self, "synced_group", None) if synced else None))
