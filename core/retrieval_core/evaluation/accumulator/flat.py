@@ -11,10 +11,13 @@ Example:
     >>> import torch
     >>> acc = FlatAccumulator()
     >>> state = acc.new_state()
-    >>> acc.update(state, torch.tensor([0, 0, 1]), torch.tensor([0.9, 0.2, 0.5]), torch.tensor([1, 0, 1]))
+    >>> acc.update(state, torch.tensor([0, 0, 1]), torch.tensor([0.75, 0.25, 0.5]), torch.tensor([1, 0, 1]),
+    ...            ids=torch.tensor([4, 5, 6]))
     3
-    >>> [t.tolist() for t in acc.entries(state)]
-    [[0, 0, 1], [0.8999999761581543, 0.20000000298023224, 0.5], [1, 0, 1]]
+    >>> acc.update(state, torch.tensor([0]), torch.tensor([0.75]), torch.tensor([1]), ids=torch.tensor([4]))
+    1
+    >>> [t.tolist() for t in acc.entries(state)]  # id 4 repeated (DistributedSampler's padding): once
+    [[0, 0, 1], [0.75, 0.25, 0.5], [1, 0, 1]]
 """
 from __future__ import annotations
 

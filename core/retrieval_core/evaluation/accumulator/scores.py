@@ -11,9 +11,8 @@ Example:
     >>> state = acc.new_state()
     >>> acc.update(state, torch.tensor([[0.9, 0.2, 0.5]]), torch.tensor([[0, 0, 1]]), ids=torch.tensor([7]))
     1
-    >>> results = acc.compute(state)
-    >>> results["mrr@3"].item(), results.per_query.ids.tolist()
-    (0.5, [7])
+    >>> acc.compute(state)["mrr@3"].item()
+    0.5
 """
 from __future__ import annotations
 
