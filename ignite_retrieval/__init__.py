@@ -6,7 +6,9 @@
 * :class:`HitRate`, :class:`NDCG`, :class:`MRR`: drop-in replacements for
   ``ignite.metrics.rec_sys``.
 
-The adapters keep state and gather it across processes; the metrics are the core's.
+The classes are ignite hooks over the core's framework-neutral accumulator
+(``retrieval_core.evaluation.accumulator``: state, update, sync across processes,
+compute); the metrics are the core's.
 
 Example:
     >>> import torch

@@ -1,34 +1,31 @@
 """What the ignite adapters share: reading the engine's output (tuples or mappings
-with optional keys), the metric's name on the core's input checks, and the
-agreement between ranks on which optional inputs were given, so that every rank
-enters the same collectives (core.distributed) and none hangs.
+with optional keys), the metric's name on the core's messages, and the hooks that
+run the core's framework-neutral accumulator (``retrieval_core.evaluation.accumulator``):
+``reset`` makes its state, ``update`` checks and appends a batch, ``compute`` syncs
+the ranks' states (options agreed, rows gathered) and computes.
 
-No metric math and no input checks of their own here: checks come from
-retrieval_core.validate, update-side and compute-side steps from retrieval_core.
+No metric math and no input checks of their own here.
 """
 from __future__ import annotations
 
-import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from numbers import Number
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 try:
     from ignite.exceptions import NotComputableError
-    from ignite.metrics.metric import Metric
+    from ignite.metrics.metric import Metric, reinit__is_reduced
 except ImportError as error:  # pragma: no cover - exercised only without ignite
     raise ImportError(
         "ignite_retrieval needs PyTorch-Ignite: pip install 'retrieval-metrics[ignite]'"
     ) from error
 
-from retrieval_core.distributed.agree import agree_options
-from retrieval_core.distributed.collectives import all_reduce_sum, rank_of, world_size
-from retrieval_core.validate import as_tensors, check_device_available
+from retrieval_core.evaluation.accumulator import Accumulator, Synced
 
 __all__ = ["RetrievalMetric", "NotComputableError", "to_python"]
 
@@ -73,16 +70,13 @@ def to_python(values: Mapping) -> Dict[str, Any]:
 
 
 class RetrievalMetric(Metric):
-    """Base of the adapters: an ignite ``Metric`` whose ``update`` takes a tuple of the
-    required inputs or a mapping with required and optional keys.
+    """Base of the adapters: an ignite ``Metric`` over an accumulator, whose ``update``
+    takes a tuple of the required inputs or a mapping with required and optional keys.
 
-    Subclasses set ``_required`` / ``_optional`` (names of the inputs; ``_per_batch``:
-    optional inputs that any batch may give or not, never gathered) and
-    ``_state_attributes`` (what ``state_dict()`` saves); their ``update`` reads the
-    output with :meth:`_parse` (every name mapped to a value or None) and their
-    ``compute`` starts with :meth:`_agree`: the ranks' options must agree, then one
-    collective tells every rank which optional inputs were given and whether
-    anything was seen at all.
+    Subclasses set ``_required`` / ``_optional`` (names of the inputs, as the
+    accumulator's ``update`` takes them after its state: the required ones in order;
+    ``_per_batch``: optional inputs that any batch may give or not) and pass their
+    accumulator (built with ``strict_inputs=True`` and ``device``) to ``__init__``.
     """
 
     _required: Tuple[str, ...] = ()
@@ -96,18 +90,47 @@ class RetrievalMetric(Metric):
 
     def __init__(
         self,
+        accumulator: Accumulator,
         output_transform: Callable = _identity,
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,
     ) -> None:
-        check_device_available("device", torch.device(device))  # one line, not torch's bare AssertionError
+        self.accumulator = accumulator
         super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
 
+    # -- the accumulator's hooks ----------------------------------------------------
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._state: Dict[str, Any] = self.accumulator.new_state(self._device)
+
+    @reinit__is_reduced
+    def update(self, output: Any) -> None:
+        fields = self._fields(output)
+        with self._named_errors():
+            self.accumulator.update(self._state, *(fields[k] for k in self._required), device=self._device,
+                                    **{k: fields[k] for k in self._optional + self._per_batch}, **self._update_options())
+
+    def _update_options(self) -> Dict[str, Any]:
+        """More keywords of the accumulator's ``update`` (a drop-in's ``prepare``)."""
+        return {}
+
+    def _sync(self) -> Synced:
+        """Every rank's state (the same on every rank); ``NotComputableError`` when no rank saw a row."""
+        synced = self.accumulator.sync(self._state, self._agreed_options(), what=self._name(), device=self._device)
+        if synced.rows == 0:
+            raise NotComputableError(f"{self._name()} must have at least one example before it can be computed.")
+        return synced
+
+    def _agreed_options(self) -> Dict[str, Any]:
+        """The constructor's options that change the result, which every rank must
+        give alike (``output_transform``, ``device`` and ``skip_unrolling`` are each rank's own)."""
+        return {"metric": type(self).__qualname__, **self.accumulator.agreed_options()}
+
     # -- checkpointing ------------------------------------------------------------
-    # State attributes saved by ``state_dict()`` (ignite's per-rank format). ignite's
-    # own loader cannot refill lists that change length (batches seen), so the
-    # per-rank state is saved and restored whole here.
-    _state_attributes: Tuple[str, ...] = ()
+    # ignite's own loader cannot refill lists that change length (batches seen), so the
+    # per-rank state is saved and restored whole here (ignite's per-rank format).
+    _state_attributes: Tuple[str, ...] = ("_state",)
 
     def _state_dict_per_rank(self) -> OrderedDict:
         return OrderedDict((k, _copy_state(getattr(self, k))) for k in self._state_attributes)
@@ -163,20 +186,8 @@ class RetrievalMetric(Metric):
         more = f" (optional: {opt})" if opt else ""
         return f"({req}) or a mapping with keys {keys}{more}"
 
-    # NumPy arrays in the output become tensors (retrieval_core.validate.as_tensors); the
-    # drop-ins of ignite's own metrics keep ignite's refusal
-    _takes_numpy = True
-
-    def _parse(self, output: Any) -> Dict[str, Optional[Tensor]]:
-        """Every input name mapped to its value (None for an absent optional one), NumPy
-        arrays as tensors on the device of the output's tensors (else the metric's)."""
-        fields = self._fields(output)
-        if not self._takes_numpy:
-            return fields
-        with self._named_errors():
-            return dict(zip(fields, as_tensors(device=self._device, **fields)))
-
     def _fields(self, output: Any) -> Dict[str, Optional[Tensor]]:
+        """Every input name mapped to its value (None for an absent optional one)."""
         names = self._required + self._optional + self._per_batch
         if isinstance(output, Mapping):
             missing = [k for k in self._required if k not in output]
@@ -197,8 +208,6 @@ class RetrievalMetric(Metric):
             return fields
         raise TypeError(f"{self._name()}: expected output {self._expected()}; got {type(output).__name__}")
 
-    # -- per-batch checks --------------------------------------------------------
-
     @contextmanager
     def _named_errors(self) -> Iterator[None]:
         """The core's check errors with this metric's name in front (same exception type)."""
@@ -208,71 +217,3 @@ class RetrievalMetric(Metric):
             if type(error) not in (TypeError, ValueError, NotImplementedError):
                 raise
             raise type(error)(f"{self._name()}: {error}") from None
-
-    def _check_present(self, fields: Mapping) -> None:
-        """Optional inputs must be given in every batch or in none (of this rank)."""
-        present = {k: fields[k] is not None for k in self._optional}
-        if self._present is None:
-            self._present = present
-            return
-        for k in self._optional:
-            if present[k] != self._present[k]:
-                before, now = ("given", "missing") if self._present[k] else ("missing", "given")
-                raise ValueError(
-                    f"{self._name()}: {k!r} was {before} in earlier batches and is {now} in this one; "
-                    "give it in every batch or in none"
-                )
-
-    # -- compute-side agreement between ranks ---------------------------------------
-
-    def _agreed_options(self) -> Dict[str, Any]:
-        """The constructor's options that change the result, which every rank must
-        give alike (subclasses add theirs; ``output_transform``, ``device`` and
-        ``skip_unrolling`` are each rank's own)."""
-        return {"metric": type(self).__qualname__}
-
-    def _agree(self, n_rows: int, checks: Optional[Tensor] = None) -> Tuple[Dict[str, bool], Optional[Tensor]]:
-        """The ranks' options compared (:meth:`_agreed_options`, one exchange), then
-        one all-reduce: how many ranks hold rows and which optional inputs they gave,
-        plus the sum of this rank's ``checks`` counters (value checks postponed from
-        ``update``). Raises the same error on every rank, so none is left waiting.
-        """
-        agree_options(self._agreed_options(), what=self._name(), device=self._device)
-        has_rows = n_rows > 0
-        flags = [int(has_rows), n_rows] + [int(has_rows and bool(self._present and self._present[k])) for k in self._optional]
-        counts = torch.tensor(flags, dtype=torch.int64, device=self._device)
-        if checks is not None:
-            counts = torch.cat([counts, checks.to(device=self._device, dtype=torch.int64)])
-        counts = all_reduce_sum(counts)
-        data_ranks, total, *rest = counts.tolist()
-        given, summed = rest[: len(self._optional)], counts[2 + len(self._optional):]
-        if total == 0:
-            raise NotComputableError(f"{self._name()} must have at least one example before it can be computed.")
-        for k, c in zip(self._optional, given):
-            if 0 < c < data_ranks:
-                raise ValueError(
-                    f"{self._name()}: {k!r} was given on {c} of the {data_ranks} processes that saw data; "
-                    "give it on all of them or on none"
-                )
-        return {k: c > 0 for k, c in zip(self._optional, given)}, (summed if checks is not None else None)
-
-    def _warn_without_ids(self, how: str) -> None:
-        """Once per metric, on rank 0, when several processes compute without ids:
-        samples that DistributedSampler repeats to pad the last batches count again,
-        and nothing else can tell a repeat from a new sample."""
-        if world_size() < 2 or self.__dict__.get("_warned_without_ids", False):  # ignite answers any attribute
-            return
-        self._warned_without_ids = True
-        if rank_of() == 0:
-            warnings.warn(
-                f"{self._name()} computed over {world_size()} processes without ids: samples that "
-                "DistributedSampler repeats to pad the last batches count again, so the value may differ from one "
-                f"process's. To drop the repeats, {how}", UserWarning, stacklevel=3)
-
-    @staticmethod
-    def _cat(parts: List[Tensor], fallback_dtype: torch.dtype, device) -> Tensor:
-        """Rows of this rank's batches; an empty 1-D tensor when it saw none (the
-        gather takes trailing shape and dtype from the ranks that hold data)."""
-        if parts:
-            return torch.cat(parts)
-        return torch.empty(0, dtype=fallback_dtype, device=device)

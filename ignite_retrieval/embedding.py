@@ -5,11 +5,8 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 
-from ignite.metrics.metric import reinit__is_reduced
-
-from retrieval_core.evaluation.adapter_steps import agreed_embedding_options, check_embedding_batch, embedding_options
 from retrieval_core import MetricResults
-from retrieval_core.evaluation.steps import finalize_embeddings
+from retrieval_core.evaluation.accumulator import EmbeddingAccumulator
 
 from ._base import Device, RetrievalMetric, _identity, to_python
 
@@ -73,7 +70,6 @@ class EmbeddingMetrics(RetrievalMetric):
     _required = ("embeddings", "labels")
     _optional = ("ids", "is_query", "is_gallery", "categories", "confidence")
     required_output_keys = _required
-    _state_attributes = ("_state", "_n_rows", "_dim", "_label_shape", "_present")
 
     def __init__(
         self,
@@ -96,57 +92,20 @@ class EmbeddingMetrics(RetrievalMetric):
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,
     ) -> None:
-        self._metrics, self._options = embedding_options(
+        accumulator = EmbeddingAccumulator(
             metrics, distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
             per_class=per_class, memory_budget=memory_budget, progress=progress, ci=ci, ci_method=ci_method,
-            n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
-        self.metric_keys: Tuple[str, ...] = tuple(m.key for m in self._metrics)
+            n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query, name=type(self).__name__,
+            device=device, strict_inputs=True,
+            ids_hint='add each {unit}\'s dataset index to the output mapping as "ids".')
+        self.metric_keys: Tuple[str, ...] = accumulator.keys
         self.last_results: Optional[MetricResults] = None
-        super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
-
-    def _agreed_options(self) -> Dict[str, Any]:
-        return dict(super()._agreed_options(), metrics=self.metric_keys, **agreed_embedding_options(self._options))
-
-    @reinit__is_reduced
-    def reset(self) -> None:
-        self._state: Dict[str, list] = {k: [] for k in self._required + self._optional}
-        self._n_rows = 0
-        self._dim: Optional[int] = None
-        self._label_shape: Optional[tuple] = None
-        self._present: Optional[Dict[str, bool]] = None
-
-    @reinit__is_reduced
-    def update(self, output: Any) -> None:
-        fields = self._parse(output)
-        with self._named_errors():
-            embeddings, labels, rows = check_embedding_batch(
-                fields["embeddings"], fields["labels"], fields, distance=self._options["distance"],
-                relevance=self._options["relevance"], dim=self._dim, label_shape=self._label_shape)
-            checked = {"embeddings": embeddings, "labels": labels, **rows}
-            n = embeddings.shape[0]
-        self._check_present(fields)
-        if n == 0:
-            return
-        self._dim, self._label_shape = embeddings.shape[1], tuple(labels.shape[1:])
-        for name, value in checked.items():
-            self._state[name].append(value.detach().to(self._device))
-        self._n_rows += n
+        super().__init__(accumulator, output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
 
     def _results(self) -> MetricResults:
-        present, _ = self._agree(self._n_rows)
-        if not present["ids"]:
-            self._warn_without_ids("add each item's dataset index to the output mapping as \"ids\".")
-        dtypes = {"embeddings": torch.float32, "labels": torch.int64, "ids": torch.int64,
-                  "is_query": torch.bool, "is_gallery": torch.bool, "categories": torch.int64,
-                  "confidence": torch.float64}
-        state = {
-            k: self._cat(self._state[k], dtypes[k], self._device)
-            for k in self._required + self._optional
-            if k in self._required or present[k]
-        }
-        return finalize_embeddings(
-            state.pop("embeddings"), state.pop("labels"), self._metrics, **state, **self._options
-        )
+        """Gather every rank's state; the ranks divide the evaluation (the same result on every rank)."""
+        synced = self._sync()
+        return self.accumulator.compute(synced.state, processes=synced.processes, split=True)
 
     def compute(self) -> Dict[str, Any]:
         results = self._results()

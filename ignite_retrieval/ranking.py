@@ -6,12 +6,8 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from ignite.metrics.metric import reinit__is_reduced
-
-from retrieval_core.evaluation.adapter_steps import check_score_rows, ranking_options, score_batch_values
 from retrieval_core import MetricResults
-from retrieval_core.evaluation.steps import compact_sums, finalize_compact, finalize_scores
-from retrieval_core.validate import raise_value_flags
+from retrieval_core.evaluation.accumulator import ScoreAccumulator
 
 from ._base import Device, RetrievalMetric, _identity, to_python
 
@@ -86,7 +82,6 @@ class RankingMetrics(RetrievalMetric):
     _optional = ("ids", "categories", "confidence")
     _per_batch = ("mask", "n_relevant", "ideal")
     required_output_keys = _required
-    _state_attributes = ("_values", "_ids", "_categories", "_confidence", "_sums", "_checks", "_n_rows", "_present")
 
     def __init__(
         self,
@@ -105,80 +100,32 @@ class RankingMetrics(RetrievalMetric):
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,
     ) -> None:
-        keys, self._stats = ranking_options(metrics, ties=ties, empty=empty, reduce=reduce, compact=compact, ci=ci,
-                                            ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                            keep_per_query=keep_per_query)
-        self._keys = keys
-        self.metric_keys: Tuple[str, ...] = tuple(m.key for m in keys)
-        self._ties, self._empty, self._reduce, self._compact = ties, empty, reduce, bool(compact)
+        accumulator = ScoreAccumulator(
+            metrics, ties=ties, empty=empty, reduce=reduce, compact=compact, ci=ci, ci_method=ci_method,
+            n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query, names=_NAMES, dims="[batch, items]",
+            numpy=self._takes_numpy, name=type(self).__name__, device=device, strict_inputs=True,
+            ids_hint='add each {unit}\'s dataset index to the output mapping as "ids".')
+        self.metric_keys: Tuple[str, ...] = accumulator.keys
+        self._empty = empty
         self.last_results: Optional[MetricResults] = None
-        super().__init__(output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
+        super().__init__(accumulator, output_transform=output_transform, device=device, skip_unrolling=skip_unrolling)
 
-    def _agreed_options(self) -> Dict[str, Any]:
-        return dict(super()._agreed_options(), metrics=self.metric_keys, ties=self._ties, empty=self._empty,
-                    reduce=self._reduce, compact=self._compact, **self._stats)
-
-    @reinit__is_reduced
-    def reset(self) -> None:
-        self._values: list = []
-        self._ids: list = []
-        self._categories: list = []
-        self._confidence: list = []
-        self._n_rows = 0
-        self._present: Optional[Dict[str, bool]] = None
-        self._checks = torch.zeros(3, dtype=torch.int64, device=self._device)  # summed value_flags
-        self._sums = torch.zeros(3, len(self._keys), dtype=torch.float64, device=self._device)
+    # NumPy arrays in the output become tensors; the drop-ins of ignite's own metrics keep ignite's refusal
+    _takes_numpy = True
 
     def _prepare(self, y_pred: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
         """Input preparation before the core (the drop-ins binarise or threshold ``y``)."""
         return y_pred, y
 
-    @reinit__is_reduced
-    def update(self, output: Any) -> None:
-        fields = self._parse(output)
-        y_pred, y = fields["y_pred"], fields["y"]
-        with self._named_errors():
-            n, ids, categories, confidence = check_score_rows(
-                y_pred, y, ids=fields["ids"], categories=fields.get("categories"),
-                confidence=fields.get("confidence"), compact=self._compact, mask=fields.get("mask"), names=_NAMES,
-                dims="[batch, items]")
-        self._check_present(fields)
-        if n == 0:
-            return
-        y_pred, y = self._prepare(y_pred, y)
-        with self._named_errors():
-            values, flags = score_batch_values(y_pred, y, self._keys, ties=self._ties, mask=fields.get("mask"),
-                                               n_relevant=fields.get("n_relevant"), ideal=fields.get("ideal"))
-        self._checks += flags.to(self._device)
-        self._n_rows += n
-        if self._compact:
-            self._sums += compact_sums(values).to(self._device)
-            return
-        self._values.append(values.to(self._device))
-        if ids is not None:
-            self._ids.append(ids.to(self._device))
-        if categories is not None:
-            self._categories.append(categories.to(self._device))
-        if confidence is not None:
-            self._confidence.append(confidence.to(self._device))
+    def _update_options(self) -> Dict[str, Any]:
+        return {"prepare": self._prepare}
 
     def _results(self) -> MetricResults:
         """Gather every rank's state and aggregate (the same result on every rank)."""
-        present, checks = self._agree(self._n_rows, self._checks)
+        synced = self._sync()
         with self._named_errors():
-            raise_value_flags(checks, _NAMES)
-        if self._compact:
-            self._warn_without_ids("use compact=False and add each query's dataset index to the output mapping "
-                                   "as \"ids\".")
-            return finalize_compact(self._sums, self.metric_keys, empty=self._empty)
-        if not present["ids"]:
-            self._warn_without_ids("add each query's dataset index to the output mapping as \"ids\".")
-        values = self._cat(self._values, torch.float64, self._device)
-        ids = self._cat(self._ids, torch.int64, self._device) if present["ids"] else None
-        categories = self._cat(self._categories, torch.int64, self._device) if present.get("categories") else None
-        confidence = self._cat(self._confidence, torch.float64, self._device) if present.get("confidence") else None
-        return finalize_scores(values, self.metric_keys, ids=ids, categories=categories, confidence=confidence,
-                               empty=self._empty, reduce=self._reduce, ties=self._ties, **self._stats)
+            self.accumulator.check_values(synced.state)
+        return self.accumulator.compute(synced.state, processes=synced.processes, checked=True)
 
     def compute(self) -> Dict[str, Any]:
         results = self._results()

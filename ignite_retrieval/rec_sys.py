@@ -102,7 +102,7 @@ class _RecSysMetric(RankingMetrics):
 
     def update(self, output: Any) -> None:
         self._check_output_len(output)
-        fields = self._parse(output)
+        fields = self._fields(output)
         y_pred, y = fields["y_pred"], fields["y"]
         if isinstance(y_pred, Tensor) and isinstance(y, Tensor) and y_pred.shape != y.shape:
             raise ValueError(f"y_pred and y must be in the same shape, got {y_pred.shape} != {y.shape}.")
@@ -124,10 +124,8 @@ class _BinaryTopK(_RecSysMetric):
     """HitRate and MRR: ``y > 0`` is relevant; k may not exceed the number of items."""
 
     def _prepare(self, y_pred: Tensor, y: Tensor) -> Tuple[Tensor, Tensor]:
-        if self.top_k[-1] > y_pred.shape[1]:
-            raise ValueError(
-                f"{self._name()}: top_k {self.top_k[-1]} is larger than the number of items {y_pred.shape[1]}"
-            )
+        if self.top_k[-1] > y_pred.shape[1]:  # raised through _named_errors: the metric's name in front
+            raise ValueError(f"top_k {self.top_k[-1]} is larger than the number of items {y_pred.shape[1]}")
         return y_pred, y > 0
 
 

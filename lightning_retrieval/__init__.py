@@ -9,7 +9,9 @@
   :class:`RetrievalAUROC`, :class:`RetrievalPrecisionRecallCurve`,
   :class:`RetrievalRecallAtFixedPrecision`. Differences on purpose: docs/lightning.md.
 
-Under DDP every state is gathered by the core's ``gather_cat`` (uneven sizes and
+The classes are torchmetrics hooks over the core's framework-neutral accumulator
+(``retrieval_core.evaluation.accumulator``): its state entries are torchmetrics
+states, gathered under DDP by the core's ``gather_per_rank`` (uneven sizes and
 ranks without data are fine).
 """
 from .metrics import EmbeddingMetrics, RankingMetrics

@@ -1,5 +1,6 @@
-"""State handling shared by the torchmetrics adapters: states, their synchronisation,
-and the compute-side steps of the core run with ``gather=False`` on the gathered states.
+"""Hooks shared by the torchmetrics adapters over the core's framework-neutral accumulator
+(``retrieval_core.evaluation.accumulator``): its state entries are torchmetrics states,
+torchmetrics syncs them, and the accumulator's update and compute run on them.
 
 Synchronisation. torchmetrics gathers states itself before ``compute``, calling
 ``dist_sync_fn(state, group=...)`` for each state and then applying the state's
@@ -23,13 +24,12 @@ every rank), so only metrics of one class with the same options share states.
 
 Compute. After the sync the states already hold every rank's rows, and a compute
 that is not synced (``sync_on_compute=False``, the batch value of ``forward``) must
-stay local; so the metrics call the core's ``finalize_*`` steps with ``gather=False``.
+stay local; so the metrics call the accumulator's ``compute`` on their states as they
+are (its own ``sync``, for frameworks that do not sync states, is not used here).
 """
 from __future__ import annotations
 
 import functools
-import hashlib
-import warnings
 from typing import Any, Dict, Optional
 
 import torch
@@ -37,9 +37,7 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from retrieval_core import MetricResults
-from retrieval_core.distributed.agreement import option_texts
-from retrieval_core.distributed.agree import agree_options
-from retrieval_core.distributed.collectives import gather_per_rank, rank_of, world_size
+from retrieval_core.evaluation.accumulator import AttributeState, agree, gather_per_rank, options_digest
 
 __all__ = ["CoreStateMetric"]
 
@@ -48,9 +46,7 @@ def config_fingerprint(metric: Metric) -> Tensor:
     """``[16]`` int64 (byte values): a digest of ``metric``'s class and options (the
     ``_agreed_options()`` that ranks also compare: one list of what changes a result).
     Bytes, so torchmetrics' ``allclose`` between two fingerprints is equality."""
-    cls = type(metric)
-    text = repr((cls.__module__, cls.__qualname__, sorted(option_texts(metric._agreed_options()).items())))
-    return torch.tensor(list(hashlib.sha256(text.encode("utf-8")).digest()[:16]), dtype=torch.int64)
+    return options_digest(type(metric), metric._agreed_options())
 
 
 def _adding_digest(init):
@@ -105,28 +101,12 @@ class CoreStateMetric(Metric):
         if distributed_available is None:
             distributed_available = self.distributed_available_fn
         syncing = bool(should_sync and callable(distributed_available) and distributed_available())
-        if syncing:
-            # before the states move: their number and shapes follow the options
-            agree_options(self._agreed_options(), what=type(self).__name__, group=self.synced_group,
-                          device=self.device)
-        self.synced_processes = world_size(self.synced_group) if syncing else 1  # read by _warn_without_ids
+        # before the states move (their number and shapes follow the options): the ranks' options compared
+        self.synced_processes = agree(self._agreed_options(), what=type(self).__name__, group=self.synced_group,
+                                      device=self.device) if syncing else 1
         super().sync(dist_sync_fn=dist_sync_fn if dist_sync_fn is not None else self.dist_sync_fn,
                      process_group=process_group, should_sync=should_sync,
                      distributed_available=distributed_available)
-
-    def _warn_without_ids(self, how: str) -> None:
-        """Once per metric, on rank 0 of a synced compute over several processes
-        without ids: DistributedSampler's padding repeats samples, which then count
-        twice, and nothing else can tell a repeat from a new sample."""
-        processes = getattr(self, "synced_processes", 1)
-        if processes < 2 or getattr(self, "_warned_without_ids", False):
-            return
-        self._warned_without_ids = True
-        if rank_of(getattr(self, "synced_group", None)) == 0:
-            warnings.warn(
-                f"{type(self).__name__} computed over {processes} processes without ids: samples that "
-                "DistributedSampler repeats to pad the last batches count again, so the value may differ from one "
-                f"process's. To drop the repeats, {how}", UserWarning, stacklevel=3)
 
     def _agreed_options(self) -> Dict[str, Any]:
         """The constructor's options that change the result, which every rank must
@@ -157,18 +137,20 @@ class CoreStateMetric(Metric):
             self._last_results = results
         return results
 
-    def _cat_or_empty(self, value) -> Tensor:
-        """A "cat" state as one tensor; no rows (a rank without data): an empty tensor."""
-        if isinstance(value, Tensor):
-            return value
-        if not value:
-            return torch.empty(0, device=self.device)
-        return torch.cat(value) if len(value) > 1 else value[0]
+    def _add_states(self, accumulator) -> None:
+        """Register the accumulator's state entries as torchmetrics states ("cat" lists and "sum" tensors)."""
+        self._state_names = []
+        for name, default, reduction in accumulator.state_spec():
+            self.add_state(name, default=default, dist_reduce_fx=reduction)
+            self._state_names.append(name)
 
-    def _state(self, name: str) -> Optional[Tensor]:
-        """A "cat" state as one tensor, or None when it holds no rows."""
-        value = self._cat_or_empty(getattr(self, name))
-        return value if value.numel() or value.ndim > 1 else None
+    def _states(self) -> AttributeState:
+        """The accumulator's state: this metric's own states, as a mapping."""
+        return AttributeState(self, self._state_names)
+
+    def _synced(self) -> Dict[str, Any]:
+        """How many processes' rows the states hold (``processes``) and the group of the last sync."""
+        return {"processes": self.synced_processes, "group": getattr(self, "synced_group", None)}
 
     def plot(self, val=None, ax=None):
         """Plot the metric's value(s) (torchmetrics' convention): ``(figure, axes)``.

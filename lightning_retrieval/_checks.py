@@ -4,8 +4,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from retrieval_core.validate.tensors import check_same_device
-
 __all__ = ['check_indexed_triplet', 'check_indexed_not_empty', 'check_binary_target']
 
 def check_indexed_triplet(indexes, preds, target) -> None:
@@ -13,7 +11,8 @@ def check_indexed_triplet(indexes, preds, target) -> None:
     worded as ``torchmetrics.retrieval`` words it (the Lightning drop-ins keep their
     anchor's messages): the same shape, integer ``indexes`` (``torch.long`` in
     torchmetrics; any integer dtype here), floating ``preds``, bool/integer/float
-    ``target``. Emptiness is checked after ``ignore_index``, by :func:`check_indexed_not_empty`.
+    ``target``. Emptiness is checked after ``ignore_index``, by :func:`check_indexed_not_empty`;
+    devices, and everything else, by the core's accumulator.
 
     Example:
         >>> check_indexed_triplet(torch.zeros(3, dtype=torch.long), torch.tensor([1, 2, 3]), torch.ones(3))
@@ -32,7 +31,6 @@ def check_indexed_triplet(indexes, preds, target) -> None:
         raise ValueError("`target` must be a tensor of booleans, integers or floats")
     if not preds.is_floating_point():
         raise ValueError("`preds` must be a tensor of floats")
-    check_same_device(preds=preds, target=target, indexes=indexes)
 
 
 def check_indexed_not_empty(indexes: Tensor) -> None:

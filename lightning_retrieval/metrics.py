@@ -9,29 +9,11 @@ from typing import Any, Dict, Optional, Sequence
 import torch
 from torch import Tensor
 
-from retrieval_core.evaluation.adapter_steps import (
-    agreed_embedding_options,
-    check_embedding_batch,
-    check_score_rows,
-    embedding_options,
-    ranking_options,
-    score_batch_values,
-)
-from retrieval_core.evaluation.steps import compact_sums, finalize_compact, finalize_embeddings, finalize_scores
-from retrieval_core.validate import as_tensors, raise_value_flags
+from retrieval_core.evaluation.accumulator import EmbeddingAccumulator, ScoreAccumulator
 
 from ._base import CoreStateMetric
 
 __all__ = ["RankingMetrics", "EmbeddingMetrics"]
-
-
-def _same_rows(values_rows: int, **optional: Optional[Tensor]) -> None:
-    for name, t in optional.items():
-        if t is not None and t.shape[0] != values_rows:
-            raise ValueError(
-                f"{name} were given for {t.shape[0]} of {values_rows} rows: pass {name} with every update "
-                "(on every rank) or with none"
-            )
 
 
 class RankingMetrics(CoreStateMetric):
@@ -112,25 +94,17 @@ class RankingMetrics(CoreStateMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        parsed, self.stats = ranking_options(metrics, ties=ties, empty=empty, reduce=reduce, compact=compact, ci=ci,
-                                             ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                             keep_per_query=keep_per_query)
-        self._parsed = parsed
-        self.keys = tuple(m.key for m in parsed)
+        self.accumulator = ScoreAccumulator(metrics, ties=ties, empty=empty, reduce=reduce, compact=compact, ci=ci,
+                                            ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                            keep_per_query=keep_per_query, name=type(self).__name__)
+        self.keys, self.stats = self.accumulator.keys, self.accumulator.stats
         self.ties, self.empty, self.reduce, self.compact = ties, empty, reduce, compact
-        if compact:
-            self.add_state("sums", default=torch.zeros(3, len(self.keys), dtype=torch.float64), dist_reduce_fx="sum")
-        else:
-            self.add_state("values", default=[], dist_reduce_fx="cat")
-            self.add_state("ids", default=[], dist_reduce_fx="cat")
-            self.add_state("categories", default=[], dist_reduce_fx="cat")
-            self.add_state("confidence", default=[], dist_reduce_fx="cat")
-        # summed value_flags of the batches: NaN/inf scores, NaN/inf gains, negative gains
-        self.add_state("invalid", default=torch.zeros(3, dtype=torch.int64), dist_reduce_fx="sum")
+        # values, ids, categories, confidence ("cat") or sums ("sum", compact); invalid ("sum"): summed
+        # value flags of the batches (NaN/inf scores, NaN/inf gains, negative gains)
+        self._add_states(self.accumulator)
 
     def _agreed_options(self) -> Dict[str, Any]:
-        return dict(super()._agreed_options(), metrics=self.keys, ties=self.ties, empty=self.empty,
-                    reduce=self.reduce, compact=self.compact, **self.stats)
+        return dict(super()._agreed_options(), **self.accumulator.agreed_options())
 
     def update(
         self,
@@ -145,43 +119,12 @@ class RankingMetrics(CoreStateMetric):
         ideal: Optional[Tensor] = None,
     ) -> None:
         """Compute the batch's per-query values (structure checked here, values in ``compute``)."""
-        preds, target, ids, categories, mask, confidence, n_relevant, ideal = as_tensors(
-            device=self.device, preds=preds, target=target, ids=ids, categories=categories, mask=mask,
-            confidence=confidence, n_relevant=n_relevant, ideal=ideal)
-        rows = check_score_rows(preds, target, ids=ids, categories=categories, confidence=confidence,
-                                compact=self.compact, mask=mask)
-        ids, categories, confidence = (None if t is None else t.to(preds.device)
-                                       for t in (rows.ids, rows.categories, rows.confidence))
-        values, flags = score_batch_values(preds, target, self._parsed, mask=mask, ties=self.ties,
-                                           n_relevant=n_relevant, ideal=ideal)
-        if self.compact:
-            self.sums += compact_sums(values)
-        else:
-            self.values.append(values)
-            if ids is not None:
-                self.ids.append(ids)
-            if categories is not None:
-                self.categories.append(categories)
-            if confidence is not None:
-                self.confidence.append(confidence)
-        self.invalid += flags.to(self.invalid.device)
+        self.accumulator.update(self._states(), preds, target, ids=ids, categories=categories, mask=mask,
+                                confidence=confidence, n_relevant=n_relevant, ideal=ideal, device=self.device)
 
     def compute(self):
         """``{key: value}`` over every query seen (on every rank, when synced)."""
-        raise_value_flags(self.invalid)
-        if self.compact:
-            self._warn_without_ids("use compact=False and pass each query's dataset index as ids= to update.")
-            return self._counted(finalize_compact(self.sums, self.keys, empty=self.empty, gather=False))
-        values = self._state("values")
-        if values is None:
-            values = torch.empty(0, len(self.keys), dtype=torch.float64, device=self.device)
-        ids, categories, confidence = self._state("ids"), self._state("categories"), self._state("confidence")
-        _same_rows(values.shape[0], ids=ids, categories=categories, confidence=confidence)
-        if ids is None:
-            self._warn_without_ids("pass each query's dataset index as ids= to update.")
-        return self._counted(finalize_scores(values, self.keys, ids=ids, categories=categories, gather=False,
-                                             confidence=confidence, empty=self.empty, reduce=self.reduce,
-                                             ties=self.ties, processes=self.synced_processes, **self.stats))
+        return self._counted(self.accumulator.compute(self._states(), **self._synced()))
 
 
 class EmbeddingMetrics(CoreStateMetric):
@@ -246,16 +189,15 @@ class EmbeddingMetrics(CoreStateMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        parsed, self.options = embedding_options(
+        self.accumulator = EmbeddingAccumulator(
             metrics, distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
             per_class=per_class, memory_budget=memory_budget, progress=progress, ci=ci, ci_method=ci_method,
-            n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
-        self.keys = tuple(m.key for m in parsed)
-        for name in ("embeddings", "labels", "ids", "is_query", "is_gallery", "categories", "confidence"):
-            self.add_state(name, default=[], dist_reduce_fx="cat")
+            n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query, name=type(self).__name__)
+        self.keys, self.options = self.accumulator.keys, self.accumulator.options
+        self._add_states(self.accumulator)
 
     def _agreed_options(self) -> Dict[str, Any]:
-        return dict(super()._agreed_options(), metrics=self.keys, **agreed_embedding_options(self.options))
+        return dict(super()._agreed_options(), **self.accumulator.agreed_options())
 
     def update(
         self,
@@ -269,27 +211,8 @@ class EmbeddingMetrics(CoreStateMetric):
         confidence: Optional[Tensor] = None,
     ) -> None:
         """Store one batch (detached). Shapes and dtypes are checked here, values in ``compute``."""
-        embeddings, labels, ids, is_query, is_gallery, categories, confidence = as_tensors(
-            device=self.device, embeddings=embeddings, labels=labels, ids=ids, is_query=is_query,
-            is_gallery=is_gallery, categories=categories, confidence=confidence)
-        earlier_embeddings, earlier_labels = self._last_batch("embeddings"), self._last_batch("labels")
-        embeddings, labels, rows = check_embedding_batch(
-            embeddings, labels, dict(ids=ids, is_query=is_query, is_gallery=is_gallery, categories=categories,
-                                     confidence=confidence),
-            distance=self.options["distance"], relevance=self.options["relevance"],
-            dim=None if earlier_embeddings is None else earlier_embeddings.shape[1],
-            label_shape=None if earlier_labels is None else tuple(earlier_labels.shape[1:]))
-        self.embeddings.append(embeddings.detach())
-        self.labels.append(labels.detach())
-        for name, value in rows.items():
-            getattr(self, name).append(value.detach().to(embeddings.device))
-
-    def _last_batch(self, name: str) -> Optional[Tensor]:
-        """The last stored batch of a "cat" state (all of it once merged into one tensor), None before any."""
-        value = getattr(self, name)
-        if isinstance(value, Tensor):
-            return value if value.numel() or value.ndim > 1 else None
-        return value[-1] if value else None
+        self.accumulator.update(self._states(), embeddings, labels, ids=ids, is_query=is_query,
+                                is_gallery=is_gallery, categories=categories, confidence=confidence, device=self.device)
 
     def forward(self, *args: Any, **kwargs: Any) -> dict:
         """Accumulate the batch (as ``update``); returns an empty dict (see the class docs)."""
@@ -298,17 +221,9 @@ class EmbeddingMetrics(CoreStateMetric):
 
     def compute(self):
         """``{key: value}`` over every item seen (on every rank, when synced)."""
-        embeddings = self._state("embeddings")
-        if embeddings is None or embeddings.shape[0] == 0:
+        if self.accumulator.rows(self._states()) == 0:
             return {k: torch.tensor(float("nan"), dtype=torch.float64, device=self.device) for k in self.keys}
-        optional = {name: self._state(name) for name in ("ids", "is_query", "is_gallery", "categories", "confidence")}
-        labels = self._state("labels")
-        _same_rows(embeddings.shape[0], labels=labels, **optional)
-        if optional["ids"] is None:
-            self._warn_without_ids("pass each item's dataset index as ids= to update.")
         # synced: every rank holds every rank's state, and the ranks divide the evaluation
         synced = self._is_synced
-        return self._counted(finalize_embeddings(embeddings, labels, self.keys, gather=False, split=synced,
-                                                 processes=self.synced_processes,
-                                                 group=getattr(self, "synced_group", None) if synced else None,
-                                                 **optional, **self.options))
+        return self._counted(self.accumulator.compute(self._states(), split=synced, processes=self.synced_processes,
+                                                      group=getattr(self, "synced_group", None) if synced else None))

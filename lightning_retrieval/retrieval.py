@@ -35,12 +35,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from retrieval_core.evaluation.adapter_steps import auroc_values
-from retrieval_core import aggregate
-from retrieval_core.distributed.duplicates import drop_duplicates
-from retrieval_core import score_values
-from retrieval_core.metrics.kernels import recall_at_fixed_precision
-from retrieval_core.validate import check_rows, check_scores, check_values, widen_unsigned
+from retrieval_core import aggregate, score_values
+from retrieval_core.evaluation.accumulator import FlatAccumulator, auroc_values, recall_at_fixed_precision
 
 from ._base import CoreStateMetric
 from ._checks import check_binary_target, check_indexed_not_empty, check_indexed_triplet
@@ -87,20 +83,6 @@ def _aggregate_values(values: Tensor, aggregation: Aggregation, dim: Optional[in
     return out if aggregation == "mean" else out.values
 
 
-def _flat_dtypes(indexes: Tensor, preds: Tensor, target: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    """int64 indexes, float32 scores (as torchmetrics; ``preds`` are floating here:
-    integer scores are refused at ``update``, as torchmetrics does), targets kept
-    narrow: bool stays bool, integers become int64, floats float32 (every rank then
-    holds the same dtypes)."""
-    if target.dtype == torch.bool:
-        pass
-    elif target.is_floating_point():
-        target = target.float()
-    elif not target.is_complex():
-        target = target.long()
-    return indexes.long(), preds.float(), target
-
-
 class _FlatRetrievalMetric(CoreStateMetric):
     """Flat ``(indexes, preds, target)`` states; ``compute`` evaluates ``self._keys``."""
 
@@ -131,10 +113,9 @@ class _FlatRetrievalMetric(CoreStateMetric):
         self.empty_target_action = empty_target_action
         self.ignore_index = ignore_index
         self.aggregation = aggregation
-        self.add_state("indexes", default=[], dist_reduce_fx="cat")
-        self.add_state("preds", default=[], dist_reduce_fx="cat")
-        self.add_state("target", default=[], dist_reduce_fx="cat")
-        self.add_state("ids", default=[], dist_reduce_fx="cat")
+        # indexes, preds, target and ids: "cat" lists
+        self.accumulator = FlatAccumulator(name=type(self).__name__)
+        self._add_states(self.accumulator)
 
     # the constructor's arguments (each class takes some of them): compared between ranks before a
     # sync, and the metric's identity for MetricCollection's compute groups
@@ -159,42 +140,16 @@ class _FlatRetrievalMetric(CoreStateMetric):
         if indexes is None:
             raise ValueError("Argument `indexes` cannot be None")
         check_indexed_triplet(indexes, preds, target)
-        indexes, target = widen_unsigned("`indexes`", indexes), widen_unsigned("`target`", target)
-        if ids is not None and (not isinstance(ids, Tensor) or ids.shape != indexes.shape):
-            got = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
-            raise ValueError(f"`ids` must be a tensor of the shape of `indexes` {tuple(indexes.shape)}; got {got}")
-        if self.ignore_index is not None:
-            keep = target != self.ignore_index
-            indexes, preds, target = indexes[keep], preds[keep], target[keep]
-            ids = None if ids is None else ids[keep]
-        check_indexed_not_empty(indexes)
-        indexes, preds, target = indexes.reshape(-1), preds.reshape(-1), target.reshape(-1)
-        check_scores(preds, target, indexes=indexes)
-        indexes, preds, target = _flat_dtypes(indexes, preds.detach(), target.detach())
-        if ids is not None:
-            self.ids.append(check_rows("ids", ids.reshape(-1), indexes.numel(), unit="entry").to(indexes.device))
-        self.indexes.append(indexes)
-        self.preds.append(preds)
-        self.target.append(target)
+        self.accumulator.update(self._states(), indexes, preds, target, ids=ids, ignore_index=self.ignore_index,
+                                not_empty=check_indexed_not_empty)
 
     # ------------------------------------------------------------------ compute
 
     def _flat(self) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
-        """The entries (every rank's, when synced), repeated ids dropped."""
-        preds = self._state("preds")
-        if preds is None or preds.numel() == 0:
-            return None
-        indexes, target, ids = self._state("indexes"), self._state("target"), self._state("ids")
-        if ids is None:
-            self._warn_without_ids("pass each entry's dataset index as ids= to update (a padding copy repeats "
-                                   "its entries with their ids).")
-            return indexes, preds, target
-        if ids.shape[0] != preds.shape[0]:
-            raise ValueError(f"ids were given for {ids.shape[0]} of {preds.shape[0]} entries: pass ids with every "
-                             "update (on every rank) or with none")
-        _, indexes, preds, target = drop_duplicates(ids, indexes, preds, target,
-                                                    names=["indexes", "preds", "target"])
-        return indexes, preds, target
+        """The entries (every rank's, when synced), repeated ids dropped, values checked:
+        binary targets (except nDCG), finite scores, gains >= 0, in one pass."""
+        return self.accumulator.entries(self._states(), check_target=None if self.allow_non_binary_target
+                                        else check_binary_target, **self._synced())
 
     def _keys(self, n_entries: int) -> List[str]:
         """The core keys this class evaluates (``n_entries`` bounds every query's size,
@@ -208,12 +163,6 @@ class _FlatRetrievalMetric(CoreStateMetric):
     def _ties(self) -> str:
         """The core's tie mode: "stable", or "expected" where torchmetrics averages ties."""
         return "stable"
-
-    def _check_flat_values(self, preds: Tensor, target: Tensor) -> None:
-        """Binary targets (except nDCG), finite scores, gains >= 0: one pass, at compute."""
-        if not self.allow_non_binary_target:
-            check_binary_target(target)
-        check_values(preds, target)
 
     def _filled(self, values: Tensor) -> Tensor:
         """Per-query values after ``empty_target_action``: rows of skipped queries removed."""
@@ -236,7 +185,6 @@ class _FlatRetrievalMetric(CoreStateMetric):
         if flat is None:
             return torch.tensor(0.0, device=self.device)
         indexes, preds, target = flat
-        self._check_flat_values(preds, target)
         values = self._filled(self._query_values(indexes, preds, target))[:, 0]
         if values.numel() == 0:
             return torch.tensor(0.0, device=preds.device)
@@ -452,7 +400,6 @@ class RetrievalPrecisionRecallCurve(_FlatRetrievalMetric):
             zeros = torch.zeros(max_k, device=self.device)
             return zeros, zeros.clone(), torch.arange(1, max_k + 1, device=self.device)
         indexes, preds, target = flat
-        self._check_flat_values(preds, target)
         max_k = self._curve_k(indexes)
         values = self._filled(score_values(preds, target, self._curve_keys(max_k), indexes=indexes).values)
         top_k = torch.arange(1, max_k + 1, device=preds.device)

@@ -2,13 +2,14 @@
 graph: every module is listed, imports point down (or within a layer), no import cycle,
 no import inside a function (optional dependencies go through ``optional``), no module
 only re-exports (a package's ``__init__`` may), no private name is imported from another
-package, and every module is small and says what it owns."""
+package, the adapters import only the public face and the accumulator, and every module
+is small and says what it owns."""
 from __future__ import annotations
 
 import ast
 import importlib.util
 from pathlib import Path
-from typing import Dict, Iterator, List, Set
+from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
@@ -95,7 +96,7 @@ def test_the_walk_finds_the_modules_and_their_imports():
     assert {"__init__", "search.frames", "distributed.collectives", "metrics.keys", "distributed",
             "cli"} <= set(MODULES)
     assert "ranking.ranking" in EDGES["metrics.kernels"]
-    assert "distributed.collectives" in EDGES["evaluation.steps"]
+    assert "distributed.collectives" in EDGES["evaluation.accumulator.state"]
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -235,6 +236,45 @@ def test_the_adapters_import_no_private_name_of_the_core(adapter):
                 private += [f"{path.name}: {ast.unparse(node)}" for p in parts if p.startswith("_")
                             and not p.startswith("__")][:1]
     assert not private, private
+
+
+# What an adapter may import of the core: the public face and the accumulator's module (each
+# name in that module's __all__); and the plots of the reporting application (drawn by the
+# torchmetrics adapters' plot(), above the public face, so not one of its names).
+ADAPTER_IMPORTS = {"": "__init__", "evaluation.accumulator": "evaluation.accumulator", "reporting.plot": None}
+
+
+def _all_of(name: str) -> Set[str]:
+    """The names listed in ``__all__`` of module ``name`` (read from its source)."""
+    for node in TREES[name].body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def _adapter_imports(adapter: str) -> Iterator[Tuple[str, str, List[str]]]:
+    """``(file, module below retrieval_core, names)`` of each import of the core in an adapter package."""
+    folder = Path(importlib.util.find_spec(adapter).origin).resolve().parent
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
+                        yield path.name, alias.name[len(PACKAGE) + 1:], []
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and (
+                    node.module == PACKAGE or (node.module or "").startswith(PACKAGE + ".")):
+                yield path.name, node.module[len(PACKAGE) + 1:], [alias.name for alias in node.names]
+
+
+@pytest.mark.parametrize("adapter", ["ignite_retrieval", "lightning_retrieval"])
+def test_the_adapters_import_only_the_public_face_and_the_accumulator(adapter):
+    found = list(_adapter_imports(adapter))
+    assert found, f"{adapter} imports nothing of {PACKAGE}: is the walk broken?"
+    wrong = [f"{file}: {PACKAGE}.{module}".rstrip(".") for file, module, _ in found if module not in ADAPTER_IMPORTS]
+    assert not wrong, f"adapters import only {PACKAGE}, {PACKAGE}.evaluation.accumulator (and plots): {wrong}"
+    unlisted = [f"{file}: {name} from {PACKAGE}.{module}".rstrip(".") for file, module, names in found
+                if ADAPTER_IMPORTS[module] for name in names if name not in _all_of(ADAPTER_IMPORTS[module])]
+    assert not unlisted, f"names outside the module's __all__: {unlisted}"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -1,9 +1,11 @@
 """The docs report the anchor runs they claim (issue 26, item 19): docs/lightning.md's
 table of torchmetrics' suite covers every file of its retrieval folder with totals that
 add up, and names every all-zero-predictions failure that known.py expects;
-docs/compat.md names PML's tests by their tag and counts only passes that built ours."""
+docs/compat.md names PML's tests by their tag and counts only passes that built ours;
+docs/architecture.md's plain-loop adapter runs and prints what it shows."""
 from __future__ import annotations
 
+import doctest
 import re
 from pathlib import Path
 
@@ -43,3 +45,14 @@ def test_compat_doc_names_pml_tests_by_their_tag_and_counts_ours_only():
     assert "PML 2.9.0's tests" not in text
     assert "commit 216a792, tagged v2.8.1" in text
     assert "11 passed, 0 failed, 0 skipped**, and 5 more passed without building ours, not counted" in text
+
+
+def test_architecture_doc_plain_loop_adapter_runs():
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Adding an adapter", 1)[1].split("\n## ", 1)[0]
+    section = re.sub(r"^```.*$", "", section, flags=re.M)  # a fence ends an example's output
+    test = doctest.DocTestParser().get_doctest(section, {}, "architecture.md: Adding an adapter", None, 0)
+    assert len(test.examples) >= 5
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0

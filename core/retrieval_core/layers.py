@@ -41,8 +41,8 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("evaluation", ("evaluation",)),
     # an embedding evaluation divided between ranks (shares, sharded gallery) and the package's face
     ("distributed", ("distributed",)),
-    # what the adapters share: option checks and update/compute steps
-    ("adapter_steps", ("evaluation.steps", "evaluation.adapter_steps")),
+    # the framework-neutral accumulator under the adapters: state, update, sync across ranks, compute
+    ("accumulator", ("evaluation.accumulator",)),
     # the package itself: its public API (retrieval_core.__all__)
     ("public", ("__init__",)),
     # applications built on the public API

@@ -12,7 +12,8 @@ from torch.overrides import TorchFunctionMode
 
 import retrieval_core
 from retrieval_core.distributed import drop_duplicates
-from retrieval_core.evaluation.steps import finalize_embeddings, finalize_scores
+from retrieval_core.evaluation.accumulator.embeddings import finalize_embeddings
+from retrieval_core.evaluation.accumulator.scores import finalize_scores
 
 NAN = float("nan")
 PADDING_NOTE = r"ids must identify dataset items \(DistributedSampler padding repeats the same row, which is dropped\)"

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import retrieval_core as rc
-from retrieval_core.evaluation.steps import compact_sums, finalize_compact
+from retrieval_core.evaluation.accumulator.scores import compact_sums, finalize_compact
 
 
 def discount(rank: int) -> Fraction:
@@ -138,7 +138,7 @@ def test_compact_sums_refused():
     """The adapters' compact state sums per-query values: an overflowed sum is refused at compute."""
     values = torch.tensor([[1.5e308], [1.5e308]], dtype=torch.float64)
     with pytest.raises(ValueError, match="beyond what float64 can sum"):
-        finalize_compact(compact_sums(values), ["dcg_exp@1"], gather=False)
+        finalize_compact(compact_sums(values), ["dcg_exp@1"])
 
 
 @pytest.mark.parametrize("big", [1100, 2000])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import retrieval_core as rc
-from retrieval_core.evaluation.adapter_steps import score_batch_values
+from retrieval_core.evaluation.accumulator.scores import score_batch_values
 from retrieval_core import ranking_values
 from retrieval_core.metrics.keys import parse_metrics
 from retrieval_core.metrics.spec import AT_K, AT_R, AT_X, REGISTRY

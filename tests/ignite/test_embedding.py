@@ -145,7 +145,7 @@ def test_reset_between_epochs_and_unrolled_lists():
     metric.attach(evaluator, "retrieval")
     evaluator.run([(b["embeddings"], b["labels"]) for b in batches_of(53, embeddings=x, labels=labels)], max_epochs=3)
     assert_same(evaluator.state.metrics["retrieval"], want)
-    assert metric._n_rows == 53
+    assert metric.accumulator.rows(metric._state) == 53
     # per-sample lists are unrolled as ignite does
     assert_same(run(EmbeddingMetrics(KEYS), [(list(x), list(labels))])["retrieval"], want)
 

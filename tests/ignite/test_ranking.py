@@ -113,7 +113,7 @@ def test_compact_equals_full_mean():
         compact_metric = RankingMetrics(KEYS, empty=empty, compact=True)
         compact = run(compact_metric, batches_of(preds, target))
         assert_same(compact["ranking"], full["ranking"], tol=1e-12)
-        assert compact_metric._values == [] and compact_metric._sums.shape == (3, len(KEYS))
+        assert "values" not in compact_metric._state and compact_metric._state["sums"].shape == (3, len(KEYS))
         assert int(compact_metric.last_results.n_queries) == preds.shape[0]
 
 

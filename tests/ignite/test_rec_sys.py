@@ -345,8 +345,9 @@ def test_state_detached_and_on_the_metric_device(cls):
     metric = cls(top_k=[1, 3], device="cpu")
     y_pred = torch.randn(4, 5, requires_grad=True)
     metric.update((y_pred, torch.randint(0, 2, (4, 5)).float()))
-    assert metric._values and all(not v.requires_grad and v.is_leaf for v in metric._values)
-    assert all(v.device == torch.device("cpu") for v in metric._values)
+    values = metric._state["values"]
+    assert values and all(not v.requires_grad and v.is_leaf for v in values)
+    assert all(v.device == torch.device("cpu") for v in values)
 
 
 @pytest.mark.parametrize("top_k", [[True], [1.5], [2.0], True])
