@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "core"), str(ROOT / "tests" / "compat_oml")]
+sys.path[:0] = [str(ROOT / "core"), str(ROOT / "tests" / "anchors" / "oml")]
 
 from oml_env import load_oml_metrics  # noqa: E402
 

@@ -9,7 +9,7 @@ import doctest
 import re
 from pathlib import Path
 
-from tests.anchor_suites import known
+from tests.anchors.suites import known
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 TORCHMETRICS_FILES = {"test_auroc.py", "test_fallout.py", "test_hit_rate.py", "test_map.py", "test_mrr.py",

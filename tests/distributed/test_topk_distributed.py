@@ -16,7 +16,7 @@ pytest.importorskip("torchmetrics")
 from retrieval_core.trec import evaluate_trec, read_run, write_run  # noqa: E402
 from tests.distributed import harness  # noqa: E402
 from tests.distributed.topk_scenarios import KEYS, PADDED, SCENARIOS, SEED, share  # noqa: E402
-from tests.trec.cases import make_loop  # noqa: E402
+from tests.unit.trec.cases import make_loop  # noqa: E402
 
 SUITE = "tests.distributed.topk_scenarios"
 TREC = ["map", "ndcg", "ndcg_cut_10", "recip_rank", "P_5", "recall_100", "Rprec", "success_1", "map_cut_10"]

@@ -1,11 +1,11 @@
 """The suite of the validation-loop path (``retrieval_core.trec.QrelsJudge`` feeding the
 adapters' ``n_relevant=`` / ``ideal=``) for the multi-process harness.
 
-Every rank builds the same qrels and top-k batches (``tests.trec.cases.make_loop``) and
+Every rank builds the same qrels and top-k batches (``tests.unit.trec.cases.make_loop``) and
 judges its own share of the batches: uneven (rank 0 the first batch, rank 1 the rest),
 and rank 0 also sees again the first query of rank 1 (DistributedSampler's padding
 repeats a sample), dropped by its ``ids``. On one process (``harness.run_local``) the
-cases see every batch once: the reference, which ``tests/trec/test_judge.py`` checks
+cases see every batch once: the reference, which ``tests/unit/trec/test_judge.py`` checks
 against trec_eval's numbers. A case returns the summary and the per-query values by
 query name.
 """
@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 from ignite_retrieval import RankingMetrics as IgniteRanking
 from lightning_retrieval import RankingMetrics as LightningRanking
 from retrieval_core.trec import QrelsJudge
-from tests.trec.cases import Batch, make_loop
+from tests.unit.trec.cases import Batch, make_loop
 
 WORLDS = (2,)
 SEED = 3

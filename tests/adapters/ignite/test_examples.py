@@ -12,7 +12,7 @@ import torch
 
 import sklearn  # noqa: F401  (a test dependency)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 METRIC = r"cmc@1 ([0-9.]+) \| map@r ([0-9.]+) \| precision_capped@5 ([0-9.]+)"
 
 

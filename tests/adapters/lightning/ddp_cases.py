@@ -19,7 +19,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.utilities.distributed import gather_all_tensors
 
 import lightning_retrieval as lr
-from tests.lightning.data import clustered_embeddings, dense_batches, flat_queries
+from tests.adapters.lightning.data import clustered_embeddings, dense_batches, flat_queries
 
 WORLD = 2
 WORLDS = (WORLD,)

@@ -11,7 +11,7 @@ import torch
 from torchmetrics import MetricCollection
 
 import lightning_retrieval as lr
-from tests.lightning.data import clustered_embeddings
+from tests.adapters.lightning.data import clustered_embeddings
 
 
 def _dense_batches():

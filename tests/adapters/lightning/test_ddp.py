@@ -14,9 +14,9 @@ import torch
 from torchmetrics import MetricCollection
 
 from tests.distributed import harness
-from tests.lightning.ddp_cases import CASES, ERRORS, WORLD, apply, plain
+from tests.adapters.lightning.ddp_cases import CASES, ERRORS, WORLD, apply, plain
 
-SUITE = "tests.lightning.ddp_cases"
+SUITE = "tests.adapters.lightning.ddp_cases"
 SCENARIOS = CASES
 
 

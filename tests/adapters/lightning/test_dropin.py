@@ -10,7 +10,7 @@ from torchmetrics import MetricCollection
 
 import lightning_retrieval as lr
 import retrieval_core
-from tests.lightning.data import flat_queries
+from tests.adapters.lightning.data import flat_queries
 
 ATOL = 1e-5  # torchmetrics computes in float32
 

@@ -13,7 +13,7 @@ import torch
 import sklearn  # noqa: F401  (a test dependency)
 import lightning  # noqa: F401  (a test dependency)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 EXAMPLE = os.path.join(ROOT, "examples", "lightning_module.py")
 TIMEOUT_S = 300
 

@@ -11,7 +11,7 @@ from torchmetrics import MetricCollection
 
 import retrieval_core
 from lightning_retrieval import EmbeddingMetrics, RankingMetrics
-from tests.lightning.data import clustered_embeddings, dense_batches
+from tests.adapters.lightning.data import clustered_embeddings, dense_batches
 
 KEYS = ["ndcg@5", "map@r", "mrr", "precision@3", "recall@5", "fall_out@2", "auroc"]
 

@@ -7,7 +7,7 @@ import torch
 
 import retrieval_core
 from lightning_retrieval import EmbeddingMetrics, RankingMetrics
-from tests.lightning.data import clustered_embeddings, dense_batches
+from tests.adapters.lightning.data import clustered_embeddings, dense_batches
 
 KEYS = ["cmc@1", "map@r", "precision@3"]
 

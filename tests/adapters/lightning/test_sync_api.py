@@ -12,7 +12,7 @@ import torch
 import lightning_retrieval
 from lightning_retrieval import EmbeddingMetrics, RankingMetrics, RetrievalMAP
 from retrieval_core.distributed import gather_per_rank
-from tests.lightning.data import dense_batches
+from tests.adapters.lightning.data import dense_batches
 
 BASE = Path(lightning_retrieval.__file__).with_name("_base.py")
 

@@ -28,10 +28,10 @@ _LIGHT = {
 
 def _stub(name: str, attrs) -> types.ModuleType:
     module = types.ModuleType(name)
-    module.__doc__ = "stand-in (tests/compat_oml/oml_env.py): OML's metric functions do not use it"
+    module.__doc__ = "stand-in (tests/anchors/oml/oml_env.py): OML's metric functions do not use it"
 
     def unavailable(*args, **kwargs):
-        raise RuntimeError(f"{name} is a stand-in here (tests/compat_oml/oml_env.py)")
+        raise RuntimeError(f"{name} is a stand-in here (tests/anchors/oml/oml_env.py)")
 
     for a in attrs:
         setattr(module, a, type(a, (), {"__init__": unavailable}) if a[0].isupper() else unavailable)

@@ -1,7 +1,7 @@
 """Random cross-checks of retrieval_core.compat.oml against OML's own functions.
 
 Skipped (with the reason) unless ``oml.functional.metrics`` loads: installed, or from
-OML's source tree at ``OML_REPO_DIR`` (tests/compat_oml/oml_env.py; docs/compat_oml.md
+OML's source tree at ``OML_REPO_DIR`` (tests/anchors/oml/oml_env.py; docs/compat_oml.md
 says how to get it)."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from retrieval_core.compat import oml as ours
-from tests.compat_oml.oml_env import load_oml_metrics
-from tests.compat_oml.test_oml import random_case, tensors
+from tests.anchors.oml.oml_env import load_oml_metrics
+from tests.unit.compat.test_oml import random_case, tensors
 
 OML, WHY = load_oml_metrics()
 pytestmark = pytest.mark.skipif(OML is None, reason=f"OML's functions are not available: {WHY}")

@@ -1,5 +1,5 @@
 """evaluate_trec against ranx (``ranx.evaluate``) on the random qrels and runs of
-``tests/trec/cases.py`` (graded rels, unjudged pool entries (-1), relevant documents the
+``tests/unit/trec/cases.py`` (graded rels, unjudged pool entries (-1), relevant documents the
 runs miss, a query without relevant documents, a qrels query absent from the run, a run
 query absent from the qrels), per query and in the mean, and every place where ranx
 differs from trec_eval on purpose or not, shown by a value (docs/trec.md, "ranx"):
@@ -9,7 +9,7 @@ differs from trec_eval on purpose or not, shown by a value (docs/trec.md, "ranx"
 * tie order: ranx ranks equal scores by its own sort (insertion order for short lists,
   arbitrary for long ones), trec_eval by doc id descending: the compared runs have no
   ties (``random_case(ties=False)``); ties are checked against pytrec_eval in
-  test_evaluate.py;
+  tests/anchors/trec_eval/test_evaluate_trec.py;
 * bpref: ranx counts a negative rel (in the pool, unjudged) as judged non-relevant, gives
   NaN to a query with relevant documents retrieved and no judged non-relevant one, and 0
   to every query from a query without relevant document on (in its order, sorted ids; one
@@ -33,7 +33,7 @@ ranx = pytest.importorskip("ranx")
 from ranx.metrics.bpref import _bpref as bpref_kernel  # noqa: E402
 
 from retrieval_core.trec import evaluate_trec, qrels_from_dict, run_from_dict  # noqa: E402
-from tests.trec.cases import random_case  # noqa: E402
+from tests.unit.trec.cases import random_case  # noqa: E402
 
 # ranx name -> trec_eval name
 MEASURES = {"map": "map", "map@10": "map_cut_10", "ndcg": "ndcg", "ndcg@10": "ndcg_cut_10", "mrr": "recip_rank",

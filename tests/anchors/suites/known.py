@@ -11,7 +11,7 @@ from typing import Dict, Optional
 _IGNITE_PRIVATE = (
     "reads ignite's private accumulator (_hits_per_k / _sum_ndcg_per_k); ours keeps "
     "per-query values (_values) instead, so repeated ids can be dropped; "
-    "tests/ignite/test_rec_sys.py::test_state_detached_and_on_the_metric_device checks "
+    "tests/adapters/ignite/test_rec_sys.py::test_state_detached_and_on_the_metric_device checks "
     "the same properties (detached, on the metric's device) on our state"
 )
 _TM_ZERO_SCORES = (

@@ -54,7 +54,7 @@ def _stand_in(name: str, **attrs) -> None:
         module = importlib.import_module(name)
     except ImportError:
         module = types.ModuleType(name)
-        module.__doc__ = "stand-in (tests/compat_oml/oml_swap.py)"
+        module.__doc__ = "stand-in (tests/anchors/suites/oml_swap.py)"
         sys.modules[name] = module
         setattr(sys.modules["oml"], name.split(".")[1], module)
     for key, value in attrs.items():

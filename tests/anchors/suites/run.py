@@ -3,8 +3,8 @@
 Usage (from the repository root; ``ANCHOR_TESTS_DIR`` holds the anchors' extracted
 test trees, see docs/lightning.md, "Anchor test suites")::
 
-    ANCHOR_TESTS_DIR=/tmp/anchor_tests python tests/anchor_suites/run.py [torchmetrics] [ignite]
-    ANCHOR_TESTS_DIR=/tmp/anchor_tests python tests/anchor_suites/run.py torchmetrics:test_map.py  # one file
+    ANCHOR_TESTS_DIR=/tmp/anchor_tests python tests/anchors/suites/run.py [torchmetrics] [ignite]
+    ANCHOR_TESTS_DIR=/tmp/anchor_tests python tests/anchors/suites/run.py torchmetrics:test_map.py  # one file
 
 Each test file runs in its own pytest process (one per rank for ignite's
 distributed tests, 2 ranks; torchmetrics' ddp=True variants in its pool of 2
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
+REPO = HERE.parents[2]
 
 # per anchor: the test folders, the tests that do not test the drop-ins (deselected
 # to save time), and the runs: a pytest marker expression, the number of processes

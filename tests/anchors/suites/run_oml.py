@@ -3,7 +3,7 @@
 Usage (from the repository root; ``OML_REPO_DIR`` holds OML's source tree with its
 ``oml/`` and ``tests/``, see docs/compat_oml.md, "OML's own tests")::
 
-    OML_REPO_DIR=/tmp/oml_repo python tests/compat_oml/run.py
+    OML_REPO_DIR=/tmp/oml_repo python tests/anchors/suites/run_oml.py
 
 One pytest process rooted at ``$OML_REPO_DIR`` runs ``SUITE`` with the plugin
 ``oml_swap`` (OML's functions replaced by ours before the test modules import
@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
+REPO = HERE.parents[2]
+OML_ENV = REPO / "tests" / "anchors" / "oml"  # oml_env.py: loading OML (oml_swap imports it)
 if str(REPO) not in sys.path:  # run as a script: the repository's tests package
     sys.path.insert(0, str(REPO))
-from tests.anchor_suites.run import junit_outcome  # noqa: E402
+from tests.anchors.suites.run import junit_outcome  # noqa: E402
 SUITE = "tests/test_oml/test_functional/test_metrics"
 
 # failing test id (re.fullmatch on "classname::name") -> why it fails on purpose
@@ -48,7 +49,7 @@ def run_suite(repo: Path, timeout: float = 1800) -> Dict:
     """Counts (``passed``: called ours; ``not_ours``: passed on OML's code alone),
     the failing test ids with their messages, and pytest's output tail."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(repo), str(HERE), str(REPO / "core")])
+    env["PYTHONPATH"] = os.pathsep.join([str(repo), str(HERE), str(OML_ENV), str(REPO / "core")])
     env.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
@@ -69,7 +70,7 @@ def run_suite(repo: Path, timeout: float = 1800) -> Dict:
 
 
 def main() -> int:
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(OML_ENV))
     from oml_env import oml_repo_dir
 
     repo = oml_repo_dir()

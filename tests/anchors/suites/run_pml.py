@@ -4,7 +4,7 @@ Usage (from the repository root; ``ANCHOR_TESTS_DIR/pytorch-metric-learning`` ho
 PML's extracted ``tests`` folder, e.g. ``git --git-dir=<PML git dir> archive HEAD
 tests | tar -x -C $ANCHOR_TESTS_DIR/pytorch-metric-learning``)::
 
-    ANCHOR_TESTS_DIR=/tmp/anchor_tests python tests/compat/run_pml.py
+    ANCHOR_TESTS_DIR=/tmp/anchor_tests python tests/anchors/suites/run_pml.py
 
 One pytest process per test file (``tests/utils/test_calculate_accuracies*.py``),
 with the plugin ``pml_swap`` and ``TEST_DEVICE=cpu`` unless set. Printed: passed /
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
+REPO = HERE.parents[2]
 ANCHOR = "pytorch-metric-learning"
 PATTERN = "tests/utils/test_calculate_accuracies*.py"
 OURS = "retrieval_core.compat.pml.AccuracyCalculator"

@@ -1,4 +1,4 @@
-"""OML's own functional-metric tests against ours (see run.py). Skipped unless
+"""OML's own functional-metric tests against ours (see run_oml.py). Skipped unless
 ``OML_REPO_DIR`` points at OML's source tree (docs/compat_oml.md, "OML's own
 tests"): those tests come from OML's repository, not from ours.
 
@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from tests.compat_oml import run
-from tests.compat_oml.oml_env import oml_repo_dir
+from tests.anchors.suites import run_oml as run
+from tests.anchors.oml.oml_env import oml_repo_dir
 
 
 def test_oml_suite():

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.compat.run_pml import KNOWN, pml_root, reason, run_suite
+from tests.anchors.suites.run_pml import KNOWN, pml_root, reason, run_suite
 
 
 def test_pml_accuracy_suite():

@@ -7,7 +7,7 @@ import sys
 import types
 import xml.etree.ElementTree as ET
 
-from tests.compat import run_pml
+from tests.anchors.suites import run_pml
 
 
 def _case(name: str, ours: int = None, outcome: str = "") -> ET.Element:
@@ -31,7 +31,7 @@ def test_only_passes_that_built_ours_count():
 def test_the_plugin_counts_constructions_of_ours_and_subclasses(monkeypatch):
     from retrieval_core.compat.pml import AccuracyCalculator
 
-    from tests.compat import pml_swap
+    from tests.anchors.suites import pml_swap
 
     module = types.ModuleType("pytorch_metric_learning.utils.accuracy_calculator")
     utils = types.ModuleType("pytorch_metric_learning.utils")

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from tests.anchor_suites.known import KNOWN, reason
-from tests.anchor_suites.run import SUITES, anchor_root, run_suite
+from tests.anchors.suites.known import KNOWN, reason
+from tests.anchors.suites.run import SUITES, anchor_root, run_suite
 
 
 @pytest.mark.parametrize("anchor", sorted(SUITES))

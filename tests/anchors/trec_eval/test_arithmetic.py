@@ -1,6 +1,6 @@
 """trec_eval's arithmetic (issue 26, items 1-3): per-query values and summaries added in
 trec_eval's order, so that every printed digit is trec_eval's; ``dcg`` with graded gains;
-``num_rel`` under ``-c``. The oracle is tests/trec/trec_eval_arith.py (trec_eval's loops
+``num_rel`` under ``-c``. The oracle is tests/anchors/trec_eval/trec_eval_arith.py (trec_eval's loops
 in plain Python), itself checked here against trec_eval's own outputs."""
 from __future__ import annotations
 

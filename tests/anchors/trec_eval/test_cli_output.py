@@ -1,4 +1,4 @@
-"""`retrieval-metrics trec`: its output against trec_eval's own (tests/trec/data), line by line,
+"""`retrieval-metrics trec`: its output against trec_eval's own (tests/anchors/trec_eval/data), line by line,
 the unsupported measures on stderr, and the table of several runs with its paired tests."""
 from __future__ import annotations
 

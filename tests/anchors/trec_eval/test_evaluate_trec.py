@@ -1,4 +1,4 @@
-"""evaluate_trec against trec_eval's own outputs (tests/trec/data, every supported measure, per
+"""evaluate_trec against trec_eval's own outputs (tests/anchors/trec_eval/data, every supported measure, per
 query and in the summary, to 4 decimals) and against pytrec_eval on random qrels and runs."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from retrieval_core.trec import (  # noqa: E402
     read_trec_eval_output,
     run_from_dict,
 )
-from tests.trec.cases import random_case  # noqa: E402
+from tests.unit.trec.cases import random_case  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 SUPPORTED = ["official", "recall", "ndcg", "ndcg_cut", "map_cut", "success", "num_nonrel_judged_ret"]

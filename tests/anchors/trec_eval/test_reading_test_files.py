@@ -1,4 +1,4 @@
-"""End-to-end checks of the reading semantics on trec_eval's own test files (tests/trec/data,
+"""End-to-end checks of the reading semantics on trec_eval's own test files (tests/anchors/trec_eval/data,
 copied unmodified from usnistgov/trec_eval, see data/README.md): counts agree with plain
 Python counting, and num_q / num_ret / num_rel / num_rel_ret / num_nonrel_judged_ret and
 relstring computed from the parsed objects equal trec_eval's outputs, with -c, -M100 and -l2."""

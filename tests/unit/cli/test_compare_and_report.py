@@ -14,7 +14,7 @@ from retrieval_core import cli
 from retrieval_core.cli import parser as cli_parser
 from retrieval_core.cli.io import fingerprint
 from retrieval_core.stats.results import MetricResults
-from tests.core.test_cli_newcomer import run
+from tests.unit.cli.test_errors_and_outputs import run
 
 COMMANDS = ("demo", "eval", "report", "compare", "trec")
 

@@ -19,7 +19,7 @@ import retrieval_core as rc
 from retrieval_core import cli, optional
 from retrieval_core.cli import commands as cli_commands, demo as cli_demo
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NAMES = np.array(["cat", "dog", "eel", "fox", "gnu"])
 
 

@@ -1,7 +1,8 @@
 """retrieval_core.compat.oml: OML's structures and definitions on hand-made cases,
 random cases against a plain reference written from OML's documented definitions
 (docs/compat_oml.md), devices, and the errors. The cross-checks against OML's own
-functions are in test_oml_crosscheck.py, OML's own tests in test_oml_suite.py."""
+functions are in tests/anchors/oml/test_oml_functions.py, OML's own tests in
+tests/anchors/suites/test_oml_suite.py."""
 from __future__ import annotations
 
 import math

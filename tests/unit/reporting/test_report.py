@@ -175,7 +175,7 @@ def test_write_report_files_and_figures(tmp_path):
 
 
 def test_docs_snippets_run(tmp_path):
-    docs = Path(__file__).resolve().parents[2] / "docs" / "reports.md"
+    docs = Path(__file__).resolve().parents[3] / "docs" / "reports.md"
     blocks = re.findall(r"```python\n(.*?)```", docs.read_text(encoding="utf-8"), flags=re.S)
     assert len(blocks) >= 2
     for code in blocks:

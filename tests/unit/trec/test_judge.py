@@ -19,7 +19,7 @@ pytest.importorskip("numpy")
 from retrieval_core.trec import (  # noqa: E402
     QrelsJudge, evaluate_trec, parse_measures, qrels_from_dict, read_run, write_run,
 )
-from tests.trec.cases import make_loop  # noqa: E402
+from tests.unit.trec.cases import make_loop  # noqa: E402
 
 MEASURES = ["map", "ndcg", "ndcg_cut_10", "recip_rank", "P_5", "recall_100", "Rprec", "success_1", "map_cut_10"]
 KEYS = [key for key, _ in parse_measures(MEASURES)]  # map, ndcg, ndcg@10, mrr, precision@5, ...
@@ -284,7 +284,7 @@ def test_adapters_refuse_bad_r_and_ideal(adapter):
 
 def _snippets():
     """The Python blocks of the docs that use QrelsJudge: (file, code)."""
-    root = Path(__file__).resolve().parents[2] / "docs"
+    root = Path(__file__).resolve().parents[3] / "docs"
     out = []
     for name in ("trec.md", "lightning.md", "ignite.md"):
         blocks = re.findall(r"```python\n(.*?)```", (root / name).read_text(encoding="utf-8"), flags=re.S)

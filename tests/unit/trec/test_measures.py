@@ -58,7 +58,8 @@ def test_official_set_equals_trec_eval_default_output_names():
     from pathlib import Path
 
     from retrieval_core.trec import read_trec_eval_output
-    names = list(read_trec_eval_output(Path(__file__).parent / "data" / "out.test")["all"])
+    out_test = Path(__file__).resolve().parents[2] / "anchors" / "trec_eval" / "data" / "out.test"  # trec_eval's output
+    names = list(read_trec_eval_output(out_test)["all"])
     assert names[0] == "runid"  # the run's tag, not a measure
     for spelled in ("official", "-m official", "-mofficial"):
         assert [t for _, t in parse_measures(spelled)] == names[1:]
