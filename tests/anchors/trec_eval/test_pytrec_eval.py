@@ -1,4 +1,5 @@
-"""Anchor tests against the TREC-style references: pytrec_eval (trec_eval) and ranx.
+"""Anchor tests against trec_eval through pytrec_eval, on the cases of
+``tests.references.GRADED_CASES`` (shared with the ranx cross-checks).
 
 Data: random continuous scores without ties (trec_eval orders ties differently
 from us, see ``test_trec_tie_order_differs``), integer graded gains 0..3 with about
@@ -6,10 +7,10 @@ from us, see ``test_trec_tie_order_differs``), integer graded gains 0..3 with ab
 
 Differences from our definitions, each asserted below:
 
-* R = 0: both anchors report 0 for such a query (when it is in the qrels); our
-  metrics are undefined there. So the anchors equal ours under ``empty="zero"``
+* R = 0: pytrec_eval reports 0 for such a query (when it is in the qrels); our
+  metrics are undefined there. So it equals ours under ``empty="zero"``
   on every query, and ours under ``empty="skip"`` on the queries with R > 0 (NaN,
-  i.e. skipped, on the others); their mean over R > 0 queries is our skip mean.
+  i.e. skipped, on the others); its mean over R > 0 queries is our skip mean.
 * Ties: trec_eval breaks equal scores by document id, descending; ours by lower
   column first.
 * Custom cutoffs in pytrec_eval must be given as measure parameters
@@ -17,12 +18,10 @@ Differences from our definitions, each asserted below:
 """
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
-from tests.references import did, distinct_scores, graded_gains, ours_per_query, qid, to_trec
+from tests.references import GRADED_CASES, check_against_anchor, did, graded_case, ours_per_query, qid, to_trec
 
 import retrieval_core
 from retrieval_core.trec import evaluate_trec, qrels_from_dict, run_from_dict
@@ -30,51 +29,8 @@ from retrieval_core.trec import evaluate_trec, qrels_from_dict, run_from_dict
 import pytrec_eval
 
 KS = (1, 3, 10, 50)
-# name: (Q, N, seed); N = 5 and 30 put some k past the end of the list.
-DATASETS = {
-    "q7_n5": (7, 5, 101),
-    "q50_n30": (50, 30, 102),
-    "q7_n200": (7, 200, 103),
-    "q50_n200": (50, 200, 104),
-}
 ATOL = 1e-6
 
-
-def make_dataset(n_queries: int, n_docs: int, seed: int):
-    g = torch.Generator().manual_seed(seed)
-    preds = distinct_scores((n_queries, n_docs), g)
-    target = graded_gains((n_queries, n_docs), g, p_relevant=0.25)
-    target[::5] = 0  # queries with R = 0, always (rows 0, 5, 10, ...)
-    target[1, -1] = 3  # and at least one with R > 0 whose relevant item is last-ranked often
-    return preds, target
-
-
-_CACHE = {}
-
-
-def dataset(name):
-    if name not in _CACHE:
-        preds, target = make_dataset(*DATASETS[name])
-        _CACHE[name] = (preds, target, (target > 0).sum(1))
-    return _CACHE[name]
-
-
-def check_against_anchor(anchor: torch.Tensor, preds, target, key: str, n_relevant: torch.Tensor, atol=ATOL):
-    """The comparison every anchor value goes through (see the module docstring)."""
-    skip = ours_per_query(preds, target, [key], empty="skip")[key]
-    zero = ours_per_query(preds, target, [key], empty="zero")[key]
-    has = n_relevant > 0
-    assert has.any() and (~has).any(), "the data must have queries with and without relevant items"
-    torch.testing.assert_close(skip[has], anchor[has], atol=atol, rtol=0, msg=lambda m: f"{key}: {m}")
-    # R = 0: undefined for us (NaN = skipped), 0 for the anchor.
-    assert torch.isnan(skip[~has]).all(), key
-    assert (anchor[~has] == 0).all(), key
-    torch.testing.assert_close(zero, anchor, atol=atol, rtol=0, msg=lambda m: f"{key} (empty='zero'): {m}")
-    mean = retrieval_core.evaluate_scores(preds, target, [key], empty="skip")[key]
-    torch.testing.assert_close(mean, anchor[has].mean(), atol=atol, rtol=0)
-
-
-# --------------------------------------------------------------------------- pytrec_eval
 
 CUTS = ",".join(str(k) for k in KS)
 PYTREC_MEASURES = {"map", "Rprec", "recip_rank", "ndcg", f"map_cut.{CUTS}", f"P.{CUTS}", f"recall.{CUTS}", f"ndcg_cut.{CUTS}"}
@@ -95,7 +51,7 @@ _PYTREC = {}
 
 def pytrec_results(name):
     if name not in _PYTREC:
-        preds, target, _ = dataset(name)
+        preds, target, _ = graded_case(name)
         qrels, run = to_trec(preds, target)
         res = pytrec_eval.RelevanceEvaluator(qrels, PYTREC_MEASURES).evaluate(run)
         n = preds.shape[0]
@@ -111,17 +67,17 @@ def test_pytrec_accepts_custom_cutoffs():
     assert res["P_3"] == pytest.approx(2 / 3) and res["P_50"] == pytest.approx(2 / 50)
 
 
-@pytest.mark.parametrize("name", list(DATASETS))
+@pytest.mark.parametrize("name", list(GRADED_CASES))
 @pytest.mark.parametrize("measure", list(PYTREC_KEYS))
 def test_pytrec_eval_per_query(name, measure):
-    preds, target, n_relevant = dataset(name)
+    preds, target, n_relevant = graded_case(name)
     anchor = pytrec_results(name)[measure]
     check_against_anchor(anchor, preds, target, PYTREC_KEYS[measure], n_relevant)
 
 
 def test_trec_precision_divides_by_k_past_the_list_end():
     """P_k with k > N divides by k, as our precision@k; precision_adaptive@k differs there."""
-    preds, target, n_relevant = dataset("q7_n5")
+    preds, target, n_relevant = graded_case("q7_n5")
     res = pytrec_results("q7_n5")
     hits = (target > 0).sum(1).to(torch.float64)  # k >= N: every relevant item is retrieved
     for k in (10, 50):
@@ -152,68 +108,6 @@ def test_trec_tie_order_differs():
     qrels_rev = {qid(0): {did(2 - j): int(g) for j, g in enumerate(target[0].tolist())}}
     trec_rev = pytrec_eval.RelevanceEvaluator(qrels_rev, {"P.1"}).evaluate(run_rev)[qid(0)]
     assert trec_rev["P_1"] == ours["precision@1"].item() == 1.0
-
-
-# --------------------------------------------------------------------------- ranx
-
-RANX_KEYS = {
-    "map": "map",
-    "mrr": "mrr",
-    "ndcg": "ndcg",
-    "ndcg_burges": "ndcg_exp",
-    "r-precision": "r_precision",
-    **{f"map@{k}": f"map@{k}" for k in KS},
-    **{f"precision@{k}": f"precision@{k}" for k in KS},
-    **{f"recall@{k}": f"recall@{k}" for k in KS},
-    **{f"mrr@{k}": f"mrr@{k}" for k in KS},
-    **{f"ndcg@{k}": f"ndcg@{k}" for k in KS},
-    **{f"ndcg_burges@{k}": f"ndcg_exp@{k}" for k in KS},
-    **{f"f1@{k}": f"f1@{k}" for k in KS},
-    **{f"hit_rate@{k}": f"hit_rate@{k}" for k in KS},
-    **{f"dcg@{k}": f"dcg@{k}" for k in KS},
-    **{f"dcg_burges@{k}": f"dcg_exp@{k}" for k in KS},
-}
-# ranx compiles every metric with numba on first use (about a minute, cached
-# afterwards): one evaluate call per dataset, on few datasets.
-RANX_DATASETS = ("q7_n5", "q50_n30", "q50_n200")
-
-
-@pytest.fixture(scope="module")
-def ranx_results():
-    import ranx
-    out = {}
-    for name in RANX_DATASETS:
-        preds, target, _ = dataset(name)
-        qrels, run = to_trec(preds, target)
-        qrels, run = ranx.Qrels(qrels), ranx.Run(run)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # numba type-safety warnings
-            res = ranx.evaluate(qrels, run, list(RANX_KEYS), return_mean=False, save_results_in_run=False)
-        ids = list(run.get_query_ids())
-        assert ids == [qid(i) for i in range(preds.shape[0])]
-        out[name] = {m: torch.as_tensor(res[m], dtype=torch.float64) for m in RANX_KEYS}
-    return out
-
-
-@pytest.mark.parametrize("name", RANX_DATASETS)
-def test_ranx_per_query(ranx_results, name):
-    preds, target, n_relevant = dataset(name)
-    failures = []
-    for metric, key in RANX_KEYS.items():
-        try:
-            check_against_anchor(ranx_results[name][metric], preds, target, key, n_relevant)
-        except AssertionError as e:  # collect all, report together
-            failures.append(f"ranx {metric} vs ours {key}: {e}")
-    assert not failures, "\n".join(failures)
-
-
-def test_ranx_f1_is_harmonic_mean_of_ranx_precision_and_recall(ranx_results):
-    """Our f1@k = 2 hits / (k + R) is the harmonic mean of precision@k (÷ k) and recall@k."""
-    res = ranx_results["q50_n30"]
-    for k in KS:
-        p, r = res[f"precision@{k}"], res[f"recall@{k}"]
-        f1 = torch.where(p + r > 0, 2 * p * r / (p + r).clamp(min=1e-300), torch.zeros_like(p))
-        torch.testing.assert_close(res[f"f1@{k}"], f1, atol=ATOL, rtol=0)
 
 
 def test_pytrec_eval_ranks_scores_as_32_bit_floats():
