@@ -3,7 +3,8 @@ graph: every module is listed, imports point down (or within a layer), no import
 no import inside a function (optional dependencies go through ``optional``), no module
 only re-exports (a package's ``__init__`` may), no private name is imported from another
 package, the adapters import only the public face and the accumulator, and every module
-is small and says what it owns."""
+is small and says what it owns. The tests tree mirrors the packages (unit tests by package,
+anchors' cross-checks by library, adapters, distributed; see "the tests tree" below)."""
 from __future__ import annotations
 
 import ast
@@ -300,3 +301,92 @@ def test_a_violation_is_caught(tmp_path):
         assert _only_re_exports(ast.parse('"""doc"""\nfrom .dense import rank_dense\n__all__ = ["rank_dense"]\n'))
     finally:
         del TREES["ranking.fake"], MODULES["ranking.fake"]
+
+
+# -- the tests tree mirrors the packages ------------------------------------------------------
+# tests/unit/<package>/ the unit tests of one package of retrieval_core (a sub-folder: its
+#   sub-package); tests/unit/test_<module>*.py those of a module at the top (sizing, optional...)
+# tests/anchors/<library>/ the cross-checks against one anchor; tests/anchors/suites/ the
+#   anchors' own test suites run against our drop-ins; tests/anchors/test_*.py compare several
+# tests/adapters/<framework>/ the tests of <framework>_retrieval
+# tests/distributed/ the multi-process tests (gloo, the shared harness)
+# tests/test_*.py the project's own checks (packaging, docs, README, architecture...) and
+#   the tests of the shared test helpers (conftest.py, devices.py)
+TESTS = Path(__file__).resolve().parent
+TEST_FOLDERS = {"unit", "anchors", "adapters", "distributed"}
+ANCHORS = {  # folder -> the library its tests compare with
+    "torchmetrics": "torchmetrics", "ignite": "pytorch-ignite", "sklearn": "scikit-learn", "ranx": "ranx",
+    "trec_eval": "trec_eval (its outputs, pytrec_eval)", "pml": "pytorch-metric-learning",
+    "oml": "open-metric-learning", "suites": "the anchors' own test suites, run against our drop-ins"}
+CROSS_ANCHOR_TESTS = {"test_empty_queries.py"}
+PROJECT_TESTS = {"test_architecture.py", "test_bench_distributed.py", "test_bench_gpu.py", "test_devices.py",
+                 "test_docs_runs.py", "test_doctests.py", "test_fixtures.py", "test_make_test.py",
+                 "test_packaging.py", "test_python_env.py", "test_readme.py"}
+TEST_HELPERS = {"__init__.py", "conftest.py", "devices.py", "references.py"}
+SKIPPED_FOLDERS = {"__pycache__", "data", "shims"}  # test data, the anchor suites' stand-ins
+
+
+def _folders(folder: Path) -> List[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in SKIPPED_FOLDERS)
+
+
+def _layout_problems(tests: Path, modules: Dict[str, Path], adapters: Set[str]) -> List[str]:
+    """What in the tests tree ``tests`` does not mirror the packages (``modules``: the dotted names
+    below retrieval_core of its modules; ``adapters``: the frameworks with an adapter package)."""
+    packages = {name for name, path in modules.items() if path.name == "__init__.py" and name != "__init__"}
+    top_modules = {name for name, path in modules.items() if "." not in name and path.name != "__init__.py"}
+    problems = [f"tests/{d.name}/: not one of {sorted(TEST_FOLDERS)}" for d in _folders(tests)
+                if d.name not in TEST_FOLDERS]
+    problems += [f"tests/{name}/: missing" for name in sorted(TEST_FOLDERS) if not (tests / name).is_dir()]
+    problems += [f"tests/{f.name}: a test file at the top that is not a project-level test (move it into the tree "
+                 "or list it in PROJECT_TESTS)" for f in sorted(tests.glob("*.py"))
+                 if f.name not in PROJECT_TESTS | TEST_HELPERS]
+    unit = tests / "unit"
+    for folder in (p for p in sorted(unit.rglob("*")) if p.is_dir() and not SKIPPED_FOLDERS & set(p.parts)):
+        dotted = ".".join(folder.relative_to(unit).parts)
+        if dotted not in packages:
+            problems.append(f"tests/unit/{dotted.replace('.', '/')}/: retrieval_core has no package {dotted}")
+    problems += [f"tests/unit/{f.name}: names no module at the top of retrieval_core ({sorted(top_modules)})"
+                 for f in sorted(unit.glob("test_*.py"))
+                 if not any(f.stem == f"test_{m}" or f.stem.startswith(f"test_{m}_") for m in top_modules)]
+    problems += [f"tests/anchors/{d.name}/: not an anchor of ANCHORS" for d in _folders(tests / "anchors")
+                 if d.name not in ANCHORS]
+    problems += [f"tests/anchors/{f.name}: not a cross-anchor test of CROSS_ANCHOR_TESTS"
+                 for f in sorted((tests / "anchors").glob("test_*.py")) if f.name not in CROSS_ANCHOR_TESTS]
+    problems += [f"tests/adapters/{d.name}/: no adapter {d.name}_retrieval" for d in _folders(tests / "adapters")
+                 if d.name not in adapters]
+    for folder in (p for p in sorted(tests.rglob("*")) if p.is_dir() and not SKIPPED_FOLDERS & set(p.parts)):
+        if list(folder.glob("*.py")) and not (folder / "__init__.py").exists():
+            problems.append(f"tests/{folder.relative_to(tests)}/: no __init__.py (test modules of one name in two "
+                            "folders would collide)")
+    return problems
+
+
+ADAPTERS = {name for name in ("ignite", "lightning") if importlib.util.find_spec(f"{name}_retrieval")}
+
+
+def test_the_tests_tree_mirrors_the_packages():
+    assert not _layout_problems(TESTS, MODULES, ADAPTERS), "\n".join(_layout_problems(TESTS, MODULES, ADAPTERS))
+    assert {d.name for d in _folders(TESTS / "unit")} <= PACKAGES and (TESTS / "unit" / "metrics").is_dir()
+
+
+def test_a_misplaced_test_is_caught(tmp_path):
+    # the rule is not vacuous: a folder outside the four, a test file at the top, a unit folder
+    # naming no package, a unit file naming no top module, an unknown anchor and adapter, and a
+    # folder without __init__.py are each reported
+    for folder in ("core", "unit/metrics", "unit/kernels", "anchors/pml", "anchors/faiss", "adapters/keras",
+                   "distributed"):
+        (tmp_path / folder).mkdir(parents=True)
+        for package in (tmp_path / folder, (tmp_path / folder).parent):
+            (package / "__init__.py").write_text("")
+    for name in ("test_toys.py", "unit/test_sizing_sync_free.py", "unit/test_shapes.py", "unit/metrics/test_x.py",
+                 "anchors/test_ranx_only.py", "distributed/nested/test_y.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    problems = _layout_problems(tmp_path, MODULES, {"ignite"})
+    expected = ["tests/core/", "tests/test_toys.py", "tests/unit/kernels/", "tests/unit/test_shapes.py",
+                "tests/anchors/faiss/", "tests/anchors/test_ranx_only.py", "tests/adapters/keras/",
+                "tests/distributed/nested/"]
+    assert [p.split(":")[0] for p in problems] == expected, problems
