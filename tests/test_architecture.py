@@ -326,10 +326,18 @@ TEST_HELPERS = {"__init__.py", "conftest.py", "devices.py", "references.py"}
 SKIPPED_FOLDERS = {"__pycache__", "data", "shims"}  # test data, the anchor suites' stand-ins
 
 
+def _kept(folder: Path, root: Path) -> bool:
+    return not any(part in SKIPPED_FOLDERS or part.startswith(".") for part in folder.relative_to(root).parts)
+
+
 def _folders(folder: Path) -> List[Path]:
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in SKIPPED_FOLDERS)
+    """The folders in ``folder`` (not below), test data and hidden ones left out."""
+    return sorted(p for p in folder.iterdir() if p.is_dir() and _kept(p, folder)) if folder.is_dir() else []
+
+
+def _all_folders(root: Path) -> List[Path]:
+    """Every folder below ``root``, test data and hidden ones left out."""
+    return sorted(p for p in root.rglob("*") if p.is_dir() and _kept(p, root)) if root.is_dir() else []
 
 
 def _layout_problems(tests: Path, modules: Dict[str, Path], adapters: Set[str]) -> List[str]:
@@ -344,7 +352,7 @@ def _layout_problems(tests: Path, modules: Dict[str, Path], adapters: Set[str]) 
                  "or list it in PROJECT_TESTS)" for f in sorted(tests.glob("*.py"))
                  if f.name not in PROJECT_TESTS | TEST_HELPERS]
     unit = tests / "unit"
-    for folder in (p for p in sorted(unit.rglob("*")) if p.is_dir() and not SKIPPED_FOLDERS & set(p.parts)):
+    for folder in _all_folders(unit):
         dotted = ".".join(folder.relative_to(unit).parts)
         if dotted not in packages:
             problems.append(f"tests/unit/{dotted.replace('.', '/')}/: retrieval_core has no package {dotted}")
@@ -357,7 +365,7 @@ def _layout_problems(tests: Path, modules: Dict[str, Path], adapters: Set[str]) 
                  for f in sorted((tests / "anchors").glob("test_*.py")) if f.name not in CROSS_ANCHOR_TESTS]
     problems += [f"tests/adapters/{d.name}/: no adapter {d.name}_retrieval" for d in _folders(tests / "adapters")
                  if d.name not in adapters]
-    for folder in (p for p in sorted(tests.rglob("*")) if p.is_dir() and not SKIPPED_FOLDERS & set(p.parts)):
+    for folder in _all_folders(tests):
         if list(folder.glob("*.py")) and not (folder / "__init__.py").exists():
             problems.append(f"tests/{folder.relative_to(tests)}/: no __init__.py (test modules of one name in two "
                             "folders would collide)")
