@@ -20,13 +20,6 @@ from .mutual_info import _check_labels, mutual_info_scores
 __all__ = ["kmeans", "clustering_scores"]
 
 
-def _sq_dists(x: Tensor, x_sq: Tensor, c: Tensor, c_sq: Tensor) -> Tensor:
-    """Squared Euclidean distances ``[len(x), len(c)]`` (many rows, few centers), clamped at 0."""
-    d = torch.addmm(c_sq.unsqueeze(0), x, c.T, beta=1.0, alpha=-2.0)
-    d += x_sq.unsqueeze(1)
-    return d.clamp_min_(0.0)
-
-
 def _assign(x: Tensor, x_sq: Tensor, centers: Tensor) -> Tuple[Tensor, Tensor]:
     """Nearest center of each row (first on ties) and the squared distance to it, chunk-wise."""
     c_sq = (centers * centers).sum(1)
