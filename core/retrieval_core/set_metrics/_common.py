@@ -38,7 +38,16 @@ def _check_real_dtype(name: str, t: Tensor) -> None:
 
 
 def _check_finite(name: str, t: Tensor) -> None:
-    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+    """Raise if a floating ``t`` holds NaN or +-inf.
+
+    Fast path: a sum with a non-finite term is non-finite in IEEE arithmetic (NaN and
+    +-inf absorb every addition, +inf plus -inf is NaN), whatever the summation order,
+    so a finite ``t.sum()`` proves every element finite; a non-finite sum (a non-finite
+    element, or finite ones overflowing) falls back to the element-wise test.
+    """
+    if not t.is_floating_point() or bool(torch.isfinite(t.sum())):
+        return
+    if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name} must not contain NaN or infinite values")
 
 

@@ -20,13 +20,6 @@ from .mutual_info import _check_labels, mutual_info_scores
 __all__ = ["kmeans", "clustering_scores"]
 
 
-def _sq_dists(x: Tensor, x_sq: Tensor, c: Tensor, c_sq: Tensor) -> Tensor:
-    """Squared Euclidean distances ``[len(x), len(c)]`` (many rows, few centers), clamped at 0."""
-    d = torch.addmm(c_sq.unsqueeze(0), x, c.T, beta=1.0, alpha=-2.0)
-    d += x_sq.unsqueeze(1)
-    return d.clamp_min_(0.0)
-
-
 def _assign(x: Tensor, x_sq: Tensor, centers: Tensor) -> Tuple[Tensor, Tensor]:
     """Nearest center of each row (first on ties) and the squared distance to it, chunk-wise."""
     c_sq = (centers * centers).sum(1)
@@ -68,25 +61,36 @@ def _cluster_sums(x: Tensor, labels: Tensor, k: int, one_hot: Optional[bool] = N
 
 
 def _kmeanspp(x: Tensor, x_sq: Tensor, k: int, gen: torch.Generator) -> Tensor:
-    """Greedy k-means++ seeding (Arthur & Vassilvitskii 2007, as sklearn ``_kmeans_plusplus``)."""
+    """Greedy k-means++ seeding (Arthur & Vassilvitskii 2007, as sklearn ``_kmeans_plusplus``).
+
+    The candidates' distances are one ``[trials, N]`` block per step, ``c @ x.T`` over a
+    contiguous copy of ``x.T`` (read row by row: the fastest layout for a few centres),
+    turned into float64 once and capped at the current closest distance there.
+    """
     n = x.shape[0]
     dev = x.device
     n_trials = 2 + int(math.log(k))
+    xt = x.T.contiguous()
+    zero = torch.zeros((), dtype=torch.float64, device=dev)
+
+    def dists(cand: Tensor) -> Tensor:  # float64 [len(cand), N], clamped at 0 below
+        d = torch.addmm(x_sq[cand].unsqueeze(1), x[cand], xt, beta=1.0, alpha=-2.0)
+        d += x_sq.unsqueeze(0)
+        return d.double()
+
     idx = torch.empty(k, dtype=torch.long, device=dev)
     first = torch.randint(n, (1,), generator=gen).to(dev)
     idx[:1] = first
-    closest = _sq_dists(x, x_sq, x[first], x_sq[first])[:, 0]
-    pot = closest.sum(dtype=torch.float64)
+    closest = dists(first)[0].clamp_min_(0.0)
+    pot = closest.sum()
     for c in range(1, k):
         r = torch.rand(n_trials, generator=gen, dtype=torch.float64).to(dev) * pot
-        cum = torch.cumsum(closest, 0, dtype=torch.float64)
-        cand = torch.searchsorted(cum, r).clamp_(max=n - 1)
-        d = _sq_dists(x, x_sq, x[cand], x_sq[cand])  # [N, trials]
-        torch.minimum(d, closest.unsqueeze(1), out=d)
-        pots = d.sum(0, dtype=torch.float64)
+        cand = torch.searchsorted(torch.cumsum(closest, 0), r).clamp_(max=n - 1)
+        d = torch.clamp(dists(cand), min=zero, max=closest.unsqueeze(0))  # [trials, N]
+        pots = d.sum(1)
         best = torch.argmin(pots)
         pot = pots[best]
-        closest = d.index_select(1, best.unsqueeze(0)).squeeze(1)
+        closest = d[best]
         idx[c : c + 1] = cand[best].unsqueeze(0)
     return idx
 
