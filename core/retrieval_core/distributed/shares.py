@@ -7,7 +7,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from ..evaluation.embeddings import aggregate_queries, evaluate_embeddings as evaluate_one
+from ..evaluation.embeddings import aggregate_queries, evaluate_embedding_inputs
+from ..inputs.embeddings import EmbeddingInputs
 from ..metrics.keys import split_scopes
 from ..stats.aggregate import MetricResults
 from .agree import agree
@@ -51,12 +52,12 @@ def _share_values(query, query_labels, query_keys, gallery, gallery_labels, quer
             neighbours.append((torch.empty(0, k, dtype=torch.int64, device=query.device),
                                torch.empty(0, k, dtype=torch.float64, device=query.device)))
         return torch.empty(0, len(query_keys), dtype=torch.float64, device=query.device)
-    r = evaluate_one(
-        query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
-        gallery_ids=gallery_ids, distance=options["distance"], relevance=options["relevance"], ties=options["ties"],
-        empty="skip", reduce="none", memory_budget=options["memory_budget"], progress=show,
-        backend=options["backend"], return_neighbours=k if neighbours is not None and k else None,
-    )
+    share = EmbeddingInputs(  # checked by the entry point: this rank's queries against the whole gallery
+        tuple(query_keys), query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, given_ids=query_ids,
+        self_gallery=False, categories=None, confidence=None,
+        options=dict(options, empty="skip", reduce="none", per_class=None, ci=None, keep_per_query=False,
+                     progress=show, return_neighbours=k if neighbours is not None and k else 0))
+    r = evaluate_embedding_inputs(share)
     if neighbours is not None and k:
         neighbours.append(r.neighbours)
     return torch.stack([r[m.key] for m in query_keys], 1)
@@ -66,11 +67,14 @@ def _set_values(set_keys, query, query_labels, query_ids, gallery, gallery_label
                 options) -> Dict[str, Tensor]:
     """The set-level values of the whole evaluation (rank 0 computes them)."""
 
-    r = evaluate_one(
-        query, query_labels, set_keys, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
-        gallery_ids=gallery_ids, distance=options["distance"], relevance=options["relevance"], ties=options["ties"],
-        memory_budget=options["memory_budget"], backend=options["backend"],
-    )
+    self_gallery = gallery is None
+    every = EmbeddingInputs(  # checked by the entry point
+        tuple(set_keys), query, query_labels, query if self_gallery else gallery,
+        query_labels if self_gallery else gallery_labels, query_ids, query_ids if self_gallery else gallery_ids,
+        given_ids=query_ids, self_gallery=self_gallery, categories=None, confidence=None,
+        options=dict(options, empty="skip", reduce="mean", per_class=None, ci=None, keep_per_query=False,
+                     progress=False, return_neighbours=0))
+    r = evaluate_embedding_inputs(every)
     return {m.key: r[m.key] for m in set_keys}
 
 

@@ -17,20 +17,16 @@ from typing import Optional, Sequence
 from .. import sizing
 from .embedding_values import DEFAULT_MEMORY_BUDGET, embedding_values
 from ..metrics.apply import set_level_values
-from ..metrics.keys import MetricKey, depth_needed, parse_metrics, split_scopes
+from ..inputs.embeddings import EmbeddingInputs, embedding_inputs
+from ..metrics.keys import MetricKey, depth_needed, split_scopes
 from ..metrics.spec import AT_K, WHOLE
 from ..stats.aggregate import (
     MetricResults, category_groups, fill_empty, aggregate, aggregate_checked, encode_labels, reduce_values,
 )
 from ..stats.curves import split_key
 from ..stats.intervals import macro_intervals
-from ..validate import (
-    PER_CLASS, check_backend, check_categories, check_confidence, check_embedding_options, embedding_arrays,
-    check_embedding_values, check_embeddings, check_labels, check_memory_budget, check_pairs, check_per_class,
-    check_query_gallery, check_return_neighbours, check_rows, check_same_device, check_stats_options,
-)
 
-__all__ = ["evaluate_embeddings", "embedding_values", "DEFAULT_MEMORY_BUDGET"]
+__all__ = ["evaluate_embeddings", "evaluate_embedding_inputs", "embedding_values", "DEFAULT_MEMORY_BUDGET"]
 
 
 # A whole-list key ranks every gallery item; cutoff keys keep only the top k. Past this
@@ -50,7 +46,7 @@ def _whole_list_notice(keys: Sequence[MetricKey], n_gallery: int) -> None:
         warnings.warn(
             f"whole-list keys ({', '.join(m.key for m in whole_keys)}) rank all {n_gallery} gallery items of "
             f"every query{cutoffs}: this evaluation is many times slower than with cutoffs; {remedy}",
-            stacklevel=3,
+            stacklevel=4,  # past evaluate_embedding_inputs and evaluate_embeddings
         )
 
 
@@ -137,74 +133,49 @@ def evaluate_embeddings(
         >>> r["spearman:map@r"].item()  # every value is 1: the correlation is undefined
         nan
     """
-    keys = parse_metrics(metrics)
-    check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                            per_class=per_class, memory_budget=memory_budget, backend=backend, keys=keys)
-    stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                keep_per_query=keep_per_query, reduce=reduce, per_class=per_class)
-    n_neighbours = check_return_neighbours(return_neighbours)
-    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories = embedding_arrays(
-        query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories)
-    given_ids = query_ids
-    query_keys, set_keys = split_scopes(keys)
-    custom = relevance is not None
-    query = check_embeddings("query", query, distance)
-    query_labels = check_labels("query_labels", query_labels, query.shape[0], custom)
-    check_pairs(gallery, gallery_labels, query_ids, gallery_ids)
-    self_gallery = gallery is None
-    if self_gallery:
-        gallery, gallery_labels = query, query_labels
-        if query_ids is None:
-            query_ids = torch.arange(query.shape[0], device=query.device)
-        gallery_ids = query_ids
-    else:
-        gallery = check_embeddings("gallery", gallery, distance)
-        gallery_labels = check_labels("gallery_labels", gallery_labels, gallery.shape[0], custom)
-        check_query_gallery(query, query_labels, gallery, gallery_labels, custom)
-    if query_ids is not None:
-        query_ids = check_rows("query_ids", query_ids, query.shape[0], unit="embedding")
-        gallery_ids = check_rows("gallery_ids", gallery_ids, gallery.shape[0], unit="embedding")
-    check_same_device(query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels,
-                      query_ids=query_ids, gallery_ids=gallery_ids)
-    check_backend(backend, distance=distance, custom=custom, labels=query_labels, device=query.device,
-                  whole=depth_needed(query_keys).whole)
-    budget = sizing.memory_budget(query.device, check_memory_budget(memory_budget))
-    check_per_class(per_class, query_labels, custom)
-    if categories is not None:
-        check_categories(categories, query.shape[0], "query")
-    if confidence is not None:
-        confidence = check_confidence(confidence, query.shape[0], "query").to(query.device)
-    check_embedding_values(query, query_labels, None if self_gallery else gallery,
-                           None if self_gallery else gallery_labels, distance=distance, custom=custom)
+    inputs = embedding_inputs(
+        query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
+        gallery_ids=gallery_ids, categories=categories, confidence=confidence, distance=distance, relevance=relevance,
+        ties=ties, empty=empty, reduce=reduce, per_class=per_class, memory_budget=memory_budget, progress=progress,
+        backend=backend, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+        keep_per_query=keep_per_query, return_neighbours=return_neighbours)
+    return evaluate_embedding_inputs(inputs)
 
+
+def evaluate_embedding_inputs(inputs: EmbeddingInputs) -> MetricResults:
+    """:func:`evaluate_embeddings` of checked inputs (:func:`~retrieval_core.inputs.embedding_inputs`):
+    what the evaluations across ranks call on their shares, without checking again."""
+    keys, options = inputs.keys, inputs.options
+    query_keys, set_keys = split_scopes(keys)
+    query, query_labels, gallery, gallery_labels = inputs.query, inputs.query_labels, inputs.gallery, inputs.gallery_labels
     _whole_list_notice(query_keys, gallery.shape[0])
+    budget = sizing.memory_budget(query.device, options["memory_budget"])
     results = MetricResults(n_queries=torch.tensor(query.shape[0]))
-    check_return_neighbours(n_neighbours, gallery.shape[0])
-    if n_neighbours and not query_keys:
-        raise ValueError("return_neighbours needs a per-query key (e.g. 'cmc@1'): the neighbours come from its ranking")
-    if n_neighbours and backend != "torch":
-        raise ValueError(f"return_neighbours needs backend='torch'; got backend={backend!r}")
+    n_neighbours = options["return_neighbours"]
     found = [n_neighbours, None, None]
+    common = dict(distance=options["distance"], query_ids=inputs.query_ids, gallery_ids=inputs.gallery_ids,
+                  relevance=options["relevance"], memory_budget=budget)
     if query_keys:
         values = embedding_values(
-            query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels, distance=distance,
-            query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=budget, progress=progress,
-            backend=backend, ties=ties, neighbours=found,
+            query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels, **common,
+            progress=options["progress"], backend=options["backend"], ties=options["ties"], neighbours=found,
         )
-        results = aggregate_queries(values, [m.key for m in query_keys], query_labels, empty=empty, reduce=reduce,
-                                    per_class=per_class, categories=categories, confidence=confidence, ties=ties,
-                                    query_ids=given_ids, **stats)
+        stats = {k: options[k] for k in ("ci", "ci_method", "n_resamples", "seed", "keep_per_query")}
+        results = aggregate_queries(values, [m.key for m in query_keys], query_labels, empty=options["empty"],
+                                    reduce=options["reduce"], per_class=options["per_class"],
+                                    categories=inputs.categories, confidence=inputs.confidence, ties=options["ties"],
+                                    query_ids=inputs.given_ids, **stats)
     if set_keys:
+        self_gallery = inputs.self_gallery
         results.update(set_level_values(
             set_keys, query, query_labels, gallery=None if self_gallery else gallery,
-            gallery_labels=None if self_gallery else gallery_labels, distance=distance,
-            query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=budget,
+            gallery_labels=None if self_gallery else gallery_labels, **common,
         ))
     # the requested keys first, in the order asked, then per-category/per-class views
     ordered = results.reordered([m.key for m in keys])
     if n_neighbours:
         positions, scores = found[1], found[2]
-        named = gallery_ids if (given_ids is not None or not self_gallery) and gallery_ids is not None else None
+        named = inputs.gallery_ids if inputs.given_ids is not None or not inputs.self_gallery else None
         if named is not None:
             positions = torch.where(positions >= 0, named[positions.clamp(min=0)], -1)
         ordered.neighbours = (positions, scores)

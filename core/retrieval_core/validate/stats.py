@@ -9,6 +9,7 @@ from torch import Tensor
 
 from .options import check_choice
 from .tensors import _shape, check_same_device, check_tensor
+from .counting import check
 
 __all__ = [
     "check_confidence", "check_confidence_range", "check_correlation_inputs", "CI_METHODS", "check_level",
@@ -17,6 +18,7 @@ __all__ = [
 ]
 
 
+@check
 def check_confidence(confidence, n: int, unit: str = "query", *, values: bool = True, lists: bool = False) -> Tensor:
     """Per-query confidences: a real 1-D tensor with ``n`` entries (one per ``unit``),
     finite (read when ``values``; the adapters read them once, at compute). Returned
@@ -55,6 +57,7 @@ def check_confidence(confidence, n: int, unit: str = "query", *, values: bool = 
     return confidence
 
 
+@check
 def check_confidence_range(confidence: Tensor, keys: Sequence[str]) -> None:
     """``conf:`` keys threshold confidences on a grid of [0, 1]: every value must lie there.
 
@@ -74,6 +77,7 @@ def check_confidence_range(confidence: Tensor, keys: Sequence[str]) -> None:
         )
 
 
+@check
 def check_correlation_inputs(x, y, method) -> None:
     """The inputs of ``rank_correlation``: two real finite 1-D tensors of one length
     and device, and a method.
@@ -102,6 +106,7 @@ def check_correlation_inputs(x, y, method) -> None:
 CI_METHODS = ("bootstrap", "beta")
 
 
+@check
 def check_level(ci, or_none: str = "") -> float:
     """An interval level in (0, 1) (``or_none``: how the message says None is allowed).
 
@@ -116,6 +121,7 @@ def check_level(ci, or_none: str = "") -> float:
     return float(ci)
 
 
+@check
 def check_seed(seed) -> int:
     """The seed of a CPU ``torch.Generator`` (bootstrap, compare, k-means): an int that
     ``manual_seed`` takes, from -2**63 to 2**64 - 1.
@@ -133,6 +139,7 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
+@check
 def check_resampling(n_resamples, seed) -> None:
     """A positive int of resamples and a seed (:func:`check_seed`)."""
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
@@ -140,6 +147,7 @@ def check_resampling(n_resamples, seed) -> None:
     check_seed(seed)
 
 
+@check
 def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
                      reduce: str = "mean", per_class=None, compact: bool = False) -> Optional[float]:
     """Check the interval options; returns the level as a float (None: no interval).
@@ -171,6 +179,7 @@ def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, 
     return float(ci)
 
 
+@check
 def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
                         keep_per_query: bool = False, reduce: str = "mean", per_class=None,
                         compact: bool = False) -> dict:
@@ -191,12 +200,14 @@ def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamp
                 keep_per_query=check_keep_per_query(keep_per_query) and not compact)
 
 
+@check
 def check_keep_per_query(keep_per_query) -> bool:
     if not isinstance(keep_per_query, bool):
         raise TypeError(f"keep_per_query must be a bool; got {keep_per_query!r}")
     return keep_per_query
 
 
+@check
 def check_ci_keys(keys, ci, ci_method: str) -> None:
     """``ci_method="beta"`` takes keys whose per-query values are 0 or 1 only
     (``MetricKey.binary``: hit_rate@k/cmc@k, precision@1, mrr@1...).
