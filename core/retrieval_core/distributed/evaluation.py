@@ -14,6 +14,7 @@ from .agree import _comm_device, agree
 from .collectives import gather_cat, rank_of, world_size
 from .sharded import sharded_values
 from .shares import _combine, _evaluate_share, _gather_categories, _share
+from ..validate.stats import N_RESAMPLES
 
 __all__ = ["evaluate_embeddings_across_ranks", "evaluate_split"]
 
@@ -120,7 +121,7 @@ def evaluate_embeddings_across_ranks(
     backend: str = "torch",
     ci: Optional[float] = None,
     ci_method: str = "bootstrap",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,
@@ -246,7 +247,7 @@ def evaluate_split(
     backend: str = "torch",
     ci: Optional[float] = None,
     ci_method: str = "bootstrap",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,

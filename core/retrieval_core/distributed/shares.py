@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from ..evaluation.embeddings import aggregate_queries, evaluate_embedding_inputs
+from ..evaluation.embeddings import aggregate_queries, evaluate_embedding_inputs, query_values
 from ..inputs.embeddings import EmbeddingInputs
 from ..metrics.keys import split_scopes
 from ..stats.aggregate import MetricResults
@@ -43,7 +43,7 @@ def _share(n: int, rank: int, world: int) -> slice:
 def _share_values(query, query_labels, query_keys, gallery, gallery_labels, query_ids, gallery_ids, options,
                   show: bool, neighbours: Optional[list] = None) -> Tensor:
     """``[q, M]`` per-query values of this rank's queries against the whole gallery
-    (the single-process evaluator with ``reduce="none"``; NaN = undefined). With
+    (the single-process engine, checked inputs, no aggregation; NaN = undefined). With
     ``neighbours`` (a list), appends this rank's ``(ids or positions, scores)``."""
 
     k = options.get("return_neighbours") or 0
@@ -55,12 +55,11 @@ def _share_values(query, query_labels, query_keys, gallery, gallery_labels, quer
     share = EmbeddingInputs(  # checked by the entry point: this rank's queries against the whole gallery
         tuple(query_keys), query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, given_ids=query_ids,
         self_gallery=False, categories=None, confidence=None,
-        options=dict(options, empty="skip", reduce="none", per_class=None, ci=None, keep_per_query=False,
-                     progress=show, return_neighbours=k if neighbours is not None and k else 0))
-    r = evaluate_embedding_inputs(share)
-    if neighbours is not None and k:
-        neighbours.append(r.neighbours)
-    return torch.stack([r[m.key] for m in query_keys], 1)
+        options=dict(options, progress=show, return_neighbours=k if neighbours is not None and k else 0))
+    values, found = query_values(share)
+    if found is not None:
+        neighbours.append(found)
+    return values
 
 
 def _set_values(set_keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids,

@@ -27,6 +27,7 @@ from ..validate import (
     check_embeddings, check_labels, check_pairs, check_per_class, check_query_gallery,
     check_return_neighbours, check_rows, check_same_device, check_stats_options, embedding_arrays,
 )
+from ..validate.stats import N_RESAMPLES
 
 __all__ = ["EmbeddingInputs", "embedding_inputs", "embedding_options"]
 
@@ -74,7 +75,7 @@ class EmbeddingInputs:
 def embedding_options(*, distance="cosine", relevance=None, ties: str = "stable", empty: str = "skip",
                       reduce: str = "mean", per_class: Optional[str] = None, memory_budget: Optional[int] = None,
                       progress=None, backend: str = "torch", ci: Optional[float] = None,
-                      ci_method: str = "bootstrap", n_resamples: Optional[int] = None, seed: int = 0,
+                      ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES, seed: int = 0,
                       keep_per_query: bool = False, return_neighbours: Optional[int] = None) -> Dict[str, Any]:
     """The options of an embedding evaluation as one dict (not checked), in the order the checks read them."""
     from_stats = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)

@@ -11,8 +11,13 @@ from .options import check_choice
 from .tensors import _shape, check_same_device, check_tensor
 from .counting import check
 
+# bootstrap resamples of an interval when none is asked: the one default of every entry point and adapter
+N_RESAMPLES = 1000
+
 __all__ = [
-    "check_confidence", "check_confidence_range", "check_correlation_inputs", "CI_METHODS", "check_level",
+    "N_RESAMPLES",
+    "check_confidence", "check_confidence_values", "check_confidence_range", "check_correlation_inputs",
+    "CI_METHODS", "check_level",
     "check_seed", "check_resampling", "check_ci_options", "check_stats_options", "check_keep_per_query",
     "check_ci_keys",
 ]
@@ -50,10 +55,25 @@ def check_confidence(confidence, n: int, unit: str = "query", *, values: bool = 
     if not confidence.is_floating_point():
         confidence = confidence.to(torch.float64)
     if values:
-        bad = int((~torch.isfinite(confidence)).sum())
-        if bad:
-            raise ValueError(f"confidence contains NaN or infinite values ({bad} of {n}); "
-                             "confidences must be finite numbers")
+        check_confidence_values(confidence)
+    return confidence
+
+
+@check
+def check_confidence_values(confidence: Tensor) -> Tensor:
+    """The values of a confidence tensor whose structure :func:`check_confidence` checked
+    (``values=False``): finite numbers (one read of the data).
+
+    Example:
+        >>> check_confidence_values(torch.tensor([0.5, float("inf")]))
+        Traceback (most recent call last):
+        ...
+        ValueError: confidence contains NaN or infinite values (1 of 2); confidences must be finite numbers
+    """
+    bad = int((~torch.isfinite(confidence)).sum())
+    if bad:
+        raise ValueError(f"confidence contains NaN or infinite values ({bad} of {confidence.shape[0]}); "
+                         "confidences must be finite numbers")
     return confidence
 
 
@@ -148,7 +168,7 @@ def check_resampling(n_resamples, seed) -> None:
 
 
 @check
-def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
+def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES, seed: int = 0,
                      reduce: str = "mean", per_class=None, compact: bool = False) -> Optional[float]:
     """Check the interval options; returns the level as a float (None: no interval).
 
@@ -180,7 +200,7 @@ def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, 
 
 
 @check
-def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
+def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES, seed: int = 0,
                         keep_per_query: bool = False, reduce: str = "mean", per_class=None,
                         compact: bool = False) -> dict:
     """The interval and per-query options with the (parsed) ``keys`` they apply to, as
