@@ -12,14 +12,14 @@ Example:
     >>> with count_checks() as counts:
     ...     check_ties("stable")
     >>> dict(counts)
-    {'check_ties': 1}
+    {'check_ties(stable)': 1}
 """
 from __future__ import annotations
 
 import functools
 from collections import Counter
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, TypeVar
+from typing import Callable, Dict, Iterator, List, TypeVar
 
 __all__ = ["CHECKS", "check", "count_checks"]
 
@@ -63,8 +63,3 @@ def count_checks() -> Iterator[Counter]:
     finally:
         _counters.remove(counter)
 
-
-def counted_name(function: Callable) -> Optional[str]:
-    """The register's name of ``function`` when it is a declared check, else None."""
-    name = getattr(function, "__name__", None)
-    return name if CHECKS.get(name) is function else None
