@@ -9,6 +9,7 @@ from retrieval_core import MetricResults
 from retrieval_core.evaluation.accumulator import EmbeddingAccumulator
 
 from ._base import Device, RetrievalMetric, _identity, to_python
+from retrieval_core import N_RESAMPLES
 
 __all__ = ["EmbeddingMetrics"]
 
@@ -85,7 +86,7 @@ class EmbeddingMetrics(RetrievalMetric):
         progress: bool = False,
         ci: Optional[float] = None,
         ci_method: str = "bootstrap",
-        n_resamples: int = 1000,
+        n_resamples: int = N_RESAMPLES,
         seed: int = 0,
         keep_per_query: bool = True,
         output_transform: Callable = _identity,

@@ -12,6 +12,7 @@ from torch import Tensor
 from retrieval_core.evaluation.accumulator import EmbeddingAccumulator, ScoreAccumulator
 
 from ._base import CoreStateMetric
+from retrieval_core import N_RESAMPLES
 
 __all__ = ["RankingMetrics", "EmbeddingMetrics"]
 
@@ -88,7 +89,7 @@ class RankingMetrics(CoreStateMetric):
         compact: bool = False,
         ci: Optional[float] = None,
         ci_method: str = "bootstrap",
-        n_resamples: int = 1000,
+        n_resamples: int = N_RESAMPLES,
         seed: int = 0,
         keep_per_query: bool = True,
         **kwargs: Any,
@@ -183,7 +184,7 @@ class EmbeddingMetrics(CoreStateMetric):
         progress: bool = False,
         ci: Optional[float] = None,
         ci_method: str = "bootstrap",
-        n_resamples: int = 1000,
+        n_resamples: int = N_RESAMPLES,
         seed: int = 0,
         keep_per_query: bool = True,
         **kwargs: Any,

@@ -398,3 +398,31 @@ def test_a_misplaced_test_is_caught(tmp_path):
                 "tests/anchors/faiss/", "tests/anchors/test_ranx_only.py", "tests/adapters/keras/",
                 "tests/distributed/nested/"]
     assert [p.split(":")[0] for p in problems] == expected, problems
+
+
+# -- the inputs layer: each input form's check sequence in one place --------------------------
+
+# check -> the modules that may call it: the embedding sequence lives in inputs.embeddings
+# (an adapter's batch is checked per update by the accumulator, its values once, at compute)
+CHECK_OWNERS = {
+    "check_embedding_values": {"inputs.embeddings"},
+    "check_embeddings": {"inputs.embeddings", "evaluation.accumulator.embeddings"},
+    "check_labels": {"inputs.embeddings", "evaluation.accumulator.embeddings"},
+    "check_query_gallery": {"inputs.embeddings"},
+    "check_pairs": {"inputs.embeddings"},
+    "check_embedding_options": {"inputs.embeddings", "evaluation.accumulator.embeddings"},
+}
+
+
+def _calls(tree: ast.AST) -> Set[str]:
+    return {node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, (ast.Name, ast.Attribute))}
+
+
+def test_each_check_sequence_is_written_once():
+    """The embedding checks are called from the inputs layer (``inputs.embeddings``), not
+    written again by an entry point (the one-process, the distributed and the adapters')."""
+    for check, owners in CHECK_OWNERS.items():
+        callers = {name for name, tree in TREES.items() if check in _calls(tree) and not name.startswith("validate")}
+        assert callers <= owners, (check, sorted(callers - owners))

@@ -26,8 +26,10 @@ from .evaluation.ranked import evaluate_ranked
 from .metrics.apply import ranking_values
 from .metrics.keys import MetricKey, known_metrics, metric_key, parse_metrics
 from .metrics.spec import ALIASES, REGISTRY
+from .validate.stats import N_RESAMPLES
 
 __all__ = [
+    "N_RESAMPLES",
     "ALIASES",
     "Comparison",
     "REGISTRY",

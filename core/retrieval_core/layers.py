@@ -35,6 +35,8 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("validate", ("validate",)),
     # per-query and tie-aware kernels, set-level metrics, the specifications, keys, applying keys
     ("metrics", ("metrics", "set_metrics")),
+    # each input form checked once (validate's checks, keys parsed) into the canonical object the evaluations take
+    ("inputs", ("inputs",)),
     # aggregation (MetricResults), intervals, comparisons, confidence, special functions
     ("stats", ("stats",)),
     # the public entry points of one process: scores, rankings and embeddings in, results out

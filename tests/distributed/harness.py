@@ -46,7 +46,8 @@ GROUP_TIMEOUT_S = 300
 # every suite; shared_results(world) runs those whose WORLDS hold ``world``
 SUITES = ("tests.distributed.harness_selftest", "tests.distributed.scenarios", "tests.distributed.sync_scenarios",
           "tests.adapters.lightning.ddp_cases", "tests.distributed.eval_scenarios",
-          "tests.distributed.confidence_scenarios", "tests.distributed.agreement_scenarios")
+          "tests.distributed.confidence_scenarios", "tests.distributed.agreement_scenarios",
+          "tests.distributed.check_count_scenarios")
 _PORT_TAKEN = ("address already in use", "EADDRINUSE", "Address in use")
 
 Outcome = Dict[str, Any]

@@ -6,26 +6,17 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..evaluation.embeddings import evaluate_embeddings as evaluate_one
-from ..metrics.keys import depth_needed, parse_metrics, split_scopes
+from ..evaluation.embeddings import evaluate_embedding_inputs, evaluate_embeddings as evaluate_one
+from ..inputs.embeddings import embedding_inputs, embedding_options
+from ..metrics.keys import split_scopes
 from ..metrics.spec import WHOLE
-from ..validate import (
-    check_backend, check_categories, check_confidence, check_embedding_options, embedding_arrays,
-    check_embedding_values, check_embeddings, check_labels, check_pairs, check_per_class, check_query_gallery,
-    check_return_neighbours, check_rows, check_same_device, check_stats_options,
-)
 from .agree import _comm_device, agree
 from .collectives import gather_cat, rank_of, world_size
 from .sharded import sharded_values
 from .shares import _combine, _evaluate_share, _gather_categories, _share
+from ..validate.stats import N_RESAMPLES
 
 __all__ = ["evaluate_embeddings_across_ranks", "evaluate_split"]
-
-
-def _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
-             stats: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    return dict(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce, per_class=per_class,
-                memory_budget=memory_budget, progress=progress, backend=backend, **(stats or {}))
 
 
 def _agreed(metrics, options, **more) -> Dict[str, Any]:
@@ -41,54 +32,23 @@ def _agreed(metrics, options, **more) -> Dict[str, Any]:
 def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids, categories,
                  shard_gallery, options, confidence=None):
     """This rank's inputs, checked as the single-process evaluator checks them
-    (zero rows allowed): ``(checked inputs, signature for the other ranks)``."""
+    (:func:`~retrieval_core.inputs.embedding_inputs`, zero rows allowed):
+    ``(checked inputs, signature for the other ranks)``."""
 
-    distance, relevance = options["distance"], options["relevance"]
-    keys = parse_metrics(metrics)
-    _check_options(keys, options)
-    _check_shard_options(keys, options, shard_gallery)
-    custom = relevance is not None
-    check_pairs(gallery, gallery_labels, query_ids, gallery_ids)
-    query = check_embeddings("query", query, distance, batch=True)
-    query_labels = check_labels("query_labels", query_labels, query.shape[0], custom)
-    if query_ids is not None:
-        query_ids = check_rows("query_ids", query_ids, query.shape[0], unit="embedding")
-    if gallery is not None:
-        gallery = check_embeddings("gallery", gallery, distance, batch=True)
-        gallery_labels = check_labels("gallery_labels", gallery_labels, gallery.shape[0], custom)
-        check_query_gallery(query, query_labels, gallery, gallery_labels, custom)
-        if gallery_ids is not None:
-            gallery_ids = check_rows("gallery_ids", gallery_ids, gallery.shape[0], unit="embedding")
-    check_same_device(query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels,
-                      query_ids=query_ids, gallery_ids=gallery_ids)
-    check_backend(options["backend"], distance=distance, custom=custom, labels=query_labels, device=query.device,
-                  whole=depth_needed(keys).whole)
-    check_per_class(options["per_class"], query_labels, custom)
-    if categories is not None:
-        check_categories(categories, query.shape[0], "query")
-    if confidence is not None:
-        confidence = check_confidence(confidence, query.shape[0], "query").to(query.device)
-    check_embedding_values(query, query_labels, gallery, gallery_labels, distance=distance, custom=custom)
+    inputs = embedding_inputs(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
+                              query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
+                              confidence=confidence, local=True, **options)
+    _check_shard_options(inputs.keys, inputs.options, shard_gallery)
+    query, query_labels, gallery = inputs.query, inputs.query_labels, inputs.gallery
     signature = {
         "rows": query.shape[0], "gallery_rows": None if gallery is None else gallery.shape[0],
         "dim": query.shape[1], "labels": list(query_labels.shape[1:]),
         "dtype": str(query.dtype), "label_dtype": str(query_labels.dtype),
-        "gallery": gallery is not None, "ids": query_ids is not None,
+        "gallery": gallery is not None, "ids": inputs.query_ids is not None,
         "categories": None if categories is None else ("tensor" if isinstance(categories, Tensor) else "labels"),
-        "confidence": confidence is not None,
+        "confidence": inputs.confidence is not None,
     }
-    return (keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, confidence), signature
-
-
-def _check_options(keys, options) -> None:
-    """The options of the single-process evaluator, checked as it checks them."""
-
-    check_embedding_options(distance=options["distance"], relevance=options["relevance"], ties=options["ties"],
-                            empty=options["empty"], reduce=options["reduce"], per_class=options["per_class"],
-                            memory_budget=options["memory_budget"], backend=options["backend"], keys=keys)
-    check_stats_options(keys, ci=options["ci"], ci_method=options["ci_method"], n_resamples=options["n_resamples"],
-                        seed=options["seed"], keep_per_query=options["keep_per_query"], reduce=options["reduce"],
-                        per_class=options["per_class"])
+    return inputs, signature
 
 
 def _check_shard_options(keys, options, shard_gallery) -> None:
@@ -99,7 +59,7 @@ def _check_shard_options(keys, options, shard_gallery) -> None:
     if not shard_gallery:
         return
     _check_shardable(keys, options["backend"])
-    if check_return_neighbours(options["return_neighbours"]):
+    if options["return_neighbours"]:
         raise ValueError("return_neighbours needs shard_gallery=False (the ranks' shards are merged, not kept)")
     if options["ties"] != "stable":
         raise NotImplementedError(f"ties={options['ties']!r} is not available with shard_gallery=True on several "
@@ -161,7 +121,7 @@ def evaluate_embeddings_across_ranks(
     backend: str = "torch",
     ci: Optional[float] = None,
     ci_method: str = "bootstrap",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,
@@ -203,28 +163,30 @@ def evaluate_embeddings_across_ranks(
         (1.0, 1.0)
     """
 
-    options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
-                       dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                            keep_per_query=keep_per_query, return_neighbours=return_neighbours))
-    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories = embedding_arrays(
-        query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories)
+    options = embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
+                                per_class=per_class, memory_budget=memory_budget, progress=progress, backend=backend,
+                                ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                keep_per_query=keep_per_query, return_neighbours=return_neighbours)
     if world_size(group) == 1:
+        inputs = embedding_inputs(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
+                                  query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
+                                  confidence=confidence, **options)
         if shard_gallery is not False:  # one process: the sharded mode's limits but the tie modes' apply
-            _check_shard_options(parse_metrics(metrics), dict(options, ties="stable"), shard_gallery)
-        return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
-                            query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
-                            confidence=confidence, **options)
-    device = _comm_device(query, group)
-    checked, signatures = agree(
+            _check_shard_options(inputs.keys, dict(inputs.options, ties="stable"), shard_gallery)
+        return evaluate_embedding_inputs(inputs)
+    device = _comm_device(query if isinstance(query, Tensor) else None, group)
+    inputs, signatures = agree(
         lambda: _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids,
                              categories, shard_gallery, options, confidence), group=group, device=device,
         options=_agreed(metrics, options, shard_gallery=shard_gallery),
         what="distributed.evaluate_embeddings_across_ranks")
     _check_signatures(signatures)
-    keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids, confidence = checked
+    keys, options, categories = inputs.keys, inputs.options, inputs.categories
+    query, query_labels, query_ids, confidence = inputs.query, inputs.query_labels, inputs.query_ids, inputs.confidence
+    gallery, gallery_labels, gallery_ids = inputs.gallery, inputs.gallery_labels, inputs.gallery_ids
     rows = [s["rows"] for s in signatures]
     n_queries, rank = sum(rows), rank_of(group)
-    if n_queries == 0:  # what one process says of an empty query set, on every rank
+    if n_queries == 0:  # what one process says of an empty query set (an error), on every rank
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
                             query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
                             confidence=confidence, **options)
@@ -285,7 +247,7 @@ def evaluate_split(
     backend: str = "torch",
     ci: Optional[float] = None,
     ci_method: str = "bootstrap",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,
@@ -305,11 +267,10 @@ def evaluate_split(
         1.0
     """
 
-    options = _options(distance, relevance, ties, empty, reduce, per_class, memory_budget, progress, backend,
-                       dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                            keep_per_query=keep_per_query, return_neighbours=return_neighbours))
-    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories = embedding_arrays(
-        query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories)
+    options = embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
+                                per_class=per_class, memory_budget=memory_budget, progress=progress, backend=backend,
+                                ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                                keep_per_query=keep_per_query, return_neighbours=return_neighbours)
     n = world_size(group)
     if n == 1:
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
@@ -317,37 +278,27 @@ def evaluate_split(
                             confidence=confidence, **options)
     device = _comm_device(query if isinstance(query, Tensor) else None, group)
 
-    def check():  # a rank whose query is not usable raises here too, never alone (no rank left waiting)
-        check_embeddings("query", query, distance)
-        keys = parse_metrics(metrics)
-        _check_options(keys, options)
-        labels = check_labels("query_labels", query_labels, query.shape[0], relevance is not None)
-        if query_ids is not None:
-            check_rows("query_ids", query_ids, query.shape[0], unit="embedding")
-        check_per_class(per_class, labels, relevance is not None)
-        if categories is not None:
-            check_categories(categories, query.shape[0], "query")
-        checked = None if confidence is None else check_confidence(confidence, query.shape[0], "query")
-        return (keys, checked, labels), [query.shape[0], None if gallery is None else int(gallery.shape[0])]
+    def check():  # every input, once (a rank whose input is not usable raises here, never alone)
+        inputs = embedding_inputs(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
+                                  query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
+                                  confidence=confidence, **options)
+        return inputs, [inputs.query.shape[0], None if inputs.self_gallery else int(inputs.gallery.shape[0])]
 
-    agreed = _agreed(metrics, options)
-    (keys, confidence, query_labels), sizes = agree(check, group=group, device=device, options=agreed,
-                                                    what="distributed.evaluate_split")
+    inputs, sizes = agree(check, group=group, device=device, options=_agreed(metrics, options),
+                          what="distributed.evaluate_split")
     if any(s != sizes[0] for s in sizes):
         raise ValueError(
             "evaluate_split needs the same rows on every rank (gathered states); got [queries, gallery] rows "
             f"per rank {sizes}"
         )
-    self_gallery = gallery is None
-    per_query_ids = query_ids if keep_per_query else None
-    if self_gallery:
-        if query_ids is None:
-            query_ids = torch.arange(query.shape[0], device=query.device)
-        gallery, gallery_labels, gallery_ids = query, query_labels, query_ids
+    keys, options, self_gallery, categories = inputs.keys, inputs.options, inputs.self_gallery, inputs.categories
+    query, query_labels, query_ids = inputs.query, inputs.query_labels, inputs.query_ids
+    gallery, gallery_labels, gallery_ids = inputs.gallery, inputs.gallery_labels, inputs.gallery_ids
+    per_query_ids = inputs.given_ids if options["keep_per_query"] else None
     part = _share(query.shape[0], rank_of(group), n)
     return _evaluate_share(
         keys, query[part], query_labels[part], None if query_ids is None else query_ids[part], gallery=gallery,
         gallery_labels=gallery_labels, gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=query,
         all_labels=query_labels, all_ids=query_ids, categories=categories, n_queries=query.shape[0],
         options=options, group=group, device=device, per_query_ids=per_query_ids,
-        confidence=None if confidence is None else confidence.to(query.device))
+        confidence=inputs.confidence)

@@ -7,7 +7,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from ..evaluation.embeddings import aggregate_queries, evaluate_embeddings as evaluate_one
+from ..evaluation.embeddings import aggregate_queries, evaluate_embedding_inputs, query_values
+from ..inputs.embeddings import EmbeddingInputs
 from ..metrics.keys import split_scopes
 from ..stats.aggregate import MetricResults
 from .agree import agree
@@ -42,7 +43,7 @@ def _share(n: int, rank: int, world: int) -> slice:
 def _share_values(query, query_labels, query_keys, gallery, gallery_labels, query_ids, gallery_ids, options,
                   show: bool, neighbours: Optional[list] = None) -> Tensor:
     """``[q, M]`` per-query values of this rank's queries against the whole gallery
-    (the single-process evaluator with ``reduce="none"``; NaN = undefined). With
+    (the single-process engine, checked inputs, no aggregation; NaN = undefined). With
     ``neighbours`` (a list), appends this rank's ``(ids or positions, scores)``."""
 
     k = options.get("return_neighbours") or 0
@@ -51,26 +52,28 @@ def _share_values(query, query_labels, query_keys, gallery, gallery_labels, quer
             neighbours.append((torch.empty(0, k, dtype=torch.int64, device=query.device),
                                torch.empty(0, k, dtype=torch.float64, device=query.device)))
         return torch.empty(0, len(query_keys), dtype=torch.float64, device=query.device)
-    r = evaluate_one(
-        query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
-        gallery_ids=gallery_ids, distance=options["distance"], relevance=options["relevance"], ties=options["ties"],
-        empty="skip", reduce="none", memory_budget=options["memory_budget"], progress=show,
-        backend=options["backend"], return_neighbours=k if neighbours is not None and k else None,
-    )
-    if neighbours is not None and k:
-        neighbours.append(r.neighbours)
-    return torch.stack([r[m.key] for m in query_keys], 1)
+    share = EmbeddingInputs(  # checked by the entry point: this rank's queries against the whole gallery
+        tuple(query_keys), query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, given_ids=query_ids,
+        self_gallery=False, categories=None, confidence=None,
+        options=dict(options, progress=show, return_neighbours=k if neighbours is not None and k else 0))
+    values, found = query_values(share)
+    if found is not None:
+        neighbours.append(found)
+    return values
 
 
 def _set_values(set_keys, query, query_labels, query_ids, gallery, gallery_labels, gallery_ids,
                 options) -> Dict[str, Tensor]:
     """The set-level values of the whole evaluation (rank 0 computes them)."""
 
-    r = evaluate_one(
-        query, query_labels, set_keys, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
-        gallery_ids=gallery_ids, distance=options["distance"], relevance=options["relevance"], ties=options["ties"],
-        memory_budget=options["memory_budget"], backend=options["backend"],
-    )
+    self_gallery = gallery is None
+    every = EmbeddingInputs(  # checked by the entry point
+        tuple(set_keys), query, query_labels, query if self_gallery else gallery,
+        query_labels if self_gallery else gallery_labels, query_ids, query_ids if self_gallery else gallery_ids,
+        given_ids=query_ids, self_gallery=self_gallery, categories=None, confidence=None,
+        options=dict(options, empty="skip", reduce="mean", per_class=None, ci=None, keep_per_query=False,
+                     progress=False, return_neighbours=0))
+    r = evaluate_embedding_inputs(every)
     return {m.key: r[m.key] for m in set_keys}
 
 

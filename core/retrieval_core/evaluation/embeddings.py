@@ -12,25 +12,23 @@ from __future__ import annotations
 import torch
 import warnings
 from torch import Tensor
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from .. import sizing
 from .embedding_values import DEFAULT_MEMORY_BUDGET, embedding_values
 from ..metrics.apply import set_level_values
-from ..metrics.keys import MetricKey, depth_needed, parse_metrics, split_scopes
+from ..inputs.embeddings import EmbeddingInputs, embedding_inputs
+from ..metrics.keys import MetricKey, depth_needed, split_scopes
 from ..metrics.spec import AT_K, WHOLE
 from ..stats.aggregate import (
-    MetricResults, category_groups, fill_empty, aggregate, aggregate_checked, encode_labels, reduce_values,
+    MetricResults, category_groups, fill_empty, aggregate_checked, encode_labels, reduce_values,
 )
 from ..stats.curves import split_key
 from ..stats.intervals import macro_intervals
-from ..validate import (
-    PER_CLASS, check_backend, check_categories, check_confidence, check_embedding_options, embedding_arrays,
-    check_embedding_values, check_embeddings, check_labels, check_memory_budget, check_pairs, check_per_class,
-    check_query_gallery, check_return_neighbours, check_rows, check_same_device, check_stats_options,
-)
+from ..validate.stats import N_RESAMPLES
 
-__all__ = ["evaluate_embeddings", "embedding_values", "DEFAULT_MEMORY_BUDGET"]
+__all__ = ["evaluate_embeddings", "evaluate_embedding_inputs", "query_values", "embedding_values",
+           "DEFAULT_MEMORY_BUDGET"]
 
 
 # A whole-list key ranks every gallery item; cutoff keys keep only the top k. Past this
@@ -50,7 +48,7 @@ def _whole_list_notice(keys: Sequence[MetricKey], n_gallery: int) -> None:
         warnings.warn(
             f"whole-list keys ({', '.join(m.key for m in whole_keys)}) rank all {n_gallery} gallery items of "
             f"every query{cutoffs}: this evaluation is many times slower than with cutoffs; {remedy}",
-            stacklevel=3,
+            stacklevel=5,  # past query_values, evaluate_embedding_inputs and evaluate_embeddings
         )
 
 
@@ -75,7 +73,7 @@ def evaluate_embeddings(
     backend: str = "torch",
     ci: Optional[float] = None,
     ci_method: str = "bootstrap",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,
@@ -137,84 +135,75 @@ def evaluate_embeddings(
         >>> r["spearman:map@r"].item()  # every value is 1: the correlation is undefined
         nan
     """
-    keys = parse_metrics(metrics)
-    check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
-                            per_class=per_class, memory_budget=memory_budget, backend=backend, keys=keys)
-    stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                keep_per_query=keep_per_query, reduce=reduce, per_class=per_class)
-    n_neighbours = check_return_neighbours(return_neighbours)
-    query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories = embedding_arrays(
-        query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, confidence, categories)
-    given_ids = query_ids
-    query_keys, set_keys = split_scopes(keys)
-    custom = relevance is not None
-    query = check_embeddings("query", query, distance)
-    query_labels = check_labels("query_labels", query_labels, query.shape[0], custom)
-    check_pairs(gallery, gallery_labels, query_ids, gallery_ids)
-    self_gallery = gallery is None
-    if self_gallery:
-        gallery, gallery_labels = query, query_labels
-        if query_ids is None:
-            query_ids = torch.arange(query.shape[0], device=query.device)
-        gallery_ids = query_ids
-    else:
-        gallery = check_embeddings("gallery", gallery, distance)
-        gallery_labels = check_labels("gallery_labels", gallery_labels, gallery.shape[0], custom)
-        check_query_gallery(query, query_labels, gallery, gallery_labels, custom)
-    if query_ids is not None:
-        query_ids = check_rows("query_ids", query_ids, query.shape[0], unit="embedding")
-        gallery_ids = check_rows("gallery_ids", gallery_ids, gallery.shape[0], unit="embedding")
-    check_same_device(query=query, query_labels=query_labels, gallery=gallery, gallery_labels=gallery_labels,
-                      query_ids=query_ids, gallery_ids=gallery_ids)
-    check_backend(backend, distance=distance, custom=custom, labels=query_labels, device=query.device,
-                  whole=depth_needed(query_keys).whole)
-    budget = sizing.memory_budget(query.device, check_memory_budget(memory_budget))
-    check_per_class(per_class, query_labels, custom)
-    if categories is not None:
-        check_categories(categories, query.shape[0], "query")
-    if confidence is not None:
-        confidence = check_confidence(confidence, query.shape[0], "query").to(query.device)
-    check_embedding_values(query, query_labels, None if self_gallery else gallery,
-                           None if self_gallery else gallery_labels, distance=distance, custom=custom)
+    inputs = embedding_inputs(
+        query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
+        gallery_ids=gallery_ids, categories=categories, confidence=confidence, distance=distance, relevance=relevance,
+        ties=ties, empty=empty, reduce=reduce, per_class=per_class, memory_budget=memory_budget, progress=progress,
+        backend=backend, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+        keep_per_query=keep_per_query, return_neighbours=return_neighbours)
+    return evaluate_embedding_inputs(inputs)
 
-    _whole_list_notice(query_keys, gallery.shape[0])
+
+def evaluate_embedding_inputs(inputs: EmbeddingInputs) -> MetricResults:
+    """:func:`evaluate_embeddings` of checked inputs (:func:`~retrieval_core.inputs.embedding_inputs`),
+    without checking again."""
+    keys, options = inputs.keys, inputs.options
+    query_keys, set_keys = split_scopes(keys)
+    query, query_labels = inputs.query, inputs.query_labels
     results = MetricResults(n_queries=torch.tensor(query.shape[0]))
-    check_return_neighbours(n_neighbours, gallery.shape[0])
-    if n_neighbours and not query_keys:
-        raise ValueError("return_neighbours needs a per-query key (e.g. 'cmc@1'): the neighbours come from its ranking")
-    if n_neighbours and backend != "torch":
-        raise ValueError(f"return_neighbours needs backend='torch'; got backend={backend!r}")
-    found = [n_neighbours, None, None]
+    neighbours = None
     if query_keys:
-        values = embedding_values(
-            query, query_labels, query_keys, gallery=gallery, gallery_labels=gallery_labels, distance=distance,
-            query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=budget, progress=progress,
-            backend=backend, ties=ties, neighbours=found,
-        )
-        results = aggregate_queries(values, [m.key for m in query_keys], query_labels, empty=empty, reduce=reduce,
-                                    per_class=per_class, categories=categories, confidence=confidence, ties=ties,
-                                    query_ids=given_ids, **stats)
+        values, neighbours = query_values(inputs)
+        stats = {k: options[k] for k in ("ci", "ci_method", "n_resamples", "seed", "keep_per_query")}
+        results = aggregate_queries(values, [m.key for m in query_keys], query_labels, empty=options["empty"],
+                                    reduce=options["reduce"], per_class=options["per_class"],
+                                    categories=inputs.categories, confidence=inputs.confidence, ties=options["ties"],
+                                    query_ids=inputs.given_ids, **stats)
     if set_keys:
+        self_gallery = inputs.self_gallery
         results.update(set_level_values(
-            set_keys, query, query_labels, gallery=None if self_gallery else gallery,
-            gallery_labels=None if self_gallery else gallery_labels, distance=distance,
-            query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=budget,
+            set_keys, query, query_labels, gallery=None if self_gallery else inputs.gallery,
+            gallery_labels=None if self_gallery else inputs.gallery_labels, distance=options["distance"],
+            query_ids=inputs.query_ids, gallery_ids=inputs.gallery_ids, relevance=options["relevance"],
+            memory_budget=sizing.memory_budget(query.device, options["memory_budget"]),
         ))
     # the requested keys first, in the order asked, then per-category/per-class views
     ordered = results.reordered([m.key for m in keys])
-    if n_neighbours:
-        positions, scores = found[1], found[2]
-        named = gallery_ids if (given_ids is not None or not self_gallery) and gallery_ids is not None else None
-        if named is not None:
-            positions = torch.where(positions >= 0, named[positions.clamp(min=0)], -1)
-        ordered.neighbours = (positions, scores)
+    if neighbours is not None:
+        ordered.neighbours = neighbours
     return ordered
+
+
+def query_values(inputs: EmbeddingInputs) -> Tuple[Tensor, Optional[Tuple[Tensor, Tensor]]]:
+    """``([Q, M] float64 values of the per-query keys of checked inputs, NaN = undefined,
+    (neighbours [Q, k], scores [Q, k]) or None)``: the engine's values before any
+    aggregation (what a rank computes for its share of the queries)."""
+    options = inputs.options
+    query_keys = split_scopes(inputs.keys)[0]
+    gallery = inputs.gallery
+    _whole_list_notice(query_keys, gallery.shape[0])
+    n_neighbours = options["return_neighbours"]
+    found = [n_neighbours, None, None]
+    values = embedding_values(
+        inputs.query, inputs.query_labels, query_keys, gallery=gallery, gallery_labels=inputs.gallery_labels,
+        distance=options["distance"], query_ids=inputs.query_ids, gallery_ids=inputs.gallery_ids,
+        relevance=options["relevance"],
+        memory_budget=sizing.memory_budget(inputs.query.device, options["memory_budget"]),
+        progress=options["progress"], backend=options["backend"], ties=options["ties"], neighbours=found,
+    )
+    if not n_neighbours:
+        return values, None
+    positions, scores = found[1], found[2]
+    named = inputs.gallery_ids if inputs.given_ids is not None or not inputs.self_gallery else None
+    if named is not None:
+        positions = torch.where(positions >= 0, named[positions.clamp(min=0)], -1)
+    return values, (positions, scores)
 
 
 def aggregate_queries(values: Tensor, names: Sequence[str], labels: Tensor, *, empty: str, reduce: str,
                       per_class: Optional[str], categories=None, confidence: Optional[Tensor] = None,
                       ties: str = "stable", ci: Optional[float] = None, ci_method: str = "bootstrap",
-                      n_resamples: int = 1000, seed: int = 0, keep_per_query: bool = False,
+                      n_resamples: int = N_RESAMPLES, seed: int = 0, keep_per_query: bool = False,
                       query_ids: Optional[Tensor] = None) -> MetricResults:
     """:func:`~retrieval_core.stats.aggregate.aggregate` of the per-query values ``[Q, M]``,
     then the per-class views of ``per_class`` (``labels``: the queries' labels): the
@@ -232,12 +221,14 @@ def aggregate_queries(values: Tensor, names: Sequence[str], labels: Tensor, *, e
 
 def _per_class(values: Tensor, names, labels: Tensor, empty: str, reduce: str, per_class: str,
                confidence: Optional[Tensor] = None, ties: str = "stable", ci: Optional[float] = None,
-               ci_out: Optional[dict] = None, n_resamples: int = 1000, seed: int = 0) -> dict:
+               ci_out: Optional[dict] = None, n_resamples: int = N_RESAMPLES, seed: int = 0) -> dict:
     """PML's avg_of_avgs: the main keys become the mean over labels (``[N, C]``: distinct rows) of each label's value
     (confidence keys too: the mean of each label's value; their curves stay those of all queries).
     With ``ci``, ``ci_out`` receives the main keys' (bootstrap) intervals, replacing theirs."""
-    by_label = aggregate(values, names, empty=empty, reduce=reduce, categories=labels, confidence=confidence,
-                         ties=ties, ci=ci if per_class == "all" else None, n_resamples=n_resamples, seed=seed)
+    level = None if ci is None or per_class != "all" else float(ci)  # the options were checked by the entry point
+    by_label = aggregate_checked(values, names, empty=empty, reduce=reduce, categories=labels, confidence=confidence,
+                                 ties=ties, level=level, ci_method="bootstrap", n_resamples=n_resamples, seed=seed,
+                                 keep_per_query=False, query_ids=None, representable=True)
     label_names, _ = encode_labels(labels)
     out = {}
     for key in names:

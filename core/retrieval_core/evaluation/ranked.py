@@ -27,11 +27,12 @@ from .. import sizing
 from ..ranking.groups import group_flat
 from ..ranking.topk import row_blocks
 from ..ranking.ranking import Ranking
-from ..stats.aggregate import MetricResults, aggregate
+from ..stats.aggregate import MetricResults, aggregate_checked
 from ..validate import (
     as_categories, as_tensors, check_per_query_keys, check_score_options, check_scores, check_stats_options,
     check_values, tensor_device, widen_unsigned,
 )
+from ..validate.stats import N_RESAMPLES
 
 __all__ = ["evaluate_ranked", "ranked_values", "ranked_lists", "rank_scores", "scores_ranked_values"]
 
@@ -159,7 +160,7 @@ def evaluate_ranked(
     categories=None,
     ci: Optional[float] = None,
     ci_method: str = "bootstrap",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     keep_per_query: bool = False,
 ) -> MetricResults:
@@ -189,14 +190,14 @@ def evaluate_ranked(
     is padded to them (whole-list nDCG of binary gains adds its R ideal terms in
     constant memory). No loop over queries; everything on the gains' device.
     """
-    keys, stats = _ranked_options(metrics, empty=empty, reduce=reduce, ci=ci, ci_method=ci_method,
-                                  n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
+    check_score_options(ties="stable", empty=empty, reduce=reduce)
+    keys, stats = _ranked_options(metrics, reduce=reduce, ci=ci, ci_method=ci_method, n_resamples=n_resamples,
+                                  seed=seed, keep_per_query=keep_per_query)
     gains, n_relevant, ideal, mask, indexes = as_tensors(gains=gains, n_relevant=n_relevant, ideal=ideal, mask=mask,
                                                          indexes=indexes)
     categories = as_categories(categories, tensor_device(gains))
     values, query_ids = ranked_values(gains, keys, n_relevant=n_relevant, ideal=ideal, mask=mask, indexes=indexes)
-    return aggregate(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
-                     query_ids=query_ids, **stats)
+    return _aggregate(values, keys, empty, reduce, categories, query_ids, stats)
 
 
 def ranked_values(gains: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optional[Tensor] = None,
@@ -229,15 +230,24 @@ def ranked_values(gains: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optio
     return values, query_ids
 
 
-def _ranked_options(metrics, *, empty, reduce, **stats):
-    """The parsed keys and the checked statistics options of :func:`evaluate_ranked`."""
-    check_score_options(ties="stable", empty=empty, reduce=reduce)
+def _ranked_options(metrics, *, reduce, **stats):
+    """The parsed keys and the checked statistics options of :func:`evaluate_ranked` (``empty``
+    and ``reduce`` are checked by the entry point, :func:`~retrieval_core.validate.check_score_options`)."""
     keys = parse_metrics(metrics)
     check_per_query_keys(keys, "evaluate_embeddings computes them")
     if any(m.confidence is not None for m in keys):
         raise ValueError("confidence keys (erc:, conf:, spearman:, kendall:) need per-query confidences: use "
                          "evaluate_scores(..., confidence=)")
     return keys, check_stats_options(keys, reduce=reduce, **stats)
+
+
+def _aggregate(values: Tensor, keys, empty: str, reduce: str, categories, query_ids, stats) -> MetricResults:
+    """The aggregation of checked options (no confidence keys here)."""
+    ci = stats["ci"]
+    return aggregate_checked(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
+                             confidence=None, ties="stable", level=None if ci is None else float(ci),
+                             ci_method=stats["ci_method"], n_resamples=stats["n_resamples"], seed=stats["seed"],
+                             keep_per_query=stats["keep_per_query"], query_ids=query_ids)
 
 
 def _given_r(n_relevant: Optional[Tensor], ideal: Optional[Tensor], hits: Tensor, keys) -> Optional[Tensor]:
@@ -331,7 +341,8 @@ def evaluate_scores_ranked(preds: Tensor, target: Tensor, metrics: Sequence[str]
                            ideal: Optional[Tensor], indexes: Optional[Tensor] = None, mask: Optional[Tensor] = None,
                            ties: str = "stable", **options) -> MetricResults:
     """:func:`~retrieval_core.evaluate_scores` with R (and the ideal gains) given: the
-    whole list ranked by its scores, then :func:`evaluate_ranked`. The flat form is
+    whole list ranked by its scores, then :func:`evaluate_ranked` (``ties``, ``empty`` and
+    ``reduce`` checked by ``evaluate_scores``, not again). The flat form is
     first laid out as padded rows (no sort when each query's entries stand together),
     then each row is sorted: no sort of all the entries."""
     check_scores(preds, target, indexes=indexes, mask=mask)
@@ -341,14 +352,13 @@ def evaluate_scores_ranked(preds: Tensor, target: Tensor, metrics: Sequence[str]
                          "query to evaluate_ranked")
     empty, reduce = options.pop("empty", "skip"), options.pop("reduce", "mean")
     categories = options.pop("categories", None)
-    keys, stats = _ranked_options(metrics, empty=empty, reduce=reduce, **options)
+    keys, stats = _ranked_options(metrics, reduce=reduce, **options)
     ids = None
     if indexes is not None:
         _check_indexes(preds, indexes, "preds")
         (preds, target), mask, ids = _padded_rows(indexes, preds, target)
     values = _scores_values(preds, target, keys, n_relevant=n_relevant, ideal=ideal, mask=mask, ties=ties)
-    return aggregate(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
-                     query_ids=ids, **stats)
+    return _aggregate(values, keys, empty, reduce, categories, ids, stats)
 
 
 def scores_ranked_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optional[Tensor],

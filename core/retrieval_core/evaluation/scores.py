@@ -27,6 +27,7 @@ from ..validate import (
     as_tensors,
     check_categories,
     check_confidence,
+    check_confidence_values,
     check_per_query_keys,
     check_score_options,
     check_scores,
@@ -42,6 +43,7 @@ from ..validate import (
     tensor_device,
     widen_unsigned,
 )
+from ..validate.stats import N_RESAMPLES
 
 __all__ = ["evaluate_scores", "score_values", "ranking_values", "QueryValues"]
 
@@ -256,9 +258,10 @@ def _query_categories(categories, indexes: Optional[Tensor], query_ids: Optional
 def _query_confidence(confidence: Tensor, indexes: Optional[Tensor], query_ids: Optional[Tensor], n: int) -> Tensor:
     """Confidences per query: as given for dense rows; for the flat form, one per
     entry, taken from each query's entries (which must agree)."""
+    # its structure was checked before the work (check_confidence(values=False)); here, its values
+    confidence = check_confidence_values(confidence if confidence.is_floating_point() else confidence.double())
     if indexes is None:
-        return check_confidence(confidence, n, "query (row)")
-    confidence = check_confidence(confidence, indexes.numel(), "prediction (the flat form takes one per entry)")
+        return confidence
     return _per_query(confidence.to(indexes.device), indexes, query_ids, n, "confidence")
 
 
@@ -275,7 +278,7 @@ def evaluate_scores(
     categories=None,
     ci: Optional[float] = None,
     ci_method: str = "bootstrap",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     keep_per_query: bool = False,
     confidence: Optional[Tensor] = None,

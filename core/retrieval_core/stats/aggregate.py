@@ -22,8 +22,9 @@ from ..validate import (
 )
 from .confidence import confidence_intervals, confidence_results
 from .curves import split_key
-from .intervals import intervals
+from .intervals import _intervals
 from .results import MetricResults
+from ..validate.stats import N_RESAMPLES
 
 __all__ = ["MetricResults", "aggregate", "aggregate_checked", "encode_labels", "reduce_values", "fill_empty",
            "category_groups"]
@@ -127,7 +128,7 @@ def aggregate(
     ties: str = "stable",
     ci: Optional[float] = None,
     ci_method: str = "bootstrap",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     keep_per_query: bool = False,
     query_ids: Optional[Tensor] = None,
@@ -167,13 +168,15 @@ def aggregate(
 
 def aggregate_checked(values: Tensor, keys: Sequence[str], *, empty: str, reduce: str, categories, confidence,
                       ties: str, level: Optional[float], ci_method: str, n_resamples: int, seed: int,
-                      keep_per_query: bool, query_ids: Optional[Tensor]) -> MetricResults:
+                      keep_per_query: bool, query_ids: Optional[Tensor], representable: bool = False) -> MetricResults:
     """:func:`aggregate` of checked options (``level``: the interval's, None for none) and a
     checked ``confidence`` (finite, one per query): what an entry point that checked its
-    inputs calls."""
+    inputs calls. ``representable``: the values were checked already (the per-class
+    views of values aggregated as a whole first)."""
     if confidence is not None:
         confidence = confidence.to(values.device)
-    check_representable(values, keys)
+    if not representable:
+        check_representable(values, keys)
     n_empty = dict(zip(keys, torch.isnan(values).sum(0).unbind(0)))
     values = fill_empty(values, keys, empty)
     out = MetricResults(
@@ -196,7 +199,7 @@ def aggregate_checked(values: Tensor, keys: Sequence[str], *, empty: str, reduce
     if level is not None:
         plain = [j for j, k in enumerate(keys) if split_key(k) is None]
         if plain:
-            out.ci = intervals(values[:, plain], [keys[j] for j in plain], level, method=ci_method, reduce=reduce,
+            out.ci = _intervals(values[:, plain], [keys[j] for j in plain], level, method=ci_method, reduce=reduce,
                                n_resamples=n_resamples, seed=seed, groups=groups)
         out.ci.update(confidence_intervals(values, keys, confidence, level, reduce=reduce, ties=ties,
                                            n_resamples=n_resamples, seed=seed, groups=groups))

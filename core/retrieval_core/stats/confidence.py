@@ -37,6 +37,7 @@ from ..validate import check_confidence, check_confidence_range
 from .confidence_batched import _batched, _one_key, _resampled
 from .curves import split_key
 from .intervals import percentile_bootstrap
+from ..validate.stats import N_RESAMPLES
 
 __all__ = ["confidence_results", "confidence_intervals"]
 
@@ -93,7 +94,7 @@ def confidence_intervals(
     *,
     reduce: str = "mean",
     ties: str = "stable",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     groups: Optional[Sequence[Tuple[str, Tensor]]] = None,
 ) -> Dict[str, Tuple[Tensor, Tensor]]:

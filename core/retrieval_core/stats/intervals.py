@@ -28,6 +28,7 @@ from torch import Tensor
 from ..metrics.keys import parse_metrics
 from ..validate import check_ci_keys, check_seed
 from .special import beta_hdi
+from ..validate.stats import N_RESAMPLES
 
 __all__ = ["intervals", "macro_intervals", "bootstrap_statistics", "check_binary"]
 
@@ -44,8 +45,9 @@ def _chunk_elements(device) -> int:
 
 def _resample_counts(n_rows: int, n_resamples: int, seed: int, device) -> Iterator[Tensor]:
     """The resamples as ``[chunk, n_rows]`` float64 counts, drawn on the CPU (the same on
-    every device). One buffer is reused: each chunk is valid until the next is drawn."""
-    generator = torch.Generator().manual_seed(check_seed(seed))
+    every device). One buffer is reused: each chunk is valid until the next is drawn.
+    ``seed`` was checked by the entry point (:func:`intervals`, or the evaluation's options)."""
+    generator = torch.Generator().manual_seed(int(seed))
     step = max(1, _chunk_elements(device) // max(n_rows, 1))
     buffer = torch.zeros(min(step, n_resamples), n_rows, dtype=torch.float64, device=device)
     ones = torch.ones((), dtype=torch.float64, device=device).expand(buffer.shape)
@@ -157,7 +159,7 @@ def intervals(
     *,
     method: str = "bootstrap",
     reduce: str = "mean",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     groups: Optional[Sequence[Tuple[str, Tensor]]] = None,
 ) -> Dict[str, Tuple[Tensor, Tensor]]:
@@ -171,6 +173,15 @@ def intervals(
         >>> 0 < low.item() < 0.75 < high.item() < 1
         True
     """
+    if method != "beta":  # the bootstrap's seed (the beta interval draws nothing)
+        check_seed(seed)
+    return _intervals(values, keys, level, method=method, reduce=reduce, n_resamples=n_resamples, seed=seed,
+                      groups=groups)
+
+
+def _intervals(values: Tensor, keys: Sequence[str], level: float, *, method: str, reduce: str, n_resamples: int,
+               seed: int, groups) -> Dict[str, Tuple[Tensor, Tensor]]:
+    """:func:`intervals` of a checked ``seed`` (what the aggregation of checked options calls)."""
     sets: List[Tuple[str, Optional[Tensor]]] = [("", None)] + [(f"/{label}", rows) for label, rows in (groups or [])]
     out: Dict[str, Tuple[Tensor, Tensor]] = {}
     if method == "beta":
@@ -216,7 +227,7 @@ def macro_intervals(
     groups: Sequence[Tuple[str, Tensor]],
     *,
     reduce: str = "mean",
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
 ) -> Dict[str, Tuple[Tensor, Tensor]]:
     """``{key: (low, high)}`` of the mean over ``groups`` of each group's ``reduce``

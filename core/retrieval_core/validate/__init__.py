@@ -49,7 +49,8 @@ from .embeddings import (  # noqa: F401
     check_per_class, check_query_gallery,
 )
 from .stats import (  # noqa: F401
-    CI_METHODS, check_ci_keys, check_ci_options, check_confidence, check_confidence_range,
+    CI_METHODS, N_RESAMPLES, check_ci_keys, check_ci_options, check_confidence, check_confidence_range,
+    check_confidence_values,
     check_correlation_inputs, check_keep_per_query, check_level, check_resampling, check_seed,
     check_stats_options,
 )

@@ -8,6 +8,7 @@ from torch import Tensor
 
 from .arrays import integral_labels
 from .tensors import _contains, _shape, check_tensor
+from .counting import check
 
 __all__ = [
     "check_embeddings", "check_labels", "check_batch_like_earlier", "check_query_gallery", "check_pairs",
@@ -17,6 +18,7 @@ __all__ = [
 # -- embedding mode: structure ------------------------------------------------------------
 
 
+@check
 def check_embeddings(name: str, x, distance="cosine", *, batch: bool = False) -> Tensor:
     """``[items, dim]`` embeddings, not empty (``batch=True``: an adapter's
     ``[batch, dim]``, which may be empty); floating point, or integer/bool codes
@@ -41,6 +43,7 @@ def check_embeddings(name: str, x, distance="cosine", *, batch: bool = False) ->
     return x.detach()
 
 
+@check
 def check_labels(name: str, labels, n: int, custom: bool = False) -> Tensor:
     """One label per embedding: ``[n]`` integer classes or ``[n, C]`` multi-hot
     (bool or integer 0/1); anything with one entry per embedding when ``custom``
@@ -73,6 +76,7 @@ def check_labels(name: str, labels, n: int, custom: bool = False) -> Tensor:
     return integral_labels(name, labels, multi_hot=labels.ndim == 2)
 
 
+@check
 def check_batch_like_earlier(embeddings: Tensor, labels: Tensor, dim: Optional[int], label_shape: Optional[tuple]) -> None:
     """An adapter's batch against the earlier ones (``dim``: their embedding
     dimension, ``label_shape``: their labels' shape past the batch dimension, ``()``
@@ -103,6 +107,7 @@ def _label_form(trailing: tuple) -> str:
     return f"labels of shape [batch, {', '.join(map(str, trailing))}]"
 
 
+@check
 def check_query_gallery(query: Tensor, query_labels: Tensor, gallery: Tensor, gallery_labels: Tensor, custom: bool) -> None:
     """A separate gallery matches the queries: embedding dimension, label form and
     number of multi-hot classes (any labels when ``custom``).
@@ -128,6 +133,7 @@ def check_query_gallery(query: Tensor, query_labels: Tensor, gallery: Tensor, ga
         )
 
 
+@check
 def check_pairs(gallery, gallery_labels, query_ids, gallery_ids) -> None:
     """What goes together in ``evaluate_embeddings``: gallery with its labels;
     ids on both sides (a self-gallery takes only ``query_ids``).
@@ -146,6 +152,7 @@ def check_pairs(gallery, gallery_labels, query_ids, gallery_ids) -> None:
         raise ValueError("query_ids and gallery_ids go together: give both or neither")
 
 
+@check
 def check_per_class(per_class, labels: Tensor, custom: bool = False) -> None:
     """``per_class`` groups the queries by equal label: ``[N]`` values or ``[N, C]``
     rows (multi-hot, or any labels of a ``relevance`` callable, ``custom``), real and
@@ -172,6 +179,7 @@ def check_per_class(per_class, labels: Tensor, custom: bool = False) -> None:
 # -- embedding mode: values (read from the data, once per evaluation) -----------------------
 
 
+@check
 def check_embedding_values(
     query: Tensor, query_labels: Tensor, gallery: Optional[Tensor] = None, gallery_labels: Optional[Tensor] = None,
     *, distance="cosine", custom: bool = False,

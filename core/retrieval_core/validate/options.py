@@ -11,6 +11,7 @@ from torch import Tensor
 
 from ..search.frames import DISTANCES
 from .tensors import check_compact_keys
+from .counting import check
 
 __all__ = [
     "TIES", "EMPTY", "REDUCE", "PER_CLASS", "BACKENDS", "check_choice", "check_per_query_keys", "check_ties",
@@ -25,6 +26,7 @@ PER_CLASS = (None, "macro", "all")
 BACKENDS = ("torch", "faiss")
 
 
+@check
 def check_choice(name: str, value, choices: Sequence) -> None:
     """
     Example:
@@ -37,6 +39,7 @@ def check_choice(name: str, value, choices: Sequence) -> None:
         raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
 
 
+@check
 def check_per_query_keys(keys, remedy: str) -> None:
     """Score mode takes per-query keys only; ``remedy`` says where set-level keys go.
 
@@ -55,6 +58,7 @@ def check_per_query_keys(keys, remedy: str) -> None:
 # -- options ---------------------------------------------------------------------------
 
 
+@check
 def check_ties(ties) -> None:
     """One of :data:`TIES` (docs/metrics.md, "Tie modes").
 
@@ -67,6 +71,7 @@ def check_ties(ties) -> None:
     check_choice("ties", ties, TIES)
 
 
+@check
 def check_tie_keys(keys, ties) -> None:
     """Keys that have no value under the tie mode: a clear error before any work.
 
@@ -84,6 +89,7 @@ def check_tie_keys(keys, ties) -> None:
             raise NotImplementedError(f"{m.key} {m.spec.no_expected}")
 
 
+@check
 def check_embedding_ties(ties, distance, backend="torch") -> None:
     """Tie modes other than ``"stable"`` in embedding mode: the torch backend only
     (faiss' candidate lists do not hold whole tied groups).
@@ -100,6 +106,7 @@ def check_embedding_ties(ties, distance, backend="torch") -> None:
         raise NotImplementedError(f"ties={ties!r} needs backend='torch'; got backend={backend!r}")
 
 
+@check
 def check_score_options(*, ties="stable", empty="skip", reduce="mean", compact=False, keys=None) -> None:
     """The options of score mode (``compact``: the adapters' sums-and-counts state),
     and with ``keys`` (parsed) the keys they allow.
@@ -122,6 +129,7 @@ def check_score_options(*, ties="stable", empty="skip", reduce="mean", compact=F
         check_tie_keys(keys, ties)
 
 
+@check
 def check_memory_budget(memory_budget) -> Optional[int]:
     """A positive int of bytes, or None (the default budget).
 
@@ -142,12 +150,14 @@ def check_memory_budget(memory_budget) -> Optional[int]:
     return int(memory_budget)
 
 
+@check
 def check_embedding_options(
     *, distance="cosine", relevance=None, ties="stable", empty="skip", reduce="mean", per_class=None,
     memory_budget=None, backend="torch", keys=None,
-) -> None:
+) -> Optional[int]:
     """The options of embedding mode (``evaluate_embeddings``, both ``EmbeddingMetrics``),
-    and with ``keys`` (parsed) the keys they allow.
+    and with ``keys`` (parsed) the keys they allow; returns the memory budget
+    (:func:`check_memory_budget`).
 
     Example:
         >>> check_embedding_options(distance="manhattan")
@@ -171,9 +181,10 @@ def check_embedding_options(
         raise TypeError(
             f"relevance must be a callable f(query_labels, gallery_labels) -> gains; got {type(relevance).__name__}"
         )
-    check_memory_budget(memory_budget)
+    return check_memory_budget(memory_budget)
 
 
+@check
 def check_backend(backend, *, distance, custom: bool, labels: Tensor, device: torch.device, whole: bool) -> None:
     """``"torch"``, or ``"faiss"`` where it applies (``whole``: whole-list keys asked)."""
     if backend not in BACKENDS:
@@ -185,6 +196,7 @@ def check_backend(backend, *, distance, custom: bool, labels: Tensor, device: to
             raise ValueError("backend='faiss' runs on CPU tensors and takes no whole-list keys (map, mrr, ndcg, auroc...)")
 
 
+@check
 def check_return_neighbours(k, n_gallery: Optional[int] = None) -> int:
     """``return_neighbours``: None/0 (none) or a positive int at most the gallery size."""
     if k is None:

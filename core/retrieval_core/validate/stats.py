@@ -9,14 +9,21 @@ from torch import Tensor
 
 from .options import check_choice
 from .tensors import _shape, check_same_device, check_tensor
+from .counting import check
+
+# bootstrap resamples of an interval when none is asked: the one default of every entry point and adapter
+N_RESAMPLES = 1000
 
 __all__ = [
-    "check_confidence", "check_confidence_range", "check_correlation_inputs", "CI_METHODS", "check_level",
+    "N_RESAMPLES",
+    "check_confidence", "check_confidence_values", "check_confidence_range", "check_correlation_inputs",
+    "CI_METHODS", "check_level",
     "check_seed", "check_resampling", "check_ci_options", "check_stats_options", "check_keep_per_query",
     "check_ci_keys",
 ]
 
 
+@check
 def check_confidence(confidence, n: int, unit: str = "query", *, values: bool = True, lists: bool = False) -> Tensor:
     """Per-query confidences: a real 1-D tensor with ``n`` entries (one per ``unit``),
     finite (read when ``values``; the adapters read them once, at compute). Returned
@@ -48,13 +55,29 @@ def check_confidence(confidence, n: int, unit: str = "query", *, values: bool = 
     if not confidence.is_floating_point():
         confidence = confidence.to(torch.float64)
     if values:
-        bad = int((~torch.isfinite(confidence)).sum())
-        if bad:
-            raise ValueError(f"confidence contains NaN or infinite values ({bad} of {n}); "
-                             "confidences must be finite numbers")
+        check_confidence_values(confidence)
     return confidence
 
 
+@check
+def check_confidence_values(confidence: Tensor) -> Tensor:
+    """The values of a confidence tensor whose structure :func:`check_confidence` checked
+    (``values=False``): finite numbers (one read of the data).
+
+    Example:
+        >>> check_confidence_values(torch.tensor([0.5, float("inf")]))
+        Traceback (most recent call last):
+        ...
+        ValueError: confidence contains NaN or infinite values (1 of 2); confidences must be finite numbers
+    """
+    bad = int((~torch.isfinite(confidence)).sum())
+    if bad:
+        raise ValueError(f"confidence contains NaN or infinite values ({bad} of {confidence.shape[0]}); "
+                         "confidences must be finite numbers")
+    return confidence
+
+
+@check
 def check_confidence_range(confidence: Tensor, keys: Sequence[str]) -> None:
     """``conf:`` keys threshold confidences on a grid of [0, 1]: every value must lie there.
 
@@ -74,6 +97,7 @@ def check_confidence_range(confidence: Tensor, keys: Sequence[str]) -> None:
         )
 
 
+@check
 def check_correlation_inputs(x, y, method) -> None:
     """The inputs of ``rank_correlation``: two real finite 1-D tensors of one length
     and device, and a method.
@@ -102,6 +126,7 @@ def check_correlation_inputs(x, y, method) -> None:
 CI_METHODS = ("bootstrap", "beta")
 
 
+@check
 def check_level(ci, or_none: str = "") -> float:
     """An interval level in (0, 1) (``or_none``: how the message says None is allowed).
 
@@ -116,6 +141,7 @@ def check_level(ci, or_none: str = "") -> float:
     return float(ci)
 
 
+@check
 def check_seed(seed) -> int:
     """The seed of a CPU ``torch.Generator`` (bootstrap, compare, k-means): an int that
     ``manual_seed`` takes, from -2**63 to 2**64 - 1.
@@ -133,6 +159,7 @@ def check_seed(seed) -> int:
     return int(seed)
 
 
+@check
 def check_resampling(n_resamples, seed) -> None:
     """A positive int of resamples and a seed (:func:`check_seed`)."""
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 1:
@@ -140,7 +167,8 @@ def check_resampling(n_resamples, seed) -> None:
     check_seed(seed)
 
 
-def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
+@check
+def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES, seed: int = 0,
                      reduce: str = "mean", per_class=None, compact: bool = False) -> Optional[float]:
     """Check the interval options; returns the level as a float (None: no interval).
 
@@ -171,7 +199,8 @@ def check_ci_options(ci, ci_method: str = "bootstrap", n_resamples: int = 1000, 
     return float(ci)
 
 
-def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamples: int = 1000, seed: int = 0,
+@check
+def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES, seed: int = 0,
                         keep_per_query: bool = False, reduce: str = "mean", per_class=None,
                         compact: bool = False) -> dict:
     """The interval and per-query options with the (parsed) ``keys`` they apply to, as
@@ -191,12 +220,14 @@ def check_stats_options(keys, *, ci=None, ci_method: str = "bootstrap", n_resamp
                 keep_per_query=check_keep_per_query(keep_per_query) and not compact)
 
 
+@check
 def check_keep_per_query(keep_per_query) -> bool:
     if not isinstance(keep_per_query, bool):
         raise TypeError(f"keep_per_query must be a bool; got {keep_per_query!r}")
     return keep_per_query
 
 
+@check
 def check_ci_keys(keys, ci, ci_method: str) -> None:
     """``ci_method="beta"`` takes keys whose per-query values are 0 or 1 only
     (``MetricKey.binary``: hit_rate@k/cmc@k, precision@1, mrr@1...).

@@ -5,6 +5,7 @@ from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+from .counting import check
 
 __all__ = [
     "check_tensor", "check_device_available", "widen_unsigned", "check_same_device", "check_rows", "check_score_batch", "check_scores",
@@ -26,6 +27,7 @@ def _contains(name: str) -> str:
 # -- generic ----------------------------------------------------------------------
 
 
+@check
 def check_tensor(name: str, value) -> Tensor:
     """``value`` itself if it is a tensor.
 
@@ -41,6 +43,7 @@ def check_tensor(name: str, value) -> Tensor:
     return value
 
 
+@check
 def check_device_available(name: str, device: torch.device) -> None:
     """A CUDA device needs a torch built with CUDA (else torch's bare ``AssertionError`` later)."""
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -75,6 +78,7 @@ def widen_unsigned(name: str, value):
     return value.to(torch.int64)
 
 
+@check
 def check_same_device(**tensors: Optional[Tensor]) -> None:
     """The given (not None) tensors share one device.
 
@@ -92,6 +96,7 @@ def check_same_device(**tensors: Optional[Tensor]) -> None:
         raise ValueError(f"{names} must be on the same device; got {got}")
 
 
+@check
 def check_rows(name: str, value, n: int, *, kind: str = "int", unit: str = "row", lists: bool = False) -> Tensor:
     """A 1-D tensor with one entry per ``unit`` (``n`` of them): ids and categories
     (``kind="int"``, returned as int64) or query/gallery flags (``kind="flag"``:
@@ -156,6 +161,7 @@ def _check_dense(preds, target, mask, names: Tuple[str, str], dims: str, hint: s
     check_same_device(**{p: preds, t: target, "mask": mask})
 
 
+@check
 def check_score_batch(
     preds, target, *, mask=None, names: Tuple[str, str] = ("preds", "target"), dims: str = "[queries, candidates]"
 ) -> None:
@@ -171,6 +177,7 @@ def check_score_batch(
     _check_dense(preds, target, mask, names, dims, "")
 
 
+@check
 def check_scores(preds, target, *, indexes=None, mask=None) -> None:
     """The structure of score-mode input: dense ``[Q, N]`` (optional ``mask``) or
     flat ``[n]`` with ``indexes``; not empty.
@@ -205,6 +212,7 @@ def check_scores(preds, target, *, indexes=None, mask=None) -> None:
     check_same_device(preds=preds, target=target, indexes=indexes)
 
 
+@check
 def check_categories(categories, n: int, what: str) -> None:
     """Core categories: a 1-D integer tensor or a sequence of labels, one per ``what``.
 
@@ -223,6 +231,7 @@ def check_categories(categories, n: int, what: str) -> None:
         raise ValueError(f"categories must have one entry per {what}; got {length} for {n}")
 
 
+@check
 def check_compact_keys(compact: bool, keys) -> None:
     """``compact=True`` keeps sums and counts only: no confidence keys (they order queries).
 
@@ -239,6 +248,7 @@ def check_compact_keys(compact: bool, keys) -> None:
                          "need per-query values: use compact=False")
 
 
+@check
 def check_compact_inputs(compact: bool, **given) -> None:
     """``compact=True`` keeps sums and counts only: no per-query ``ids``/``categories``.
 

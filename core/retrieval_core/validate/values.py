@@ -10,6 +10,7 @@ from torch import Tensor
 from .. import sizing
 from ..ranking.ranking import GAIN_LIMIT
 from .tensors import _contains
+from .counting import check
 
 __all__ = [
     "value_flags", "value_flags_and_max", "score_flag", "sign_flag", "gain_max_flag", "raise_value_flags",
@@ -125,6 +126,7 @@ def _nonfinite(x: Tensor) -> Tensor:
     return ~(torch.isfinite(low) & torch.isfinite(high))
 
 
+@check
 def raise_value_flags(flags: Tensor, names: Tuple[str, str] = ("preds", "target")) -> None:
     """Raise for summed :func:`value_flags` (one host read).
 
@@ -145,6 +147,7 @@ def raise_value_flags(flags: Tensor, names: Tuple[str, str] = ("preds", "target"
         raise ValueError(f"{_contains(t)} negative gains; gains must be >= 0")
 
 
+@check
 def check_values(preds: Tensor, target: Tensor, names: Tuple[str, str] = ("preds", "target")) -> None:
     """NaN/inf scores, NaN/inf or negative gains, with one host sync.
 
@@ -157,6 +160,7 @@ def check_values(preds: Tensor, target: Tensor, names: Tuple[str, str] = ("preds
     raise_value_flags(value_flags(preds, target), names)
 
 
+@check
 def check_representable(values: Tensor, keys: Sequence[str], n_queries: Optional[int] = None) -> None:
     """Per-query ``values[Q, M]`` (or their sums, ``n_queries=1``) that float64 can sum:
     no infinity, and no value so large that a sum over the ``n_queries`` queries (the mean,

@@ -396,16 +396,15 @@ def test_joined_rankings_keep_each_parts_ties_at_the_cut():
 
 def test_distributed_checks_of_tie_modes():
     """What every process checks before a multi-process evaluation (tests/distributed runs them)."""
-    from retrieval_core.distributed.evaluation import _check_options, _check_shard_options, _options
+    from retrieval_core.distributed.evaluation import _check_shard_options
+    from retrieval_core.inputs.embeddings import _check_options, embedding_options
     from retrieval_core import parse_metrics
 
     def check(keys, options, shard_gallery):
-        _check_options(parse_metrics(keys), options)
-        _check_shard_options(parse_metrics(keys), options, shard_gallery)
+        checked = _check_options(parse_metrics(keys), options)  # the options of the inputs layer's one sequence
+        _check_shard_options(parse_metrics(keys), checked, shard_gallery)
 
-    options = _options("cosine", None, "expected", "skip", "mean", None, None, False, "torch",
-                       dict(ci=None, ci_method="bootstrap", n_resamples=1000, seed=0, keep_per_query=False,
-                            return_neighbours=None))
+    options = embedding_options(ties="expected")
     check(["mrr", "map@r"], options, shard_gallery=False)
     with pytest.raises(NotImplementedError, match=r"ties='expected' is not available with shard_gallery=True"):
         check(["mrr@5"], options, shard_gallery=True)  # (whole-list keys cannot be sharded)

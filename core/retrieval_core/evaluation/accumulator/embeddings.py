@@ -35,6 +35,7 @@ from ...validate import (
 )
 from ..embeddings import evaluate_embeddings
 from .state import Accumulator, same_rows
+from ...validate.stats import N_RESAMPLES
 
 __all__ = ["EmbeddingAccumulator", "EMBEDDING_ROWS", "check_embedding_batch", "finalize_embeddings"]
 
@@ -60,7 +61,7 @@ class EmbeddingAccumulator(Accumulator):
     def __init__(self, metrics, *, distance="cosine", relevance=None, ties: str = "stable", empty: str = "skip",
                  reduce: str = "mean", per_class: Optional[str] = None, memory_budget: Optional[int] = None,
                  progress: bool = False, ci: Optional[float] = None, ci_method: str = "bootstrap",
-                 n_resamples: int = 1000, seed: int = 0, keep_per_query: bool = True, numpy: bool = True,
+                 n_resamples: int = N_RESAMPLES, seed: int = 0, keep_per_query: bool = True, numpy: bool = True,
                  **kwargs: Any) -> None:
         self.parsed = parse_metrics(metrics)
         check_embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,

@@ -23,14 +23,16 @@ from torch import Tensor
 
 from ...distributed.duplicates import drop_duplicates
 from ...metrics.keys import MetricKey, parse_metrics
-from ...stats.aggregate import MetricResults, aggregate
+from ...stats.aggregate import MetricResults, aggregate_checked
 from ...validate import (
-    as_tensors, check_compact_inputs, check_confidence, check_per_query_keys, check_representable, check_rows,
+    as_tensors, check_compact_inputs, check_confidence, check_confidence_values, check_per_query_keys,
+    check_representable, check_rows,
     check_score_batch, check_score_options, check_stats_options, raise_value_flags, value_flags, widen_unsigned,
 )
 from ..ranked import scores_ranked_values
 from ..scores import _score_values
 from .state import Accumulator, same_rows
+from ...validate.stats import N_RESAMPLES
 
 __all__ = ["ScoreAccumulator", "ScoreRows", "check_score_rows", "score_batch_values", "compact_sums",
            "finalize_compact", "finalize_scores"]
@@ -52,7 +54,7 @@ class ScoreAccumulator(Accumulator):
 
     def __init__(self, metrics, *, ties: str = "stable", empty: str = "skip", reduce: str = "mean",
                  compact: bool = False, ci: Optional[float] = None, ci_method: str = "bootstrap",
-                 n_resamples: int = 1000, seed: int = 0, keep_per_query: bool = True,
+                 n_resamples: int = N_RESAMPLES, seed: int = 0, keep_per_query: bool = True,
                  names: Tuple[str, str] = ("preds", "target"), dims: Optional[str] = None, numpy: bool = True,
                  **kwargs: Any) -> None:
         self.parsed = parse_metrics(metrics)
@@ -258,5 +260,12 @@ def finalize_scores(values: Tensor, keys: Sequence[str], *, ids: Optional[Tensor
         rest = iter(rest)
         categories = None if categories is None else next(rest)
         confidence = None if confidence is None else next(rest)
-    return aggregate(values, keys, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
-                     ties=ties, query_ids=ids, **stats)
+    # the options were checked when the accumulator was built, the confidences' values here
+    if confidence is not None:  # each batch's structure was checked at update; the values once, here
+        confidence = check_confidence_values(confidence.to(torch.float64))
+    ci = stats.get("ci")
+    return aggregate_checked(values, keys, empty=empty, reduce=reduce, categories=categories, confidence=confidence,
+                             ties=ties, level=None if ci is None else float(ci),
+                             ci_method=stats.get("ci_method", "bootstrap"),
+                             n_resamples=stats.get("n_resamples", N_RESAMPLES), seed=stats.get("seed", 0),
+                             keep_per_query=stats.get("keep_per_query", False), query_ids=ids)

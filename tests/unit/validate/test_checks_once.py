@@ -1,0 +1,146 @@
+"""Every input is checked once per public call (issue 28): the checks are declared in one
+register (retrieval_core.validate.counting) and counted here on every path of one process,
+the adapters' update and compute included (the distributed paths:
+tests/distributed/test_checks_once_distributed.py)."""
+from __future__ import annotations
+
+import inspect
+from typing import Callable, Dict
+
+import numpy as np
+import pytest
+import torch
+
+import retrieval_core as rc
+from retrieval_core import distributed as D
+from retrieval_core import validate
+from retrieval_core.validate.counting import CHECKS, count_checks
+
+G = torch.Generator().manual_seed(3)
+P, T = torch.rand(6, 8, generator=G), (torch.rand(6, 8, generator=G) < 0.4).long()
+X, Y = torch.randn(24, 4, generator=G), torch.randint(0, 3, (24,), generator=G)
+GAINS = torch.randint(0, 2, (6, 5), generator=G)
+CATEGORIES = ["a", "b"] * 3
+FLAT = dict(indexes=torch.arange(6).repeat_interleave(8))
+
+
+def _ignite(cls_name: str, batch, *args, **options):
+    import ignite_retrieval
+    metric = getattr(ignite_retrieval, cls_name)(*args, **options)
+    return lambda: metric.update(batch), metric.compute
+
+
+def _lightning(cls_name: str, batch, *args, **options):
+    import lightning_retrieval
+    metric = getattr(lightning_retrieval, cls_name)(*args, **options)
+    return lambda: metric.update(*batch), metric.compute
+
+
+CALLS: Dict[str, Callable[[], object]] = {
+    "scores": lambda: rc.evaluate_scores(P, T, ["mrr@3", "ndcg@5", "map@r"]),
+    "scores_options": lambda: rc.evaluate_scores(P, T, ["mrr@3", "erc:cmc@1"], ci=0.9, n_resamples=20,
+                                                 categories=CATEGORIES, confidence=torch.rand(6, generator=G),
+                                                 keep_per_query=True, ties="expected"),
+    "scores_numpy": lambda: rc.evaluate_scores(P.numpy(), T.numpy(), ["mrr@3"], mask=np.ones((6, 8), bool)),
+    "scores_flat": lambda: rc.evaluate_scores(P.reshape(-1), T.reshape(-1), ["mrr@3", "map"], **FLAT),
+    "scores_n_relevant": lambda: rc.evaluate_scores(P, T, ["recall@3", "ndcg@3"], n_relevant=T.sum(1) + 2,
+                                                    ci=0.9, n_resamples=20),
+    "ranked": lambda: rc.evaluate_ranked(GAINS, ["ndcg@3", "map"], n_relevant=(GAINS > 0).sum(1) + 1,
+                                         categories=CATEGORIES, ci=0.8, n_resamples=20),
+    "score_values": lambda: rc.score_values(P, T, ["mrr@3"]),
+    "embeddings": lambda: rc.evaluate_embeddings(X, Y, ["cmc@1", "map@r", "nmi"], return_neighbours=2),
+    "embeddings_gallery": lambda: rc.evaluate_embeddings(
+        X[:6], Y[:6], ["cmc@1"], gallery=X, gallery_labels=Y, query_ids=torch.arange(6), gallery_ids=torch.arange(24),
+        categories=Y[:6], confidence=torch.rand(6, generator=G), ci=0.9, n_resamples=20),
+    "embeddings_per_class": lambda: rc.evaluate_embeddings(X, Y, ["cmc@1"], per_class="all", ci=0.9, n_resamples=20),
+    "embeddings_numpy": lambda: rc.evaluate_embeddings(X.numpy(), Y.numpy(), ["cmc@1"]),
+    "across_ranks": lambda: D.evaluate_embeddings_across_ranks(X, Y, ["cmc@1"], shard_gallery=True),
+    "split": lambda: D.evaluate_split(X, Y, ["cmc@1", "nmi"], per_class="macro"),
+    "aggregate": lambda: rc.aggregate(torch.rand(4, 2, dtype=torch.float64), ["a", "b"], ci=0.9, n_resamples=20),
+}
+
+ADAPTERS = {
+    "ignite_ranking": lambda: _ignite("RankingMetrics", (P, T), ["mrr@3", "ndcg"]),
+    "ignite_embeddings": lambda: _ignite("EmbeddingMetrics", (X, Y), ["cmc@1", "map@r"]),
+    "lightning_ranking": lambda: _lightning("RankingMetrics", (P, T), ["mrr@3", "ndcg"]),
+    "lightning_embeddings": lambda: _lightning("EmbeddingMetrics", (X, Y), ["cmc@1", "map@r"], per_class="macro"),
+    "lightning_flat": lambda: _lightning("RetrievalMAP", (P.reshape(-1), T.reshape(-1), FLAT["indexes"])),
+}
+
+
+def _once(counts) -> None:
+    assert counts, "no check ran"
+    assert all(n == 1 for n in counts.values()), {k: n for k, n in counts.items() if n != 1}
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_a_public_call_checks_each_input_once(name):
+    with count_checks() as counts:
+        CALLS[name]()
+    _once(counts)
+
+
+@pytest.mark.parametrize("name", list(ADAPTERS))
+def test_an_adapter_checks_each_input_once_per_update_and_per_compute(name):
+    update, compute = ADAPTERS[name]()
+    for _ in range(2):
+        with count_checks() as counts:
+            update()
+        _once(counts)
+    with count_checks() as counts:
+        compute()
+    _once(counts)
+
+
+def test_the_embedding_checks_run_once_on_every_embedding_path():
+    """The one check sequence (inputs.embedding_inputs): the same checks, once, from each entry point."""
+    seen = []
+    for call in (lambda: rc.evaluate_embeddings(X, Y, ["cmc@1"]), lambda: D.evaluate_split(X, Y, ["cmc@1"]),
+                 lambda: D.evaluate_embeddings_across_ranks(X, Y, ["cmc@1"])):
+        with count_checks() as counts:
+            call()
+        seen.append(dict(counts))
+    assert seen[0] == seen[1] == seen[2]
+    assert {"check_embeddings(query)", "check_labels(query_labels)", "check_embedding_values"} <= set(seen[0])
+
+
+def test_n_relevant_checks_empty_and_reduce_once():
+    with count_checks() as counts:
+        CALLS["scores_n_relevant"]()
+    assert counts["check_score_options"] == 1 and "check_choice(empty)" not in counts
+
+
+def test_every_check_of_validate_is_declared():
+    """A ``check_*`` function of the validate package is in the register (so it is counted)."""
+    for name in validate.__dict__:
+        value = getattr(validate, name)
+        if name.startswith("check_") and inspect.isfunction(value):
+            assert CHECKS.get(name) is value, name
+
+
+def test_a_check_inside_a_check_is_part_of_it():
+    with count_checks() as counts:
+        validate.check_score_options(ties="stable", empty="skip", reduce="mean")
+    assert dict(counts) == {"check_score_options": 1}  # check_ties, check_choice: inside it
+
+
+def test_counting_nests_and_ends():
+    with count_checks() as outer:
+        validate.check_ties("stable")
+        with count_checks() as inner:
+            validate.check_ties("expected")
+    validate.check_ties("stable")
+    assert outer["check_ties(stable)"] == 1 and outer["check_ties(expected)"] == 1 and dict(inner) == {
+        "check_ties(expected)": 1}
+
+
+def test_one_default_of_n_resamples():
+    """N_RESAMPLES is the default of every signature that takes n_resamples (but the paired tests')."""
+    from retrieval_core.evaluation.accumulator import EmbeddingAccumulator, ScoreAccumulator
+    import ignite_retrieval
+    import lightning_retrieval
+    for f in (rc.evaluate_scores, rc.evaluate_embeddings, rc.evaluate_ranked, rc.aggregate, D.evaluate_split,
+              D.evaluate_embeddings_across_ranks, ScoreAccumulator, EmbeddingAccumulator,
+              ignite_retrieval.RankingMetrics, ignite_retrieval.EmbeddingMetrics,
+              lightning_retrieval.RankingMetrics, lightning_retrieval.EmbeddingMetrics):
+        assert inspect.signature(f).parameters["n_resamples"].default is rc.N_RESAMPLES, f
