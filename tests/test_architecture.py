@@ -21,7 +21,15 @@ _layers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_layers)
 LAYERS, layer_of = _layers.LAYERS, _layers.layer_of
 PACKAGE = "retrieval_core"
-MAX_LINES = 400
+# a function's body (docstring left out) reads in one screen
+MAX_FUNCTION_LINES = 60
+# the functions still longer, each at most its length today (they may only shrink): to split
+LONG_FUNCTIONS = {
+    "evaluation.embedding_values:embedding_values": 171,  # the chunk walk: options, chunks, neighbours
+    "ranking.dense:rank_dense": 97,  # the dense builder: scores view, depth, selection, ideal
+    "trec.align:align": 72,
+    "distributed.sharded:sharded_values": 65,
+}
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
 
@@ -278,11 +286,35 @@ def test_the_adapters_import_only_the_public_face_and_the_accumulator(adapter):
     assert not unlisted, f"names outside the module's __all__: {unlisted}"
 
 
+def _body_lines(node: ast.AST) -> int:
+    """Lines of a function's body, its docstring left out."""
+    body = node.body
+    if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return node.end_lineno - body[0].lineno + 1
+
+
+def _function_lengths(tree: ast.AST) -> Iterator[Tuple[str, int]]:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.name, _body_lines(node)
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_modules_are_small_and_say_what_they_own(name):
-    lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"retrieval_core.{name} has {lines} lines (at most {MAX_LINES}): split it"
+def test_modules_say_what_they_own_and_functions_read_in_one_screen(name):
+    """A module is named for what it holds (its docstring says it); a function's body fits one
+    screen (``MAX_FUNCTION_LINES``), but for the few of ``LONG_FUNCTIONS``, which may only shrink."""
     assert ast.get_docstring(TREES[name]), f"retrieval_core.{name} has no module docstring"
+    for function, lines in _function_lengths(TREES[name]):
+        where = f"{name}:{function}"
+        limit = LONG_FUNCTIONS.get(where, MAX_FUNCTION_LINES)
+        assert lines <= limit, f"retrieval_core.{where} has a {lines}-line body (at most {limit}): split it"
+    for where, limit in LONG_FUNCTIONS.items():
+        if where.partition(":")[0] == name:
+            lengths = dict(_function_lengths(TREES[name]))
+            function = where.partition(":")[2]
+            assert lengths.get(function, 0) > MAX_FUNCTION_LINES, f"{where} is short now: drop it from LONG_FUNCTIONS"
 
 
 def test_a_violation_is_caught(tmp_path):
