@@ -183,13 +183,16 @@ def similarity(
                 raise ValueError(DISTANCE_ERROR)
         # integer distances become float64 (exact below 2**53) so exclusion can write -inf
         return -(d if d.is_floating_point() else d.to(torch.float64))
-    s = _matmul(q, g, out)
-    if distance in ("euclidean", "squared_euclidean"):
-        g_sq = g_sq_norm if g_sq_norm is not None else (g * g).sum(1)
-        if out is not None and s.dtype == torch.float32 and g_sq.dtype == torch.float32:
-            return s.mul_(2.0).sub_(g_sq)  # the same two roundings, in place
-        s = 2.0 * s - g_sq
-    return s
+    if distance not in ("euclidean", "squared_euclidean"):
+        return _matmul(q, g, out)
+    g_sq = g_sq_norm if g_sq_norm is not None else (g * g).sum(1)
+    # 2 q.g as the product of 2 q (exact) and g: each product and partial sum is twice
+    # that of q.g, so the same roundings (a power of two commutes with them, barring
+    # underflow of a product, which the bound's constant term covers): no pass for x2
+    s = _matmul(q * 2.0, g, out)
+    if out is not None and s.dtype == torch.float32 and g_sq.dtype == torch.float32:
+        return s.sub_(g_sq)  # the same rounding, in place
+    return s - g_sq
 
 
 # Rows of one similarity product. BLAS gives a row the same values in any product
