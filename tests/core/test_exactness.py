@@ -352,6 +352,33 @@ def test_euclidean_bounds_cover_the_score_errors(offset, scale):
 
 
 
+@pytest.mark.parametrize("offset,scale", [(0.0, 1.0), (1e4, 1.0), (0.0, 1e35), (0.0, 1e-30), (1e4, 1e-3)])
+def test_the_row_screen_breaks_only_where_the_exact_order_does(offset, scale):
+    """The checked path's clusters come from one bound per row (``_screen``): each of its
+    breaks is one of the per-candidate bounds' (``_close``) and one of the exact
+    distances (everything before at most everything after), with duplicated items
+    (exact ties), excluded candidates (-inf) and a far item in some rows' prefix."""
+    q, _, g, _ = _clustered(13, 2000, 40, spread=1e-1)
+    g = torch.cat([g, g[:30], g[:1] + 50.0])  # duplicates, and one far item
+    q, g = [((x.double() + offset) * scale).float() for x in (q, g)]
+    frame = search.Frame.of(q, g)
+    qp, gp = frame.apply(q), frame.apply(g)
+    order = search.EuclideanOrder(gp, g, frame)
+    scores = search.similarity(qp, gp, "euclidean")
+    scores[::3, 5:60] = float("-inf")
+    for d in (5, 60, g.shape[0] - 5):
+        vals, idx, err = order.prefix(scores, d, qp, order.terms32, search.euclidean.stable_top)
+        screen, close = order._screen(vals, idx, qp), order._close(vals, err)
+        assert bool((close <= screen).all())
+        rows = torch.arange(q.shape[0]).repeat_interleave(idx.shape[1])
+        dist = order.exact(q, rows, idx.reshape(-1)).view(idx.shape).masked_fill(torch.isneginf(vals), float("inf"))
+        before = torch.cummax(dist, 1).values[:, :-1]
+        after = torch.cummin(dist.flip(1), 1).values.flip(1)[:, 1:]
+        breaks = ~screen & torch.isfinite(vals[:, 1:])
+        assert bool((before[breaks] <= after[breaks]).all())
+        assert bool((~screen).any()) and bool(screen.any())
+
+
 def _exact_order(order, q, n, excluded=None):
     """``[c, n]`` gallery indexes by (exact float64 distance, index), excluded ones last."""
     rows = torch.arange(q.shape[0]).repeat_interleave(n)
