@@ -339,6 +339,12 @@ def test_euclidean_bounds_cover_the_score_errors(offset, scale):
     errors = lambda o, qp, terms: o._errors(euclidean._norm_bound(qp)[:, None], o.g_norms[every], terms)  # noqa: E731
     lower, upper = order._interval(s, errors(order, qp, order.terms32))
     assert bool(((lower <= target) & (target <= upper)).all())
+    # one product (-|g|^2 its accumulator) within the wider bounds of a fused order
+    fused = search.EuclideanOrder(gp, g, frame, fused=True)
+    buffer = torch.empty(q.shape[0], g.shape[0])
+    s = search.similarity(qp, gp, "euclidean", (gp * gp).sum(1), out=buffer, fused=True)
+    lower, upper = fused._interval(s, errors(fused, qp, fused.terms32))
+    assert bool(((lower <= target) & (target <= upper)).all())
     target = (frame.apply(q, torch.float64) ** 2).sum(1, keepdim=True) - d
     s64 = order._scores64(q)
     lower, upper = order._interval(s64, errors(order, qp, order.terms64))

@@ -60,6 +60,8 @@ def embedding_values(
     euclidean = distance in ("euclidean", "squared_euclidean")
     exact = dot_q = dot_g = None
     tie_exact = euclidean and ties != "stable"
+    # shallow float32 euclidean rankings: -|g|^2 inside the product (a wider error window)
+    fused = not (whole or at_r) and max(depth, neighbours[0] if neighbours else 0) <= search.FUSED_MAX_DEPTH
     if euclidean:
         # products of centred, rescaled embeddings; the order is repaired by exact distances
         # of the embeddings themselves (search.EuclideanOrder). Tie modes: float64 products,
@@ -68,7 +70,7 @@ def embedding_values(
         dtype = torch.float64 if tie_exact else None
         q_all = frame.apply(query, dtype)
         g = q_all if gallery is query else frame.apply(gallery, dtype)
-        exact = search.EuclideanOrder(g, gallery, frame)
+        exact = search.EuclideanOrder(g, gallery, frame, fused=fused)
     elif distance == "dot":  # scaled by powers of two: no product overflows or underflows
         q_all, dot_q = search.dot_scale(q_all)
         g, dot_g = search.dot_scale(g, g.abs().amax())
@@ -156,7 +158,7 @@ def embedding_values(
         if tie_exact:
             scores, ranking = None, _rank_ties(part, select)
         else:
-            scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer, checks=checks)
+            scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer, checks=checks, fused=fused)
             ranking = _rank_chunk(part, select, scores)
         keep_neighbours(part, ranking, scores)
         return ranking

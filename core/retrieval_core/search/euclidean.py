@@ -46,7 +46,7 @@ class EuclideanOrder:
     # a row with more than 1/HEAVY of its candidates to re-score gets a float64 product
     HEAVY = 32
 
-    def __init__(self, g: Tensor, g_exact: Tensor, frame: Frame):
+    def __init__(self, g: Tensor, g_exact: Tensor, frame: Frame, fused: bool = False):
         self.g, self.g_exact, self.frame = g, g_exact, frame
         dim = g.shape[1]
         self._g_sq: Optional[Tensor] = None
@@ -54,11 +54,12 @@ class EuclideanOrder:
         self.g_norms = _norm_bound(g)
         self.g_norm = float(self.g_norms.max()) if g.shape[0] else 0.0
         u_prepared = torch.finfo(g.dtype).eps / 2
-        self.terms32 = _error_terms(dim, _matmul_roundoff(g.dtype), 2.0**-24, u_prepared)
+        # fused: the float32 scores may come from one product (search.similarity(fused=True))
+        self.terms32 = _error_terms(dim, _matmul_roundoff(g.dtype), 2.0**-24, u_prepared, fused)
         self.terms64 = _error_terms(dim, 2.0**-53, 2.0**-53, 2.0**-53)
         # tie_scores subtracts |q|^2 (errs by gamma64(dim) |q|^2) and rounds once more (2**-53 (|q| + |g|)^2)
-        k1, k2, c = self.terms64
-        self.terms_ties = (k1, k2 + 2.0 * (dim + 1) * 2.0**-53 / (1 - (dim + 1) * 2.0**-53), c)
+        k1, kg, k2, c = self.terms64
+        self.terms_ties = (k1, kg, k2 + 2.0 * (dim + 1) * 2.0**-53 / (1 - (dim + 1) * 2.0**-53), c)
 
     def _prepared64(self, x: Tensor) -> Tensor:
         return self.frame.apply(x, torch.float64)
@@ -86,8 +87,8 @@ class EuclideanOrder:
     @staticmethod
     def _errors(q_norm: Tensor, g_norm, terms) -> Tensor:
         """Score-error bounds (:func:`_error_terms`) of query and gallery norms (broadcast)."""
-        k1, k2, c = terms
-        return (2.0 * q_norm * g_norm + g_norm * g_norm) * k1 + (q_norm + g_norm) ** 2 * k2 + c
+        k1, kg, k2, c = terms
+        return 2.0 * k1 * q_norm * g_norm + kg * g_norm * g_norm + (q_norm + g_norm) ** 2 * k2 + c
 
     @staticmethod
     def _interval(vals: Tensor, err: Tensor) -> "tuple[Tensor, Tensor]":

@@ -42,31 +42,42 @@ def _exact_sq_distances(q: Tensor, g: Tensor, rows: Tensor, cols: Tensor, expone
     return out
 
 
-def _error_terms(dim: int, u_products: float, u_final: float, u_prepared: float) -> "tuple[float, float, float]":
-    """``(k1, k2, c)``: a score ``2 q.g - |g|^2`` of prepared ``q``, ``g`` (norms at most
-    ``|q|``, ``|g|``) is within ``k1 (2 |q| |g| + |g|^2) + k2 (|q| + |g|)^2 + c`` of
-    ``|q|^2 - D`` (``D``: :func:`_exact_sq_distances` of the embeddings). ``u_*``: unit
-    roundoffs of the products, of the score's last roundings, of the prepared dtype.
+def _error_terms(dim: int, u_products: float, u_final: float, u_prepared: float,
+                 fused: bool = False) -> "tuple[float, ...]":
+    """``(k1, kg, k2, c)``: a score ``2 q.g - |g|^2`` of prepared ``q``, ``g`` (norms at most
+    ``|q|``, ``|g|``) is within ``2 k1 |q| |g| + kg |g|^2 + k2 (|q| + |g|)^2 + c`` of ``|q|^2
+    - D`` (``D``: :func:`_exact_sq_distances` of the embeddings). ``u_*``: unit roundoffs
+    of the products, of the score's last roundings, of the prepared dtype. ``fused``: the
+    score may also come from one product (below; ``search.frames.similarity``).
 
-    Proof. With ``gamma = dim u_products / (1 - dim u_products)``: ``q.g`` (any order,
-    fused or not) errs by at most ``gamma |q| |g|`` (Cauchy-Schwarz on the sum of
-    ``|q_i g_i|``), then ``u_final |q.g|`` if rounded narrower; ``|g|^2`` by ``gamma |g|^2``;
-    the subtraction by ``u_final`` of its result: in all at most ``k1 (2 |q| |g| + |g|^2)``.
-    (``2 q.g`` taken as the product of ``2 q``, exact, and ``g``: every product and partial
-    sum is twice that of ``q.g``, and so is each rounding, barring underflow: in ``c``.) Each prepared entry is the exact moved and scaled value up to one
+    Proof. With ``gamma = dim u_products / (1 - dim u_products)``, ``|g|^2`` (a sum of
+    ``dim`` rounded squares) errs by at most ``gamma |g|^2``. Apart: ``q.g`` (any order,
+    fused or not) errs by at most ``gamma |q| |g|`` (Cauchy-Schwarz on the sum of ``|q_i
+    g_i|``), then ``u_final |q.g|`` if rounded narrower, and the subtraction by ``u_final``
+    of its result: in all at most ``k1 (2 |q| |g| + |g|^2)``. (``2 q.g`` as the product of
+    ``2 q``, exact, and ``g``: every product and partial sum is twice that of ``q.g``, and
+    so is each rounding, barring underflow: in ``c``.) In one product (``fused``: ``-|g|^2``
+    the accumulator's start, added before, between or after the products, in any order):
+    a sum of ``dim + 1`` terms with at most ``dim + 1`` roundings on any path, within
+    ``gamma' (2 |q| |g| + (1 + gamma) |g|^2)``, ``gamma' = (dim + 1) u_products / (1 - (dim +
+    1) u_products)``; with that of ``|g|^2``: ``kg``; ``k1``, ``kg``: the larger of the two
+    ways' coefficients. Each prepared entry is the exact moved and scaled value up to one
     float64 rounding and one to its dtype: ``|(q - g) - (a - b)| <= eta (|q| + |g|)``, so
     ``| |q - g|^2 - |a - b|^2 | <= (2 eta + eta^2)(|q| + |g|)^2``; ``D`` (differences,
     squares, a sum of ``dim`` terms) errs by at most ``gamma64(dim + 3) |a - b|^2``: ``k2``.
     ``c``: underflow and flushed subnormals (at most the smallest normal float32 per
     product, square and entry, with room). Infinities when the roundoff is too coarse."""
     u64 = 2.0**-53
-    if dim * u_products >= 1 or (dim + 3) * u64 >= 1:
-        return float("inf"), float("inf"), float("inf")
+    if (dim + 1) * u_products >= 1 or (dim + 3) * u64 >= 1:
+        return float("inf"), float("inf"), float("inf"), float("inf")
     gamma = dim * u_products / (1 - dim * u_products)
-    k1 = (gamma + 2 * u_final) * (1 + gamma) * (1 + u_final)
+    gamma1 = (dim + 1) * u_products / (1 - (dim + 1) * u_products)
+    k1 = kg = (gamma + 2 * u_final) * (1 + gamma) * (1 + u_final)
+    if fused:
+        k1, kg = max(k1, gamma1 * (1 + u_final)), max(kg, (gamma1 * (1 + gamma) + gamma) * (1 + u_final))
     eta = 1.001 * (u_prepared + u64)
     k2 = 2.001 * eta + 1.001 * (dim + 3) * u64 / (1 - (dim + 3) * u64)
-    return k1, k2, 16.0 * (dim + 1) * torch.finfo(torch.float32).tiny
+    return k1, kg, k2, 16.0 * (dim + 1) * torch.finfo(torch.float32).tiny
 
 
 def _norm_bound(x: Tensor) -> Tensor:
