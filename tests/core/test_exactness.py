@@ -490,6 +490,38 @@ def test_near_ties_past_the_cut_are_not_rescored(monkeypatch):
     assert order.top(qp, gain_at, select="deferred", qx=q)(scores, 4)[2].tolist() == [True]
 
 
+def test_order_free_keys_repair_only_the_clusters_a_cut_runs_through(monkeypatch):
+    """With ``cuts`` (keys that read the set of the first k: hits@k), a cluster of unequal
+    gains wholly inside the top is left in its float32 order (the same gains before every
+    cut), one that a cut runs through is re-ranked exactly (equal distances: gallery index);
+    without cuts both are; evaluate_embeddings' values stay the exact order's."""
+    rescored = []
+    pairs = euclidean._exact_sq_distances
+    monkeypatch.setattr(euclidean, "_exact_sq_distances", lambda *a: rescored.append(a[2].shape[0]) or pairs(*a))
+    far = 10.0 * torch.tensor([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]]).repeat(50, 1)  # few re-scored
+    near = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 3.0], [-3.0, 0.0], [0.0, -3.0]])
+    g = torch.cat([near, far])
+    gl = torch.tensor([1, 0, 1, 0, 1, 1] + [0] * far.shape[0])
+    q = torch.zeros(1, 2)
+    frame = search.Frame.of(q, g)
+    qp, gp = frame.apply(q), frame.apply(g)
+    order = search.EuclideanOrder(gp, g, frame)
+    scores = search.similarity(qp, gp, "euclidean")
+    gain_at = lambda rows, idx: gl[idx] == 1  # noqa: E731
+    for cuts, d, count in ((None, 4, 5), ([4], 4, 3), ([2, 4], 4, 3), ([1, 4], 4, 5), ([4], 3, 0)):
+        rescored.clear()
+        vals, idx = order.top(qp, gain_at, qx=q, cuts=cuts)(scores, d)
+        assert sum(rescored) == count, (cuts, d, rescored)
+        assert sorted(idx[0, :d].tolist()) == [0, 1, 2, 3][:d] and idx[0, :d].tolist()[2:] == [2, 3][: d - 2]
+    keys = ["precision@4", "recall@4", "cmc@1"]
+    qs = torch.cat([q, near[:3] + 0.5])
+    ql = torch.tensor([1, 0, 1, 1])
+    for more in ([], ["map@4"]):
+        r = rc.evaluate_embeddings(qs, ql, keys + more, gallery=g, gallery_labels=gl, distance="euclidean",
+                                   reduce="none")
+        assert all(_same(r, _brute_force(qs, ql, g, gl, keys + more), keys + more).values())
+
+
 # ---------------------------------------------------------------- 4. keys in ASCII only
 
 

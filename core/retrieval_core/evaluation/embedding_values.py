@@ -62,6 +62,10 @@ def embedding_values(
     tie_exact = euclidean and ties != "stable"
     # shallow float32 euclidean rankings: -|g|^2 inside the product (a wider error window)
     fused = not (whole or at_r) and max(depth, neighbours[0] if neighbours else 0) <= search.FUSED_MAX_DEPTH
+    # keys that read the set of the first k only (hits@k): the euclidean order is repaired across their cuts only
+    per_query = [m for m in keys if m.spec.per_query]
+    cuts = sorted({m.depth for m in per_query}) if per_query and not neighbours and all(
+        m.spec.order_free and isinstance(m.depth, int) for m in per_query) else None
     if euclidean:
         # products of centred, rescaled embeddings; the order is repaired by exact distances
         # of the embeddings themselves (search.EuclideanOrder). Tie modes: float64 products,
@@ -186,7 +190,7 @@ def embedding_values(
             labels = query_labels[part].unsqueeze(1)
             top = None if exact is None else exact.top(
                 q_all[part], gain_or_position(lambda rows, i: gallery_labels[i] == labels[rows]), select=select,
-                qx=query[part])
+                qx=query[part], cuts=cuts)
             return rank_binary(
                 scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
                 n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top, select=select,
@@ -195,7 +199,7 @@ def embedding_values(
         gain, mask = gains_of(part)
         top = None if exact is None else exact.top(
             q_all[part], gain_or_position(lambda rows, idx: gain[rows.unsqueeze(1), idx]), select=select,
-            qx=query[part])
+            qx=query[part], cuts=cuts)
         return rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, top=top,
                           select=select, max_relevant=max_relevant, ties=ties)
 

@@ -1,7 +1,7 @@
 """Exact Euclidean k-NN order: float32 products, with float64 rescoring of the candidates within the error window."""
 from __future__ import annotations
 
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -100,11 +100,14 @@ class EuclideanOrder:
         return v - e, v + e
 
     def top(self, q: Tensor, gain_at: Callable[[Tensor, Tensor], Tensor], base_top=None, select: str = "checked",
-            qx: Optional[Tensor] = None):
+            qx: Optional[Tensor] = None, cuts: Optional[Sequence[int]] = None):
         """A ``top(scores, d) -> (vals, idx)`` for the ranking builders: the first ``d``
         candidates of the chunk's queries in exact order. ``gain_at(rows, idx)``
         gives the gains of candidates ``idx[h, k]`` of chunk rows ``rows[h]``;
-        excluded candidates score -inf.
+        excluded candidates score -inf. ``cuts``: the values read only the gains of the
+        first ``cut`` as a set, for each cut (hits@k; None: the order itself): the gains
+        before each cut are exact (the checked path repairs only clusters that a cut or
+        ``d`` runs through), their order within may not be.
 
         ``select`` (as the builders'): ``"checked"`` repairs the float32 order in place
         (host reads per chunk); ``"deferred"`` reads nothing and returns ``(vals, idx,
@@ -119,7 +122,7 @@ class EuclideanOrder:
             base_top = stable_top
 
         def top(scores: Tensor, d: int):
-            return self._top(scores, d, q, qx, gain_at, base_top)
+            return self._top(scores, d, q, qx, gain_at, base_top, cuts)
 
         return top
 
@@ -181,12 +184,22 @@ class EuclideanOrder:
         return (vals[:, :-1] - vals[:, 1:]) <= limit32.unsqueeze(1)
 
     @staticmethod
-    def _mixed(close: Tensor, gain: Tensor, d: int) -> Tensor:
+    def _mixed(close: Tensor, gain: Tensor, d: int, cuts: Optional[Sequence[int]] = None) -> Tensor:
         """``[c, k - 1]``: the neighbours of ``close`` (:meth:`_close`, :meth:`_screen`) of
         unequal gains in a cluster that starts before position ``d`` (where the float32 order
-        may be wrong in a way that changes the values; later clusters cannot reach the top)."""
-        start = torch.ones_like(close) if d > 0 else torch.zeros_like(close)
-        start[:, max(d, 1) - 1:] &= torch.cumprod(close[:, max(d, 1) - 1:].to(torch.uint8), 1).bool()
+        may be wrong in a way that changes the values; later clusters cannot reach the top).
+        ``cuts`` (values that read the set of the first ``cut`` only): in a cluster that a
+        cut or ``d`` runs through (holds positions ``cut - 1`` and ``cut``); a cluster wholly
+        on one side of every cut holds the same gains before each, in any order."""
+        if cuts is None:
+            start = torch.ones_like(close) if d > 0 else torch.zeros_like(close)
+            start[:, max(d, 1) - 1:] &= torch.cumprod(close[:, max(d, 1) - 1:].to(torch.uint8), 1).bool()
+        else:
+            start = torch.zeros_like(close)
+            for cut in sorted({d, *(c for c in cuts if c < d)}):  # the values read no cut past d
+                if 0 < cut <= close.shape[1]:  # pair cut - 1 joins positions cut - 1 and cut
+                    start[:, :cut] |= torch.cumprod(close[:, :cut].flip(1).to(torch.uint8), 1).flip(1).bool()
+                    start[:, cut - 1:] |= torch.cumprod(close[:, cut - 1:].to(torch.uint8), 1).bool()
         return close & start & (gain[:, :-1] != gain[:, 1:])
 
     def exact_top(self, scores: Tensor, d: int, qx: Tensor):
@@ -203,7 +216,7 @@ class EuclideanOrder:
         vals, idx = torch.sort(dist, dim=1, stable=True)
         return -vals[:, :d], idx[:, :d]
 
-    def _top(self, scores, d, q, qx, gain_at, base_top):
+    def _top(self, scores, d, q, qx, gain_at, base_top, cuts=None):
         c, n = scores.shape
         rows = torch.arange(c, device=scores.device)
         if d >= n:  # whole lists are dense in ties at float32 resolution
@@ -212,13 +225,13 @@ class EuclideanOrder:
         if vals.shape[1] < 2:
             return vals[:, :d], idx[:, :d]
         gain, close = gain_at(rows, idx), self._screen(vals, idx, q)
-        marked, cluster = self._marks(close, gain, d)
+        marked, cluster = self._marks(close, gain, d, cuts)
         heavy = None if marked is None else marked.sum(1) * self.HEAVY > n
         if heavy is not None and bool(heavy.any()):  # one far candidate widens a row's screen: its own bounds
             h = heavy.nonzero().squeeze(1)
             close[h] = self._close(vals[h], self._errors(_norm_bound(q[h]).unsqueeze(1), self.g_norms[idx[h]],
                                                          self.terms32))
-            marked, cluster = self._marks(close, gain, d)
+            marked, cluster = self._marks(close, gain, d, cuts)
             heavy = None if marked is None else marked.sum(1) * self.HEAVY > n
         if marked is None:
             return vals[:, :d], idx[:, :d]
@@ -350,12 +363,12 @@ class EuclideanOrder:
         return todo
 
     @classmethod
-    def _marks(cls, close: Tensor, gain: Tensor, d: int):
+    def _marks(cls, close: Tensor, gain: Tensor, d: int, cuts: Optional[Sequence[int]] = None):
         """``(marked[c, k], cluster[c, k])``: positions in a cluster (``close``: neighbours
         with no proven break) of unequal gains from before ``d``, and each position's
         cluster number (row-major); (None, None): none."""
         c, k = gain.shape
-        mixed = cls._mixed(close, gain, d)
+        mixed = cls._mixed(close, gain, d, cuts)
         if not bool(mixed.any()):
             return None, None
         cluster = torch.cat([torch.zeros(c, 1, dtype=torch.int64, device=gain.device), (~close).cumsum(1)], 1)
