@@ -64,7 +64,7 @@ def embedding_values(
     fused = not (whole or at_r) and max(depth, neighbours[0] if neighbours else 0) <= search.FUSED_MAX_DEPTH
     # keys that read the set of the first k only (hits@k): the euclidean order is repaired across their cuts only
     per_query = [m for m in keys if m.spec.per_query]
-    cuts = sorted({m.depth for m in per_query}) if per_query and not neighbours and all(
+    cuts = sorted({m.depth for m in per_query}) if per_query and not (neighbours and neighbours[0]) and all(
         m.spec.order_free and isinstance(m.depth, int) for m in per_query) else None
     if euclidean:
         # products of centred, rescaled embeddings; the order is repaired by exact distances
