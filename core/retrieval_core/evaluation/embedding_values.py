@@ -60,6 +60,12 @@ def embedding_values(
     euclidean = distance in ("euclidean", "squared_euclidean")
     exact = dot_q = dot_g = None
     tie_exact = euclidean and ties != "stable"
+    # shallow float32 euclidean rankings: -|g|^2 inside the product (a wider error window)
+    fused = not (whole or at_r) and max(depth, neighbours[0] if neighbours else 0) <= search.FUSED_MAX_DEPTH
+    # keys that read the set of the first k only (hits@k): the euclidean order is repaired across their cuts only
+    per_query = [m for m in keys if m.spec.per_query]
+    cuts = sorted({m.depth for m in per_query}) if per_query and not (neighbours and neighbours[0]) and all(
+        m.spec.order_free and isinstance(m.depth, int) for m in per_query) else None
     if euclidean:
         # products of centred, rescaled embeddings; the order is repaired by exact distances
         # of the embeddings themselves (search.EuclideanOrder). Tie modes: float64 products,
@@ -68,7 +74,7 @@ def embedding_values(
         dtype = torch.float64 if tie_exact else None
         q_all = frame.apply(query, dtype)
         g = q_all if gallery is query else frame.apply(gallery, dtype)
-        exact = search.EuclideanOrder(g, gallery, frame)
+        exact = search.EuclideanOrder(g, gallery, frame, fused=fused)
     elif distance == "dot":  # scaled by powers of two: no product overflows or underflows
         q_all, dot_q = search.dot_scale(q_all)
         g, dot_g = search.dot_scale(g, g.abs().amax())
@@ -156,7 +162,7 @@ def embedding_values(
         if tie_exact:
             scores, ranking = None, _rank_ties(part, select)
         else:
-            scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer, checks=checks)
+            scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer, checks=checks, fused=fused)
             ranking = _rank_chunk(part, select, scores)
         keep_neighbours(part, ranking, scores)
         return ranking
@@ -184,7 +190,7 @@ def embedding_values(
             labels = query_labels[part].unsqueeze(1)
             top = None if exact is None else exact.top(
                 q_all[part], gain_or_position(lambda rows, i: gallery_labels[i] == labels[rows]), select=select,
-                qx=query[part])
+                qx=query[part], cuts=cuts)
             return rank_binary(
                 scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
                 n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top, select=select,
@@ -193,7 +199,7 @@ def embedding_values(
         gain, mask = gains_of(part)
         top = None if exact is None else exact.top(
             q_all[part], gain_or_position(lambda rows, idx: gain[rows.unsqueeze(1), idx]), select=select,
-            qx=query[part])
+            qx=query[part], cuts=cuts)
         return rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, top=top,
                           select=select, max_relevant=max_relevant, ties=ties)
 

@@ -98,6 +98,9 @@ class MetricSpec:
     # per-query values are 0 or 1 at every cutoff (binary) or at k = 1 (binary_at_one):
     # what ci_method="beta" accepts
     binary: bool = False
+    # the value at k reads the gains of the first k as a set only (hits@k): the order within
+    # them may stay unrepaired (search.EuclideanOrder.top's cuts)
+    order_free: bool = False
     binary_at_one: bool = False
     names: Names = Names()
 
@@ -128,18 +131,19 @@ def _set_spec(name, set_metric, cutoffs, plain=None, **facts) -> MetricSpec:
 REGISTRY: Dict[str, MetricSpec] = {
     s.name: s
     for s in [
-        _spec("hit_rate", K.hit_rate, {AT_K}, expected=T.hit_rate, binary=True,
+        _spec("hit_rate", K.hit_rate, {AT_K}, expected=T.hit_rate, binary=True, order_free=True,
               names=Names((None, "success"), "Success", "RetrievalHitRate", "precision_at_1", "cmc")),
-        _spec("precision", K.precision, {AT_K, AT_R}, expected=T.precision, binary_at_one=True,
+        _spec("precision", K.precision, {AT_K, AT_R}, expected=T.precision, binary_at_one=True, order_free=True,
               names=Names((None, "P"), "P", "RetrievalPrecision")),
         _spec("precision_adaptive", K.precision_adaptive, {AT_K}, expected=T.precision_adaptive,
-              empty=K.no_relevant_or_candidate, binary_at_one=True,
+              empty=K.no_relevant_or_candidate, binary_at_one=True, order_free=True,
               names=Names(torchmetrics="RetrievalPrecision(adaptive_k=True)")),
         _spec("precision_capped", K.precision_capped, {AT_K}, expected=T.precision_capped, binary_at_one=True,
+              order_free=True,
               names=Names(oml="precision")),
-        _spec("recall", K.recall, {AT_K, AT_R}, expected=T.recall,
+        _spec("recall", K.recall, {AT_K, AT_R}, expected=T.recall, order_free=True,
               names=Names((None, "recall"), "R", "RetrievalRecall")),
-        _spec("f1", K.f1, {AT_K, AT_R}, expected=T.f1),
+        _spec("f1", K.f1, {AT_K, AT_R}, expected=T.f1, order_free=True),
         _spec("map", K.average_precision, {AT_K, AT_R}, plain=WHOLE, expected=T.average_precision,
               names=Names(("map", "map_cut"), "AP", pml="mean_average_precision")),
         _spec("map_hits", K.average_precision_hits, {AT_K}, expected=T.average_precision_hits,

@@ -1,85 +1,16 @@
 """Exact Euclidean k-NN order: float32 products, with float64 rescoring of the candidates within the error window."""
 from __future__ import annotations
 
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 from torch import Tensor
 
 from ..ranking.topk import stable_top, stable_top_deferred
+from .euclidean_bounds import _error_terms, _exact_sq_distances, _norm_bound
 from .frames import Frame, _matmul, _matmul_roundoff
 
 __all__ = ["EuclideanOrder"]
-
-
-def _exact_sq_distances(q: Tensor, g: Tensor, rows: Tensor, cols: Tensor, exponent: Optional[Tensor] = None) -> Tensor:
-    """``|q[rows] - g[cols]|^2 * 2**(-2 exponent)`` in float64: the differences of the
-    embeddings in float64, scaled by ``2**-exponent`` (exact: no square overflows or
-    underflows), squared and summed in a fixed pairwise order (the same value for a
-    pair in any chunk, on any device; equal for identical embeddings)."""
-    out = torch.empty(rows.shape[0], dtype=torch.float64, device=q.device)
-    dim = q.shape[1]
-    width = 1 << max(0, (dim - 1).bit_length())
-    # rows at a time: on the CPU few enough that the temporaries stay in cache (2,048 rows of
-    # 128: 4x faster than 32,768), on a GPU many, for few launches; the values are the same
-    step = max(1, (1 << (18 if q.device.type == "cpu" else 22)) // width)
-    one = torch.ones((), dtype=torch.float64, device=q.device)
-    # float64 embeddings are scaled before squaring (their squares could overflow); the
-    # squares of narrower ones cannot, so their sums are scaled after: the same values, as
-    # a power of two commutes with every rounding here
-    wide = q.dtype == torch.float64 or g.dtype == torch.float64
-    before = None if exponent is None or not wide else torch.ldexp(one, -exponent)
-    after = None if exponent is None or wide else torch.ldexp(one, -2 * exponent)
-    for start in range(0, rows.shape[0], step):
-        part = slice(start, start + step)
-        diff = q[rows[part]].to(torch.float64) - g[cols[part]].to(torch.float64)
-        if before is not None:
-            diff = diff.mul_(before)
-        sq = diff.mul_(diff)
-        if width > dim:  # zeros up to a power of two, for the pairwise sum
-            sq = torch.nn.functional.pad(sq, (0, width - dim))
-        while sq.shape[1] > 1:
-            half = sq.shape[1] // 2
-            sq = sq[:, :half] + sq[:, half:]
-        out[part] = sq[:, 0] if after is None else sq[:, 0] * after
-    return out
-
-
-def _error_terms(dim: int, u_products: float, u_final: float, u_prepared: float) -> "tuple[float, float, float]":
-    """``(k1, k2, c)``: a score ``2 q.g - |g|^2`` of prepared ``q``, ``g`` (norms at most
-    ``|q|``, ``|g|``) is within ``k1 (2 |q| |g| + |g|^2) + k2 (|q| + |g|)^2 + c`` of
-    ``|q|^2 - D`` (``D``: :func:`_exact_sq_distances` of the embeddings). ``u_*``: unit
-    roundoffs of the products, of the score's last roundings, of the prepared dtype.
-
-    Proof. With ``gamma = dim u_products / (1 - dim u_products)``: ``q.g`` (any order,
-    fused or not) errs by at most ``gamma |q| |g|`` (Cauchy-Schwarz on the sum of
-    ``|q_i g_i|``), then ``u_final |q.g|`` if rounded narrower; ``|g|^2`` by ``gamma |g|^2``;
-    the subtraction (x2 is exact) by ``u_final`` of its result: in all at most ``k1 (2 |q|
-    |g| + |g|^2)``. Each prepared entry is the exact moved and scaled value up to one
-    float64 rounding and one to its dtype: ``|(q - g) - (a - b)| <= eta (|q| + |g|)``, so
-    ``| |q - g|^2 - |a - b|^2 | <= (2 eta + eta^2)(|q| + |g|)^2``; ``D`` (differences,
-    squares, a sum of ``dim`` terms) errs by at most ``gamma64(dim + 3) |a - b|^2``: ``k2``.
-    ``c``: underflow and flushed subnormals (at most the smallest normal float32 per
-    product, square and entry, with room). Infinities when the roundoff is too coarse."""
-    u64 = 2.0**-53
-    if dim * u_products >= 1 or (dim + 3) * u64 >= 1:
-        return float("inf"), float("inf"), float("inf")
-    gamma = dim * u_products / (1 - dim * u_products)
-    k1 = (gamma + 2 * u_final) * (1 + gamma) * (1 + u_final)
-    eta = 1.001 * (u_prepared + u64)
-    k2 = 2.001 * eta + 1.001 * (dim + 3) * u64 / (1 - (dim + 3) * u64)
-    return k1, k2, 16.0 * (dim + 1) * torch.finfo(torch.float32).tiny
-
-
-def _norm_bound(x: Tensor) -> Tensor:
-    """``[n]`` float64 bounds of the rows' norms, and of the rows prepared in float64 (each
-    entry within 2**-24 relative or a smallest normal float32): the float64 norm (``dim +
-    2`` roundings of 2**-53) grown by 2**-20, plus ``dim`` smallest normals; in blocks."""
-    if x.shape[0] == 0:
-        return x.new_zeros(0, dtype=torch.float64)
-    step = max(1, (1 << 20) // max(x.shape[1], 1))
-    sq = torch.cat([x[i:i + step].to(torch.float64).square().sum(1) for i in range(0, x.shape[0], step)])
-    return sq.sqrt_().mul_(1.0 + 2.0**-20).add_(x.shape[1] * torch.finfo(torch.float32).tiny)
 
 
 class EuclideanOrder:
@@ -115,7 +46,7 @@ class EuclideanOrder:
     # a row with more than 1/HEAVY of its candidates to re-score gets a float64 product
     HEAVY = 32
 
-    def __init__(self, g: Tensor, g_exact: Tensor, frame: Frame):
+    def __init__(self, g: Tensor, g_exact: Tensor, frame: Frame, fused: bool = False):
         self.g, self.g_exact, self.frame = g, g_exact, frame
         dim = g.shape[1]
         self._g_sq: Optional[Tensor] = None
@@ -123,11 +54,12 @@ class EuclideanOrder:
         self.g_norms = _norm_bound(g)
         self.g_norm = float(self.g_norms.max()) if g.shape[0] else 0.0
         u_prepared = torch.finfo(g.dtype).eps / 2
-        self.terms32 = _error_terms(dim, _matmul_roundoff(g.dtype), 2.0**-24, u_prepared)
+        # fused: the float32 scores may come from one product (search.similarity(fused=True))
+        self.terms32 = _error_terms(dim, _matmul_roundoff(g.dtype), 2.0**-24, u_prepared, fused)
         self.terms64 = _error_terms(dim, 2.0**-53, 2.0**-53, 2.0**-53)
         # tie_scores subtracts |q|^2 (errs by gamma64(dim) |q|^2) and rounds once more (2**-53 (|q| + |g|)^2)
-        k1, k2, c = self.terms64
-        self.terms_ties = (k1, k2 + 2.0 * (dim + 1) * 2.0**-53 / (1 - (dim + 1) * 2.0**-53), c)
+        k1, kg, k2, c = self.terms64
+        self.terms_ties = (k1, kg, k2 + 2.0 * (dim + 1) * 2.0**-53 / (1 - (dim + 1) * 2.0**-53), c)
 
     def _prepared64(self, x: Tensor) -> Tensor:
         return self.frame.apply(x, torch.float64)
@@ -155,8 +87,8 @@ class EuclideanOrder:
     @staticmethod
     def _errors(q_norm: Tensor, g_norm, terms) -> Tensor:
         """Score-error bounds (:func:`_error_terms`) of query and gallery norms (broadcast)."""
-        k1, k2, c = terms
-        return (2.0 * q_norm * g_norm + g_norm * g_norm) * k1 + (q_norm + g_norm) ** 2 * k2 + c
+        k1, kg, k2, c = terms
+        return 2.0 * k1 * q_norm * g_norm + kg * g_norm * g_norm + (q_norm + g_norm) ** 2 * k2 + c
 
     @staticmethod
     def _interval(vals: Tensor, err: Tensor) -> "tuple[Tensor, Tensor]":
@@ -168,11 +100,14 @@ class EuclideanOrder:
         return v - e, v + e
 
     def top(self, q: Tensor, gain_at: Callable[[Tensor, Tensor], Tensor], base_top=None, select: str = "checked",
-            qx: Optional[Tensor] = None):
+            qx: Optional[Tensor] = None, cuts: Optional[Sequence[int]] = None):
         """A ``top(scores, d) -> (vals, idx)`` for the ranking builders: the first ``d``
         candidates of the chunk's queries in exact order. ``gain_at(rows, idx)``
         gives the gains of candidates ``idx[h, k]`` of chunk rows ``rows[h]``;
-        excluded candidates score -inf.
+        excluded candidates score -inf. ``cuts``: the values read only the gains of the
+        first ``cut`` as a set, for each cut (hits@k; None: the order itself): the gains
+        before each cut are exact (the checked path repairs only clusters that a cut or
+        ``d`` runs through), their order within may not be.
 
         ``select`` (as the builders'): ``"checked"`` repairs the float32 order in place
         (host reads per chunk); ``"deferred"`` reads nothing and returns ``(vals, idx,
@@ -187,7 +122,7 @@ class EuclideanOrder:
             base_top = stable_top
 
         def top(scores: Tensor, d: int):
-            return self._top(scores, d, q, qx, gain_at, base_top)
+            return self._top(scores, d, q, qx, gain_at, base_top, cuts)
 
         return top
 
@@ -202,14 +137,14 @@ class EuclideanOrder:
             vals, idx = torch.sort(s64, dim=1, descending=True, stable=True)
             del s64
             err = self._errors(_norm_bound(q).unsqueeze(1), self.g_norms[idx], self.terms64)
-            mixed = self._mixed(vals, err, gain_at(rows, idx), d)[1].any(1)
+            mixed = self._mixed(self._close(vals, err), gain_at(rows, idx), d).any(1)
             return vals[:, :d], idx[:, :d], mixed
         # (a tie at the prefix's end lies outside the window of covered rows: no flag needed)
         vals, idx, _ = stable_top_deferred(scores, k)
         q_norm = _norm_bound(q)
         err = self._errors(q_norm.unsqueeze(1), self.g_norms[idx], self.terms32)
         covered = self._covered(vals, err, d, self._errors(q_norm, self.g_norm, self.terms32))
-        mixed = self._mixed(vals, err, gain_at(rows, idx), d)[1].any(1)
+        mixed = self._mixed(self._close(vals, err), gain_at(rows, idx), d).any(1)
         return vals[:, :d], idx[:, :d], ~covered | mixed
 
     @classmethod
@@ -231,15 +166,41 @@ class EuclideanOrder:
         high = torch.cummax(upper.flip(1), 1).values.flip(1)[:, 1:]
         return (low <= high) & torch.isfinite(vals[:, 1:])
 
-    @classmethod
-    def _mixed(cls, vals: Tensor, err: Tensor, gain: Tensor, d: int) -> "tuple[Tensor, Tensor]":
-        """``(close, mixed)``, ``[c, k - 1]``: :meth:`_close`, and its neighbours of unequal
-        gains in a cluster that starts before position ``d`` (where the float32 order may
-        be wrong in a way that changes the values; later clusters cannot reach the top)."""
-        close = cls._close(vals, err)
-        start = torch.ones_like(close) if d > 0 else torch.zeros_like(close)
-        start[:, max(d, 1) - 1:] &= torch.cumprod(close[:, max(d, 1) - 1:].to(torch.uint8), 1).bool()
-        return close, close & start & (gain[:, :-1] != gain[:, 1:])
+    def _screen(self, vals: Tensor, idx: Tensor, q: Tensor) -> Tensor:
+        """:meth:`_close` of float32 ``vals`` (sorted, -inf last) by one bound per row: ``E``,
+        the largest error bound of its candidates (:func:`_error_terms`). Proof: where
+        ``vals[i] - vals[i + 1] > 2 E``, every exact score up to ``i`` is at least ``vals[i]
+        - E``, above ``vals[i + 1] + E``, at least every one after: a break. The float32
+        gap is the exact one rounded (within 2**-24 of it: gaps past the threshold are
+        normal), compared with ``2 E (1 + 2**-20)`` rounded up: room for both and for the
+        float64 roundings of ``E`` (a dozen of 2**-53). Each break of :meth:`_close` (whose
+        bounds are at most ``E``) is one here: its clusters are unions of these."""
+        e = self._errors(_norm_bound(q), self.g_norms[idx].amax(1), self.terms32)
+        limit = 2.0 * e * (1.0 + 2.0**-20)
+        limit32 = limit.to(torch.float32)
+        up = torch.nextafter(limit32, torch.full_like(limit32, float("inf")))
+        limit32 = torch.where(limit32.to(torch.float64) < limit, up, limit32)
+        # a -inf next: an infinite gap (finite before) or NaN (-inf before): no cluster
+        return (vals[:, :-1] - vals[:, 1:]) <= limit32.unsqueeze(1)
+
+    @staticmethod
+    def _mixed(close: Tensor, gain: Tensor, d: int, cuts: Optional[Sequence[int]] = None) -> Tensor:
+        """``[c, k - 1]``: the neighbours of ``close`` (:meth:`_close`, :meth:`_screen`) of
+        unequal gains in a cluster that starts before position ``d`` (where the float32 order
+        may be wrong in a way that changes the values; later clusters cannot reach the top).
+        ``cuts`` (values that read the set of the first ``cut`` only): in a cluster that a
+        cut or ``d`` runs through (holds positions ``cut - 1`` and ``cut``); a cluster wholly
+        on one side of every cut holds the same gains before each, in any order."""
+        if cuts is None:
+            start = torch.ones_like(close) if d > 0 else torch.zeros_like(close)
+            start[:, max(d, 1) - 1:] &= torch.cumprod(close[:, max(d, 1) - 1:].to(torch.uint8), 1).bool()
+        else:
+            start = torch.zeros_like(close)
+            for cut in sorted({d, *(c for c in cuts if c < d)}):  # the values read no cut past d
+                if 0 < cut <= close.shape[1]:  # pair cut - 1 joins positions cut - 1 and cut
+                    start[:, :cut] |= torch.cumprod(close[:, :cut].flip(1).to(torch.uint8), 1).flip(1).bool()
+                    start[:, cut - 1:] |= torch.cumprod(close[:, cut - 1:].to(torch.uint8), 1).bool()
+        return close & start & (gain[:, :-1] != gain[:, 1:])
 
     def exact_top(self, scores: Tensor, d: int, qx: Tensor):
         """The first ``d`` by the exact squared distance (:meth:`exact`, the order the
@@ -255,16 +216,25 @@ class EuclideanOrder:
         vals, idx = torch.sort(dist, dim=1, stable=True)
         return -vals[:, :d], idx[:, :d]
 
-    def _top(self, scores, d, q, qx, gain_at, base_top):
+    def _top(self, scores, d, q, qx, gain_at, base_top, cuts=None):
         c, n = scores.shape
         rows = torch.arange(c, device=scores.device)
         if d >= n:  # whole lists are dense in ties at float32 resolution
             return self._top64(scores, rows, d, q, qx, gain_at, base_top)
-        vals, idx, err = self.prefix(scores, d, q, self.terms32, base_top)
-        marked, cluster = self._marks(vals, err, gain_at(rows, idx), d)
+        vals, idx, _ = self.prefix(scores, d, q, self.terms32, base_top, errors=False)
+        if vals.shape[1] < 2:
+            return vals[:, :d], idx[:, :d]
+        gain, close = gain_at(rows, idx), self._screen(vals, idx, q)
+        marked, cluster = self._marks(close, gain, d, cuts)
+        heavy = None if marked is None else marked.sum(1) * self.HEAVY > n
+        if heavy is not None and bool(heavy.any()):  # one far candidate widens a row's screen: its own bounds
+            h = heavy.nonzero().squeeze(1)
+            close[h] = self._close(vals[h], self._errors(_norm_bound(q[h]).unsqueeze(1), self.g_norms[idx[h]],
+                                                         self.terms32))
+            marked, cluster = self._marks(close, gain, d, cuts)
+            heavy = None if marked is None else marked.sum(1) * self.HEAVY > n
         if marked is None:
             return vals[:, :d], idx[:, :d]
-        heavy = marked.sum(1) * self.HEAVY > n
         vals, idx = self._reorder(vals, idx, marked & ~heavy.unsqueeze(1), cluster, qx)
         vals, idx = vals[:, :d], idx[:, :d]
         if bool(heavy.any()):
@@ -284,7 +254,8 @@ class EuclideanOrder:
             s = self._scores64(qx[part]).masked_fill_(torch.isneginf(scores[part]), float("-inf"))
             vals, idx, err = self.prefix(s, d, q[part], self.terms64, base_top)
             del s
-            marked, cluster = self._marks(vals, err, gain_at(rows[part], idx), d)
+            marked, cluster = self._marks(self._close(vals, err), gain_at(rows[part], idx), d) \
+                if vals.shape[1] > 1 else (None, None)
             if marked is not None:
                 vals, idx = self._reorder(vals, idx, marked, cluster, qx[part])
             out_v.append(vals[:, :d])
@@ -331,10 +302,12 @@ class EuclideanOrder:
         s[rows, cols] = -self.exact(qx, rows, cols)
         return s
 
-    def prefix(self, scores: Tensor, d: int, q: Tensor, terms, base_top, rows_alone: bool = True):
+    def prefix(self, scores: Tensor, d: int, q: Tensor, terms, base_top, rows_alone: bool = True,
+               errors: bool = True):
         """``(vals, idx, err)``: the stable top of each row, long enough that its first
         ``d`` candidates are provably ahead of every candidate past it
-        (:meth:`_covered`), and the score-error bound of each of its candidates.
+        (:meth:`_uncovered`), and the score-error bound of each of its candidates
+        (``errors=False``: None).
 
         A short first prefix; the rows it does not cover are taken again, alone, longer,
         and the others padded with -inf candidates, which join no cluster and lie past
@@ -343,41 +316,64 @@ class EuclideanOrder:
         q_norm = _norm_bound(q)
         rest = self._errors(q_norm, self.g_norm, terms)
         k, extra = min(d + 8 + d // 64, n), 16 + d // 4
-        vals, idx, err = self._take(scores, k, q_norm, terms, base_top)
-        todo = None if k == n else ~self._covered(vals, err, d, rest)
+        vals, idx, err = self._take(scores, k, q_norm, terms, base_top, errors)
+        todo = None if k == n else self._uncovered(vals, idx, err, d, q_norm, rest, terms)
         while todo is not None and bool(todo.any()):
             k, extra = min(max(d + extra, vals.shape[1] + 1), n), extra * 4
             if not rows_alone:
-                vals, idx, err = self._take(scores, k, q_norm, terms, base_top)
-                todo = None if k == n else ~self._covered(vals, err, d, rest)
+                vals, idx, err = self._take(scores, k, q_norm, terms, base_top, errors)
+                todo = None if k == n else self._uncovered(vals, idx, err, d, q_norm, rest, terms)
                 continue
             rows = todo.nonzero().squeeze(1)
-            v, i, e = self._take(scores[rows], k, q_norm[rows], terms, base_top)
+            v, i, e = self._take(scores[rows], k, q_norm[rows], terms, base_top, errors)
             pad = (0, k - vals.shape[1])
             pad_f = torch.nn.functional.pad
-            vals, idx, err = pad_f(vals, pad, value=float("-inf")), pad_f(idx, pad), pad_f(err, pad)
-            vals[rows], idx[rows], err[rows] = v, i, e
-            todo = None if k == n else todo.index_put((rows,), ~self._covered(v, e, d, rest[rows]))
+            vals, idx = pad_f(vals, pad, value=float("-inf")), pad_f(idx, pad)
+            vals[rows], idx[rows] = v, i
+            if errors:
+                err = pad_f(err, pad)
+                err[rows] = e
+            if k < n:
+                todo = todo.index_put((rows,), self._uncovered(v, i, e, d, q_norm[rows], rest[rows], terms))
+            else:
+                todo = None
         return vals, idx, err
 
-    def _take(self, scores: Tensor, k: int, q_norm: Tensor, terms, base_top):
-        """``base_top(scores, k)`` and the score-error bounds of its candidates."""
+    def _take(self, scores: Tensor, k: int, q_norm: Tensor, terms, base_top, errors: bool = True):
+        """``base_top(scores, k)`` and the score-error bounds of its candidates (or None)."""
         vals, idx = base_top(scores, k)
-        return vals, idx, self._errors(q_norm.unsqueeze(1), self.g_norms[idx], terms)
+        return vals, idx, self._errors(q_norm.unsqueeze(1), self.g_norms[idx], terms) if errors else None
+
+    def _uncovered(self, vals: Tensor, idx: Tensor, err: Optional[Tensor], d: int, q_norm: Tensor, rest: Tensor,
+                   terms) -> Tensor:
+        """``[c]``: ``~``:meth:`_covered`, screened by the rows' bound ``rest`` first: where the
+        ``d``-th score less ``rest`` lies above the last's upper end, every one of the first
+        ``d`` (score at least the ``d``-th's, error at most ``rest``) is covered; only the
+        other rows get their candidates' bounds (``err``, or from ``idx`` when None)."""
+        if d == 0:
+            return torch.zeros(vals.shape[0], dtype=torch.bool, device=vals.device)
+        low, _ = self._interval(vals[:, d - 1], rest)
+        _, past = self._interval(vals[:, -1], rest)
+        todo = ~(torch.isneginf(vals[:, d - 1]) | (low > past))
+        rows = todo.nonzero().squeeze(1)
+        if rows.numel():
+            e = err[rows] if err is not None else self._errors(q_norm[rows].unsqueeze(1), self.g_norms[idx[rows]],
+                                                                 terms)
+            todo[rows] = ~self._covered(vals[rows], e, d, rest[rows])
+        return todo
 
     @classmethod
-    def _marks(cls, vals: Tensor, err: Tensor, gain: Tensor, d: int):
-        """``(marked[c, k], cluster[c, k])``: positions in a cluster of unequal gains from
-        before ``d``, and each position's cluster number (row-major); (None, None): none."""
-        c, k = vals.shape
-        if k < 2:
-            return None, None
-        close, mixed = cls._mixed(vals, err, gain, d)
+    def _marks(cls, close: Tensor, gain: Tensor, d: int, cuts: Optional[Sequence[int]] = None):
+        """``(marked[c, k], cluster[c, k])``: positions in a cluster (``close``: neighbours
+        with no proven break) of unequal gains from before ``d``, and each position's
+        cluster number (row-major); (None, None): none."""
+        c, k = gain.shape
+        mixed = cls._mixed(close, gain, d, cuts)
         if not bool(mixed.any()):
             return None, None
-        cluster = torch.cat([torch.zeros(c, 1, dtype=torch.int64, device=vals.device), (~close).cumsum(1)], 1)
-        cluster += torch.arange(c, device=vals.device).unsqueeze(1) * k
-        is_mixed = torch.zeros(c * k, dtype=torch.bool, device=vals.device)
+        cluster = torch.cat([torch.zeros(c, 1, dtype=torch.int64, device=gain.device), (~close).cumsum(1)], 1)
+        cluster += torch.arange(c, device=gain.device).unsqueeze(1) * k
+        is_mixed = torch.zeros(c * k, dtype=torch.bool, device=gain.device)
         is_mixed[cluster[:, :-1][mixed]] = True
         return is_mixed[cluster], cluster
 

@@ -145,6 +145,12 @@ def test_euclidean_bounds_cover_the_score_errors(offset, scale):
     errors = lambda o, qp, terms: o._errors(euclidean._norm_bound(qp)[:, None], o.g_norms[every], terms)  # noqa: E731
     lower, upper = order._interval(s, errors(order, qp, order.terms32))
     assert bool(((lower <= target) & (target <= upper)).all())
+    # one product (-|g|^2 its accumulator) within the wider bounds of a fused order
+    fused = search.EuclideanOrder(gp, g, frame, fused=True)
+    buffer = torch.empty(q.shape[0], g.shape[0])
+    s = search.similarity(qp, gp, "euclidean", (gp * gp).sum(1), out=buffer, fused=True)
+    lower, upper = fused._interval(s, errors(fused, qp, fused.terms32))
+    assert bool(((lower <= target) & (target <= upper)).all())
     target = (frame.apply(q, torch.float64) ** 2).sum(1, keepdim=True) - d
     s64 = order._scores64(q)
     lower, upper = order._interval(s64, errors(order, qp, order.terms64))
@@ -156,6 +162,33 @@ def test_euclidean_bounds_cover_the_score_errors(offset, scale):
     lower, upper = ties._interval(s, errors(ties, q64, ties.terms_ties))
     assert bool(((lower <= -d) & (-d <= upper)).all())
 
+
+
+@pytest.mark.parametrize("offset,scale", [(0.0, 1.0), (1e4, 1.0), (0.0, 1e35), (0.0, 1e-30), (1e4, 1e-3)])
+def test_the_row_screen_breaks_only_where_the_exact_order_does(offset, scale):
+    """The checked path's clusters come from one bound per row (``_screen``): each of its
+    breaks is one of the per-candidate bounds' (``_close``) and one of the exact
+    distances (everything before at most everything after), with duplicated items
+    (exact ties), excluded candidates (-inf) and a far item in some rows' prefix."""
+    q, _, g, _ = _clustered(13, 2000, 40, spread=1e-1)
+    g = torch.cat([g, g[:30], g[:1] + 50.0])  # duplicates, and one far item
+    q, g = [((x.double() + offset) * scale).float() for x in (q, g)]
+    frame = search.Frame.of(q, g)
+    qp, gp = frame.apply(q), frame.apply(g)
+    order = search.EuclideanOrder(gp, g, frame)
+    scores = search.similarity(qp, gp, "euclidean")
+    scores[::3, 5:60] = float("-inf")
+    for d in (5, 60, g.shape[0] - 5):
+        vals, idx, err = order.prefix(scores, d, qp, order.terms32, search.euclidean.stable_top)
+        screen, close = order._screen(vals, idx, qp), order._close(vals, err)
+        assert bool((close <= screen).all())
+        rows = torch.arange(q.shape[0]).repeat_interleave(idx.shape[1])
+        dist = order.exact(q, rows, idx.reshape(-1)).view(idx.shape).masked_fill(torch.isneginf(vals), float("inf"))
+        before = torch.cummax(dist, 1).values[:, :-1]
+        after = torch.cummin(dist.flip(1), 1).values.flip(1)[:, 1:]
+        breaks = ~screen & torch.isfinite(vals[:, 1:])
+        assert bool((before[breaks] <= after[breaks]).all())
+        assert bool((~screen).any()) and bool(screen.any())
 
 
 def _exact_order(order, q, n, excluded=None):
@@ -261,3 +294,39 @@ def test_near_ties_past_the_cut_are_not_rescored(monkeypatch):
     vals, idx = order.top(qp, gain_at, qx=q)(scores, 4)
     assert idx.tolist() == [[0, 1, 2, 3]] and sum(rescored) == 2
     assert order.top(qp, gain_at, select="deferred", qx=q)(scores, 4)[2].tolist() == [True]
+
+
+def test_order_free_keys_repair_only_the_clusters_a_cut_runs_through(monkeypatch):
+    """With ``cuts`` (keys that read the set of the first k: hits@k), a cluster of unequal
+    gains wholly inside the top is left in its float32 order (the same gains before every
+    cut), one that a cut runs through is re-ranked exactly (equal distances: gallery index);
+    without cuts both are; evaluate_embeddings' values stay the exact order's."""
+    rescored = []
+    pairs = euclidean._exact_sq_distances
+    monkeypatch.setattr(euclidean, "_exact_sq_distances", lambda *a: rescored.append(a[2].shape[0]) or pairs(*a))
+    far = 10.0 * torch.tensor([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]]).repeat(50, 1)  # few re-scored
+    near = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 3.0], [-3.0, 0.0], [0.0, -3.0]])
+    g = torch.cat([near, far])
+    gl = torch.tensor([1, 0, 1, 0, 1, 1] + [0] * far.shape[0])
+    q = torch.zeros(1, 2)
+    frame = search.Frame.of(q, g)
+    qp, gp = frame.apply(q), frame.apply(g)
+    order = search.EuclideanOrder(gp, g, frame)
+    scores = search.similarity(qp, gp, "euclidean")
+    gain_at = lambda rows, idx: gl[idx] == 1  # noqa: E731
+    for cuts, d, count in ((None, 4, 5), ([4], 4, 3), ([2, 4], 4, 3), ([1, 4], 4, 5), ([4], 3, 0)):
+        rescored.clear()
+        vals, idx = order.top(qp, gain_at, qx=q, cuts=cuts)(scores, d)
+        assert sum(rescored) == count, (cuts, d, rescored)
+        assert sorted(idx[0, :d].tolist()) == [0, 1, 2, 3][:d] and idx[0, :d].tolist()[2:] == [2, 3][: d - 2]
+    keys = ["precision@4", "recall@4", "cmc@1"]
+    qs = torch.cat([q, near[:3] + 0.5])
+    ql = torch.tensor([1, 0, 1, 1])
+    counts = []
+    for more in ([], ["map@4"]):
+        rescored.clear()
+        r = rc.evaluate_embeddings(qs, ql, keys + more, gallery=g, gallery_labels=gl, distance="euclidean",
+                                   reduce="none")
+        counts.append(sum(rescored))
+        assert all(_same(r, _brute_force(qs, ql, g, gl, keys + more), keys + more).values())
+    assert counts[0] < counts[1], counts
