@@ -25,7 +25,7 @@ PACKAGE = "retrieval_core"
 MAX_FUNCTION_LINES = 60
 # the functions still longer, each at most its length today (they may only shrink): to split
 LONG_FUNCTIONS = {
-    "evaluation.embedding_values:embedding_values": 171,  # the chunk walk: options, chunks, neighbours
+    "evaluation.embedding_values:embedding_values": 170,  # the chunk walk: options, chunks, neighbours
     "ranking.dense:rank_dense": 97,  # the dense builder: scores view, depth, selection, ideal
     "trec.align:align": 72,
     "distributed.sharded:sharded_values": 65,

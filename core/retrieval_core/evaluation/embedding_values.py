@@ -19,6 +19,18 @@ DEFAULT_MEMORY_BUDGET = sizing.CPU_MEMORY_BUDGET
 _chunk_rows = sizing.chunk_rows  # queries per chunk for a budget (bytes per pair: see sizing)
 
 
+def _euclidean_shortcuts(keys, depth: int, deep: bool, n_neighbours: int):
+    """``(fused, cuts)`` of the exact Euclidean order: ``fused``, shallow rankings take
+    -|g|^2 inside the float32 product (a wider error window, one pass less); ``cuts``,
+    the depths of keys that read only the set of the first k (hits@k), across which
+    alone the order is repaired (None: some key reads the order, or neighbours are asked)."""
+    fused = not deep and max(depth, n_neighbours) <= search.FUSED_MAX_DEPTH
+    per_query = [m for m in keys if m.spec.per_query]
+    order_free = per_query and not n_neighbours and all(
+        m.spec.order_free and isinstance(m.depth, int) for m in per_query)
+    return fused, (sorted({m.depth for m in per_query}) if order_free else None)
+
+
 def embedding_values(
     query: Tensor,
     query_labels: Tensor,
@@ -60,12 +72,7 @@ def embedding_values(
     euclidean = distance in ("euclidean", "squared_euclidean")
     exact = dot_q = dot_g = None
     tie_exact = euclidean and ties != "stable"
-    # shallow float32 euclidean rankings: -|g|^2 inside the product (a wider error window)
-    fused = not (whole or at_r) and max(depth, neighbours[0] if neighbours else 0) <= search.FUSED_MAX_DEPTH
-    # keys that read the set of the first k only (hits@k): the euclidean order is repaired across their cuts only
-    per_query = [m for m in keys if m.spec.per_query]
-    cuts = sorted({m.depth for m in per_query}) if per_query and not (neighbours and neighbours[0]) and all(
-        m.spec.order_free and isinstance(m.depth, int) for m in per_query) else None
+    fused, cuts = _euclidean_shortcuts(keys, depth, whole or at_r, neighbours[0] if neighbours else 0)
     if euclidean:
         # products of centred, rescaled embeddings; the order is repaired by exact distances
         # of the embeddings themselves (search.EuclideanOrder). Tie modes: float64 products,
@@ -191,11 +198,9 @@ def embedding_values(
             top = None if exact is None else exact.top(
                 q_all[part], gain_or_position(lambda rows, i: gallery_labels[i] == labels[rows]), select=select,
                 qx=query[part], cuts=cuts)
-            return rank_binary(
-                scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
-                n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top, select=select,
-                max_relevant=max_relevant,
-            )
+            return rank_binary(scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
+                               n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top, select=select,
+                               max_relevant=max_relevant)
         gain, mask = gains_of(part)
         top = None if exact is None else exact.top(
             q_all[part], gain_or_position(lambda rows, idx: gain[rows.unsqueeze(1), idx]), select=select,
