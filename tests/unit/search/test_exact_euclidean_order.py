@@ -30,6 +30,25 @@ def _same(a, b, keys):
     return {k: bool(torch.equal(a[k].nan_to_num(-1.0), b[k].nan_to_num(-1.0))) for k in keys}
 
 
+def _count_rescoring(monkeypatch):
+    """Counts, as the exact order runs: ``calls`` of the float64 pair distances, the ``pairs``
+    they measure, and the float64 ``product``s (whole rows re-scored)."""
+    calls = {"calls": 0, "pairs": 0, "product": 0}
+    pairs, product = euclidean._exact_sq_distances, search.EuclideanOrder._scores64
+
+    def count_pairs(*a):
+        calls["calls"] += 1
+        calls["pairs"] += a[2].shape[0]
+        return pairs(*a)
+
+    def count_product(self, *a):
+        calls["product"] += 1
+        return product(self, *a)
+
+    monkeypatch.setattr(euclidean, "_exact_sq_distances", count_pairs)
+    monkeypatch.setattr(search.EuclideanOrder, "_scores64", count_product)
+    return calls
+
 def test_float32_euclidean_score_misorders_and_we_do_not():
     # |g| = 1e4: the float32 score 2q.g - |g|^2 (ulp 8 at 1e8) cannot tell the two apart
     g = torch.tensor([[1e4, 0.0], [1e4, 1e-3], [0.0, 0.0]])
@@ -97,26 +116,14 @@ def test_near_ties_with_self_exclusion_and_multi_hot_labels():
 
 
 def test_few_near_ties_are_rescored_pairwise_many_with_a_float64_product(monkeypatch):
-    calls = {"pairs": 0, "product": 0}
-    pairs, product = euclidean._exact_sq_distances, search.EuclideanOrder._scores64
-
-    def count_pairs(*a):
-        calls["pairs"] += 1
-        return pairs(*a)
-
-    def count_product(self, *a):
-        calls["product"] += 1
-        return product(self, *a)
-
-    monkeypatch.setattr(euclidean, "_exact_sq_distances", count_pairs)
-    monkeypatch.setattr(search.EuclideanOrder, "_scores64", count_product)
+    calls = _count_rescoring(monkeypatch)
     # two near-equal candidates among 200 far ones: a few pairs re-scored, no product
     g = torch.cat([torch.tensor([[1e4, 0.0], [1e4, 1e-3]]), 100.0 * torch.randn(200, 2, generator=_gen(7))])
     gl = torch.cat([torch.tensor([0, 1]), torch.full((200,), 2)])
     q = torch.tensor([[1e4, 5.1e-4]])
     r = rc.evaluate_embeddings(q, torch.tensor([1]), ["cmc@1"], gallery=g, gallery_labels=gl, distance="euclidean")
     assert r["cmc@1"].item() == 1.0
-    assert calls == {"pairs": 1, "product": 0}
+    assert calls["calls"] == 1 and calls["product"] == 0, calls
     # dense near-ties: a float64 product for the rows (one far item keeps the products'
     # frame wide: centring alone would separate the cluster)
     q, ql, g, gl = _clustered(8, 200, 10)
@@ -248,19 +255,7 @@ def test_far_gallery_items_do_not_widen_the_window_of_near_ones(monkeypatch):
     they set the frame's scale) leave the bounds of a tight cluster near the centre
     far below its score gaps, so few pairs there are re-scored (a bound from the
     largest gallery norm made the whole cluster near-ties: a float64 product)."""
-    calls = {"pairs": 0, "product": 0}
-    pairs, product = euclidean._exact_sq_distances, search.EuclideanOrder._scores64
-
-    def count_pairs(*a):
-        calls["pairs"] += a[2].shape[0]
-        return pairs(*a)
-
-    def count_product(self, *a):
-        calls["product"] += 1
-        return product(self, *a)
-
-    monkeypatch.setattr(euclidean, "_exact_sq_distances", count_pairs)
-    monkeypatch.setattr(search.EuclideanOrder, "_scores64", count_product)
+    calls = _count_rescoring(monkeypatch)
     gen = _gen(12)
     g = torch.cat([torch.randn(300, 16, generator=gen), torch.full((2, 16), 1e3) * torch.tensor([[1.0], [-1.0]])])
     gl = torch.randint(0, 3, (302,), generator=gen)
