@@ -30,6 +30,15 @@ def _same(a, b, keys):
     return {k: bool(torch.equal(a[k].nan_to_num(-1.0), b[k].nan_to_num(-1.0))) for k in keys}
 
 
+
+def _order_from_origin(q, g, gl):
+    """``(order, prepared q, float32 scores, gain_at)`` of the exact Euclidean order of one
+    query ``q`` against ``g`` with labels ``gl`` (label 1 relevant)."""
+    frame = search.Frame.of(q, g)
+    qp, gp = frame.apply(q), frame.apply(g)
+    order = search.EuclideanOrder(gp, g, frame)
+    return order, qp, search.similarity(qp, gp, "euclidean"), lambda rows, idx: gl[idx] == 1
+
 def _count_rescoring(monkeypatch):
     """Counts, as the exact order runs: ``calls`` of the float64 pair distances, the ``pairs``
     they measure, and the float64 ``product``s (whole rows re-scored)."""
@@ -278,11 +287,7 @@ def test_near_ties_past_the_cut_are_not_rescored(monkeypatch):
     g = torch.cat([torch.tensor([[1.0, 0.0], [0.0, 2.0], [-3.0, 0.0], [4.0, 0.0], [0.0, 4.0]]), far])
     gl = torch.tensor([1, 0, 1, 0, 1] + [0] * far.shape[0])
     q = torch.zeros(1, 2)
-    frame = search.Frame.of(q, g)
-    qp, gp = frame.apply(q), frame.apply(g)
-    order = search.EuclideanOrder(gp, g, frame)
-    scores = search.similarity(qp, gp, "euclidean")
-    gain_at = lambda rows, idx: gl[idx] == 1  # noqa: E731
+    order, qp, scores, gain_at = _order_from_origin(q, g, gl)
     vals, idx = order.top(qp, gain_at, qx=q)(scores, 3)
     assert idx.tolist() == [[0, 1, 2]] and rescored == []
     assert order.top(qp, gain_at, select="deferred", qx=q)(scores, 3)[2].tolist() == [False]
@@ -304,11 +309,7 @@ def test_order_free_keys_repair_only_the_clusters_a_cut_runs_through(monkeypatch
     g = torch.cat([near, far])
     gl = torch.tensor([1, 0, 1, 0, 1, 1] + [0] * far.shape[0])
     q = torch.zeros(1, 2)
-    frame = search.Frame.of(q, g)
-    qp, gp = frame.apply(q), frame.apply(g)
-    order = search.EuclideanOrder(gp, g, frame)
-    scores = search.similarity(qp, gp, "euclidean")
-    gain_at = lambda rows, idx: gl[idx] == 1  # noqa: E731
+    order, qp, scores, gain_at = _order_from_origin(q, g, gl)
     for cuts, d, count in ((None, 4, 5), ([4], 4, 3), ([2, 4], 4, 3), ([1, 4], 4, 5), ([4], 3, 0)):
         rescored.clear()
         vals, idx = order.top(qp, gain_at, qx=q, cuts=cuts)(scores, d)
