@@ -30,7 +30,6 @@ def _same(a, b, keys):
     return {k: bool(torch.equal(a[k].nan_to_num(-1.0), b[k].nan_to_num(-1.0))) for k in keys}
 
 
-
 def _order_from_origin(q, g, gl):
     """``(order, prepared q, float32 scores, gain_at)`` of the exact Euclidean order of one
     query ``q`` against ``g`` with labels ``gl`` (label 1 relevant)."""
