@@ -38,6 +38,7 @@ def _order_from_origin(q, g, gl):
     order = search.EuclideanOrder(gp, g, frame)
     return order, qp, search.similarity(qp, gp, "euclidean"), lambda rows, idx: gl[idx] == 1
 
+
 def _count_rescoring(monkeypatch):
     """Counts, as the exact order runs: ``calls`` of the float64 pair distances, the ``pairs``
     they measure, and the float64 ``product``s (whole rows re-scored)."""
