@@ -202,6 +202,18 @@ def test_beta_rejects_keys_that_are_not_binary(dense_scores):
         aggregate(v, ["hit_rate@1"], ci=0.9, ci_method="beta")
 
 
+
+def test_beta_of_values_under_any_name():
+    # the stats layer takes columns under any name and checks their values (0 or 1); that a
+    # key is 0/1 by definition is checked where keys are parsed (the evaluations, above)
+    v = torch.tensor([[1.0], [0.0], [1.0], [float("nan")]], dtype=torch.float64)
+    r = aggregate(v, ["hits"], ci=0.9, ci_method="beta")
+    low, high = intervals(v, ["hits"], 0.9, method="beta")["hits"]
+    assert torch.equal(torch.stack(r.ci["hits"]), torch.stack([low, high]))
+    assert (low.item(), high.item()) == pytest.approx(beta_hdi(0.5 + 2, 0.5 + 1, 0.9), abs=1e-12)
+    with pytest.raises(ValueError, match=r"needs per-query values of 0 or 1; 'hits' has others"):
+        intervals(v * 0.5, ["hits"], 0.9, method="beta")
+
 @pytest.mark.parametrize("kwargs,error,message", [
     (dict(ci=1.5), ValueError, r"ci must be a level in \(0, 1\) such as 0.95, or None; got 1.5"),
     (dict(ci=0), ValueError, r"ci must be a level in \(0, 1\)"),
