@@ -23,6 +23,7 @@ tie crosses the cut are flagged in ``Ranking.inexact`` for the caller to re-rank
 with ``"exact"`` (a full stable sort) after its loop; ``"presorted"`` takes the
 first ``d`` columns of rows already in rank order.
 """
-from .ranking import EXP_HEADROOM, GAIN_LIMIT, Ranking
+from .gains import EXP_HEADROOM, GAIN_LIMIT
+from .ranking import Ranking
 
 __all__ = ["Ranking", "EXP_HEADROOM", "GAIN_LIMIT"]

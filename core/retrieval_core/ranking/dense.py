@@ -7,8 +7,8 @@ import torch
 from torch import Tensor
 
 from .. import sizing
-from .gains import exp_gain as scaled_exp_gain
-from .ranking import EXP_HEADROOM, Ranking
+from .gains import EXP_HEADROOM, exp_gain as scaled_exp_gain
+from .ranking import Ranking
 from .topk import (
     _SAME_ORDER_INT, GAIN_TWO_LEVEL_MIN_COLUMNS, SELECTS, _exact_top, _leading_top, _rank_rows, _score_view,
     stable_top, stable_top_deferred, _top_values, row_blocks,

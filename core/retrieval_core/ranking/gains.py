@@ -1,4 +1,5 @@
-"""Exponential gains 2^g - 1 of a Ranking, scaled by its per-row shift so they never overflow."""
+"""Exponential gains 2^g - 1 of a Ranking, scaled by its per-row shift so they never overflow,
+and the limits on gains that keep every sum of gains finite."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,16 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-__all__ = ["exp_gain"]
+__all__ = ["exp_gain", "EXP_HEADROOM", "GAIN_LIMIT"]
+
+# Exponential gains 2^g - 1 of a query are scaled down by a power of two once its largest
+# gain g exceeds this: scaled gains stay below 2^960, so that sums over up to 2^63 ranks fit
+# float64 (whose largest value is just under 2^1024).
+EXP_HEADROOM = 960.0
+# The largest gain taken (validate.value_flags, relevance callables): sums of gains over up to
+# 2^63 candidates (cumulative gains, DCG, tied groups' totals) then fit float64, so that no sum
+# overflows into inf (or inf - inf, NaN, which would read as an empty query).
+GAIN_LIMIT = 2.0**960
 
 
 def exp_gain(g: Tensor, shift: Optional[Tensor] = None) -> Tensor:

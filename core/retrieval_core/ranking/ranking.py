@@ -12,18 +12,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .gains import EXP_HEADROOM
 from .tie_groups import TieGroups
 
-__all__ = ["Ranking", "EXP_HEADROOM", "GAIN_LIMIT", "discounts"]
-
-# Exponential gains 2^g - 1 of a query are scaled down by a power of two once its largest
-# gain g exceeds this: scaled gains stay below 2^960, so that sums over up to 2^63 ranks fit
-# float64 (whose largest value is just under 2^1024).
-EXP_HEADROOM = 960.0
-# The largest gain taken (validate.value_flags, relevance callables): sums of gains over up to
-# 2^63 candidates (cumulative gains, DCG, tied groups' totals) then fit float64, so that no sum
-# overflows into inf (or inf - inf, NaN, which would read as an empty query).
-GAIN_LIMIT = 2.0**960
+__all__ = ["Ranking", "discounts"]
 
 
 def discounts(start: int, stop: int, device=None) -> Tensor:

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..ranking.ranking import GAIN_LIMIT
+from ..ranking.gains import GAIN_LIMIT
 from .frames import DISTANCE_ERROR, Relevance
 
 __all__ = ["Checks", "gains", "eligible", "count_equal", "label_counts", "Exclusion"]

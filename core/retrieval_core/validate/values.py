@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from .. import sizing
-from ..ranking.ranking import GAIN_LIMIT
+from ..ranking.gains import GAIN_LIMIT
 from .tensors import _contains
 from .counting import check
 
