@@ -32,7 +32,7 @@ from .arrays import (  # noqa: F401
     as_categories, as_tensor, as_tensors, embedding_arrays, integral_labels, is_numpy_array, tensor_device,
 )
 from .tensors import (  # noqa: F401
-    check_categories, check_compact_inputs, check_compact_keys, check_rows, check_same_device,
+    check_categories, check_compact_inputs, check_rows, check_same_device,
     check_device_available, check_score_batch, check_scores, check_tensor, widen_unsigned,
 )
 from .values import (  # noqa: F401
@@ -40,7 +40,7 @@ from .values import (  # noqa: F401
     value_flags_and_max,
 )
 from .options import (  # noqa: F401
-    BACKENDS, EMPTY, PER_CLASS, REDUCE, TIES, check_backend, check_choice,
+    BACKENDS, EMPTY, PER_CLASS, REDUCE, TIES, check_backend, check_choice, check_compact_keys,
     check_embedding_options, check_embedding_ties, check_memory_budget, check_per_query_keys,
     check_return_neighbours, check_score_options, check_tie_keys, check_ties,
 )

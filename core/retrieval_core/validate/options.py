@@ -1,4 +1,4 @@
-"""Option checks of score and embedding mode (ties, empty, reduce, memory, backend,
+"""Option checks of score and embedding mode (ties, empty, reduce, compact, memory, backend,
 cutoffs), where options are given.
 """
 from __future__ import annotations
@@ -10,12 +10,11 @@ import torch
 from torch import Tensor
 
 from ..search.frames import DISTANCES
-from .tensors import check_compact_keys
 from .counting import check
 
 __all__ = [
     "TIES", "EMPTY", "REDUCE", "PER_CLASS", "BACKENDS", "check_choice", "check_per_query_keys", "check_ties",
-    "check_tie_keys", "check_embedding_ties", "check_score_options", "check_memory_budget",
+    "check_tie_keys", "check_compact_keys", "check_embedding_ties", "check_score_options", "check_memory_budget",
     "check_embedding_options", "check_backend", "check_return_neighbours",
 ]
 
@@ -104,6 +103,23 @@ def check_embedding_ties(ties, distance, backend="torch") -> None:
         return
     if backend != "torch":
         raise NotImplementedError(f"ties={ties!r} needs backend='torch'; got backend={backend!r}")
+
+
+@check
+def check_compact_keys(compact: bool, keys) -> None:
+    """``compact=True`` keeps sums and counts only: no confidence keys (they order queries).
+
+    Example:
+        >>> from retrieval_core import parse_metrics
+        >>> check_compact_keys(True, parse_metrics(["mrr", "erc:cmc@1"]))
+        Traceback (most recent call last):
+        ...
+        ValueError: compact=True keeps only sums and counts; confidence keys (erc:cmc@1) need per-query values: use compact=False
+    """
+    wanted = [m.key for m in keys if getattr(m, "confidence", None)]
+    if compact and wanted:
+        raise ValueError(f"compact=True keeps only sums and counts; confidence keys ({', '.join(wanted)}) "
+                         "need per-query values: use compact=False")
 
 
 @check

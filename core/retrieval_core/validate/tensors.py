@@ -9,7 +9,7 @@ from .counting import check
 
 __all__ = [
     "check_tensor", "check_device_available", "widen_unsigned", "check_same_device", "check_rows", "check_score_batch", "check_scores",
-    "check_categories", "check_compact_keys", "check_compact_inputs",
+    "check_categories", "check_compact_inputs",
 ]
 
 _KINDS = {"int": ("integer", "an integer", "integers"), "flag": ("bool", "a bool", "bools")}
@@ -229,23 +229,6 @@ def check_categories(categories, n: int, what: str) -> None:
         raise TypeError(f"categories must be an integer tensor or a sequence of labels; got {categories.dtype}")
     if length != n:
         raise ValueError(f"categories must have one entry per {what}; got {length} for {n}")
-
-
-@check
-def check_compact_keys(compact: bool, keys) -> None:
-    """``compact=True`` keeps sums and counts only: no confidence keys (they order queries).
-
-    Example:
-        >>> from retrieval_core import parse_metrics
-        >>> check_compact_keys(True, parse_metrics(["mrr", "erc:cmc@1"]))
-        Traceback (most recent call last):
-        ...
-        ValueError: compact=True keeps only sums and counts; confidence keys (erc:cmc@1) need per-query values: use compact=False
-    """
-    wanted = [m.key for m in keys if getattr(m, "confidence", None)]
-    if compact and wanted:
-        raise ValueError(f"compact=True keeps only sums and counts; confidence keys ({', '.join(wanted)}) "
-                         "need per-query values: use compact=False")
 
 
 @check
