@@ -23,8 +23,7 @@ from .evaluation.embeddings import evaluate_embeddings
 from .evaluation.scores import QueryValues, evaluate_scores, score_values
 from .ranking import Ranking
 from .evaluation.ranked import evaluate_ranked
-from .metrics.apply import ranking_values
-from .metrics.keys import MetricKey, known_metrics, metric_key, parse_metrics
+from .metrics.keys import MetricKey, known_metrics, metric_key, parse_metrics, ranking_values
 from .metrics.spec import ALIASES, REGISTRY
 from .validate.stats import N_RESAMPLES
 

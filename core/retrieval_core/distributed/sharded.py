@@ -32,8 +32,7 @@ from torch import Tensor
 
 from .. import optional, search
 from ..evaluation.embedding_values import DEFAULT_MEMORY_BUDGET
-from ..metrics.apply import ranking_values
-from ..metrics.keys import depth_needed
+from ..metrics.keys import depth_needed, ranking_values
 from ..ranking.ranking import Ranking
 from ..ranking.topk import stable_top
 from . import shares

@@ -7,8 +7,7 @@ import torch
 from torch import Tensor
 
 from .. import optional, search, sizing
-from ..metrics.apply import ranking_values
-from ..metrics.keys import MetricKey, depth_needed
+from ..metrics.keys import MetricKey, depth_needed, ranking_values
 from ..ranking.dense import block_depth as _depth, count_relevant as _count_relevant, rank_binary, rank_dense
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "embedding_values"]

@@ -16,9 +16,9 @@ from typing import Optional, Sequence, Tuple
 
 from .. import sizing
 from .embedding_values import DEFAULT_MEMORY_BUDGET, embedding_values
-from ..metrics.apply import set_level_values
 from ..inputs.embeddings import EmbeddingInputs, embedding_inputs
 from ..metrics.keys import MetricKey, depth_needed, split_scopes
+from ..metrics.set_level import set_level_values
 from ..metrics.spec import AT_K, WHOLE
 from ..stats.aggregate import (
     MetricResults, category_groups, fill_empty, aggregate_checked, encode_labels, reduce_values,

@@ -21,8 +21,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from ..metrics.apply import ranking_values
-from ..metrics.keys import MetricKey, parse_metrics
+from ..metrics.keys import MetricKey, parse_metrics, ranking_values
 from .. import sizing
 from ..ranking.groups import group_flat
 from ..ranking.topk import row_blocks

@@ -19,8 +19,7 @@ from ..ranking.flat import sorted_flat_parts
 from ..ranking.groups import iter_flat_blocks, iter_groups
 from ..ranking.topk import DEEP_BLOCK_DIVISOR, row_blocks
 from ..ranking.ranking import Ranking
-from ..metrics.apply import ranking_values
-from ..metrics.keys import MetricKey, depth_needed, parse_metrics
+from ..metrics.keys import MetricKey, depth_needed, parse_metrics, ranking_values
 from .ranked import evaluate_scores_ranked
 from ..validate import (
     as_categories,

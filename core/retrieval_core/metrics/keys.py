@@ -3,7 +3,8 @@
 Keys are parsed here only, once (cached), against the specifications of
 :mod:`retrieval_core.metrics.spec`, into :class:`MetricKey` objects that carry the
 spec, the cutoff and the parameter; :func:`depth_needed` is the one place that says
-how deep a set of keys must rank.
+how deep a set of keys must rank, and :func:`ranking_values` runs the kernels of parsed
+keys on a Ranking.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, NamedTuple, Optional, Tuple, Union
+from typing import Iterable, NamedTuple, Optional, Sequence, Tuple, Union
 
+import torch
 from torch import Tensor
 
 from ..ranking.ranking import Ranking
@@ -21,7 +23,7 @@ from .spec import ALIASES, AT_K, AT_R, AT_X, REGISTRY, WHOLE, MetricSpec
 
 __all__ = [
     "MetricKey", "Depth", "parse_metrics", "metric_key", "known_metrics", "did_you_mean", "split_scopes",
-    "depth_needed", "CONFIDENCE_KINDS",
+    "depth_needed", "ranking_values", "CONFIDENCE_KINDS",
 ]
 
 # Cutoffs and parameters are plain ASCII: int() and float() also take other
@@ -104,6 +106,13 @@ def depth_needed(keys: Iterable[MetricKey]) -> Depth:
     """
     depths = [m.depth for m in keys if m.spec.per_query]
     return Depth(max([d for d in depths if isinstance(d, int)], default=0), AT_R in depths, WHOLE in depths)
+
+
+def ranking_values(ranking: Ranking, keys: Sequence[MetricKey]) -> Tensor:
+    """Run the kernels of ``keys`` on one Ranking: ``[Q, M]`` float64, NaN where undefined."""
+    values = torch.stack([m(ranking) for m in keys], dim=1)
+    undefined = torch.stack([m.spec.empty(ranking) for m in keys], dim=1)
+    return values.masked_fill(undefined, float("nan"))
 
 
 def known_metrics() -> str:

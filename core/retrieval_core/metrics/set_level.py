@@ -10,7 +10,8 @@
 Each set-level :class:`~retrieval_core.metrics.spec.MetricSpec` carries the function
 here that computes it (its ``set_metric``): ``set_metric(keys, data)`` gets all the
 requested keys of that function at once (so one FNMR pass serves every ``fnmr@x``)
-and the evaluation's :class:`SetData`, and returns one value per key.
+and the evaluation's :class:`SetData`, and returns one value per key;
+:func:`set_level_values` builds the SetData once and runs each function once.
 """
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .. import search
-from ..set_metrics import clustering_scores, fnmr_at_fmr_streaming, pcf
+from ..search.frames import Frame, distances, prepare
+from ..search.labels import eligible, gains
+from ..set_metrics.clustering import clustering_scores
+from ..set_metrics.fnmr import fnmr_at_fmr_streaming
+from ..set_metrics.principal_components import pcf
 
 class SetData:
     """The checked inputs of one embedding evaluation (see evaluate_embeddings);
@@ -68,17 +72,17 @@ def _pairs(query, query_labels, gallery, gallery_labels, distance, query_ids, ga
     if distance in ("euclidean", "squared_euclidean"):
         # moved to the gallery's mean and scaled by powers of two (exact): no cancellation at
         # an offset, no overflow; the rates depend on the order of distances, not their unit
-        frame = search.Frame.of(query, gallery)
+        frame = Frame.of(query, gallery)
         q_all, g = frame.apply(query), frame.apply(gallery)
     else:
-        q_all, g = search.prepare(query, distance), search.prepare(gallery, distance)
+        q_all, g = prepare(query, distance), prepare(gallery, distance)
 
     def chunks() -> Iterator[Tuple[Tensor, Tensor]]:
         for start in range(0, query.shape[0], rows):
             part = slice(start, start + rows)
-            d = search.distances(q_all[part], g, distance)
-            positive = search.gains(query_labels[part], gallery_labels, relevance) > 0
-            keep = search.eligible(None if query_ids is None else query_ids[part], gallery_ids)
+            d = distances(q_all[part], g, distance)
+            positive = gains(query_labels[part], gallery_labels, relevance) > 0
+            keep = eligible(None if query_ids is None else query_ids[part], gallery_ids)
             if keep is None:
                 yield d[positive], d[~positive]
             else:
@@ -93,3 +97,29 @@ def fnmr_values(keys: Sequence[MetricKey], data: SetData) -> List[Tensor]:
     make_chunks = _pairs(data.query, data.query_labels, g, gl, data.distance, data.query_ids, data.gallery_ids,
                          data.relevance, rows)
     return list(fnmr_at_fmr_streaming(make_chunks, [m.cutoff for m in keys]).unbind(0))
+
+
+def set_level_values(
+    keys: Sequence[MetricKey],
+    query: Tensor,
+    query_labels: Tensor,
+    *,
+    gallery: Optional[Tensor],
+    gallery_labels: Optional[Tensor],
+    distance,
+    query_ids: Optional[Tensor],
+    gallery_ids: Optional[Tensor],
+    relevance,
+    memory_budget: int,
+) -> Dict[str, Tensor]:
+    """``{key: value}`` for the set-level ``keys`` (checked inputs, see evaluate_embeddings),
+    each computed by its spec's ``set_metric``."""
+    data = SetData(query, query_labels, gallery=gallery, gallery_labels=gallery_labels, distance=distance,
+                   query_ids=query_ids, gallery_ids=gallery_ids, relevance=relevance, memory_budget=memory_budget)
+    groups: Dict[SetMetric, List[MetricKey]] = {}
+    for m in keys:
+        groups.setdefault(m.spec.set_metric, []).append(m)
+    out: Dict[str, Tensor] = {}
+    for compute, group in groups.items():
+        out.update(zip((m.key for m in group), compute(group, data)))
+    return {m.key: out[m.key] for m in keys}

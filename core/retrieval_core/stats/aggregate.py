@@ -11,20 +11,13 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from ..validate import (
-    EMPTY,
-    REDUCE,
-    check_choice,
-    check_ci_options,
-    check_confidence,
-    check_keep_per_query,
-    check_representable,
-)
+from ..validate.options import EMPTY, REDUCE, check_choice
+from ..validate.stats import N_RESAMPLES, check_ci_options, check_confidence, check_keep_per_query
+from ..validate.values import check_representable
 from .confidence import confidence_intervals, confidence_results
 from .curves import split_key
 from .intervals import _intervals
 from .results import MetricResults
-from ..validate.stats import N_RESAMPLES
 
 __all__ = ["MetricResults", "aggregate", "aggregate_checked", "encode_labels", "reduce_values", "fill_empty",
            "category_groups"]

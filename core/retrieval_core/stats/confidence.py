@@ -33,11 +33,10 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from ..validate import check_confidence, check_confidence_range
 from .confidence_batched import _batched, _one_key, _resampled
 from .curves import split_key
 from .intervals import percentile_bootstrap
-from ..validate.stats import N_RESAMPLES
+from ..validate.stats import N_RESAMPLES, check_confidence, check_confidence_range
 
 __all__ = ["confidence_results", "confidence_intervals"]
 

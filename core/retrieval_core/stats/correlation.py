@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..validate import check_correlation_inputs
+from ..validate.stats import check_correlation_inputs
 
 __all__ = ["rank_correlation"]
 

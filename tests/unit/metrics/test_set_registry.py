@@ -4,7 +4,7 @@ import torch
 
 import retrieval_core as rc
 from retrieval_core.metrics import set_level as metrics_set_level
-from retrieval_core.metrics.apply import set_level_values
+from retrieval_core.metrics.set_level import set_level_values
 from retrieval_core.metrics.keys import MetricKey
 from retrieval_core.metrics.spec import REGISTRY, WHOLE, MetricSpec
 
