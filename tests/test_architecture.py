@@ -1,5 +1,6 @@
 """The layer contract of retrieval_core (``retrieval_core.layers``) holds over the import
-graph: every module is listed, imports point down (or within a layer), no import cycle,
+graph: every module is listed, imports point down (or within a layer), no import cycle, the
+chains of imports under the package stay short,
 no import inside a function (optional dependencies go through ``optional``), no module
 only re-exports (a package's ``__init__`` may), no private name is imported from another
 package, the adapters import only the public face and the accumulator, and every module
@@ -154,6 +155,23 @@ def test_no_import_cycle():
         if v not in index:
             visit(v)
     assert not cycles, f"import cycles: {cycles}"
+
+
+# the longest chain of imports that ``import retrieval_core`` loads (16 modules before issue 28;
+# ``python tools/import_depth.py`` prints it): modules import the submodule that defines a name
+MAX_IMPORT_CHAIN = 10
+
+
+def test_the_import_chains_of_the_package_stay_short():
+    chains: Dict[str, Tuple[str, ...]] = {}
+
+    def chain(name: str) -> Tuple[str, ...]:  # the graph has no cycle (test_no_import_cycle)
+        if name not in chains:
+            chains[name] = (name,) + max((chain(t) for t in sorted(EDGES[name])), key=len, default=())
+        return chains[name]
+
+    longest = chain("__init__")
+    assert len(longest) <= MAX_IMPORT_CHAIN, f"{len(longest)} modules: " + " -> ".join(longest)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
