@@ -1,11 +1,11 @@
 """The layer contract of retrieval_core (``retrieval_core.layers``) holds over the import
 graph: every module is listed, imports point down (or within a layer), no import cycle, the
-chains of imports under the package stay short,
-no import inside a function (optional dependencies go through ``optional``), no module
-only re-exports (a package's ``__init__`` may), no private name is imported from another
-package, the adapters import only the public face and the accumulator, and every module
-is small and says what it owns. The tests tree mirrors the packages (unit tests by package,
-anchors' cross-checks by library, adapters, distributed; see "the tests tree" below)."""
+chains of imports under the package stay short, no import inside a function (optional
+dependencies go through ``optional``), no module only re-exports (a package's ``__init__``
+may), no private name is imported from another package, the adapters import only the
+public face and the accumulator, and every module is small and says what it owns. The
+tests tree mirrors the packages (unit tests by package, anchors' cross-checks by library,
+adapters, distributed; see "the tests tree" below)."""
 from __future__ import annotations
 
 import ast
