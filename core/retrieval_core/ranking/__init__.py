@@ -1,7 +1,7 @@
 """Rankings: the Ranking every metric reads, and its builders from scores (dense, binary, flat).
 
 ``ranking`` holds the :class:`Ranking` itself, ``tie_groups`` its tied groups,
-``gains`` the scaled exponential gains, ``topk`` the stable top-k selection,
+``gains`` the scaled exponential gains and the limits on gains, ``topk`` the stable top-k selection,
 ``dense``, ``groups`` and ``flat`` the builders.
 
 * :func:`~retrieval_core.ranking.dense.rank_dense` ranks a block of dense rows ``preds[B, N], target[B, N]``.
