@@ -187,6 +187,20 @@ def test_deep_cut_topk_equals_topk(n, k, dtype):
         assert torch.equal(v, sv) and torch.equal(i[real], si[real])
 
 
+@pytest.mark.parametrize("rows_per_slice", [1, 5, 12])
+def test_deep_cut_compacts_slice_by_slice_as_in_one(rows_per_slice, monkeypatch):
+    x = _deep_rows(20000, torch.float32)
+    monkeypatch.setattr(topk, "DEEP_SLICE_ELEMENTS", rows_per_slice * 20000)
+    vals, idx = topk._deep_top(x, 700)
+    assert torch.equal(vals, x.topk(700, dim=1).values)
+    assert torch.equal(x.gather(1, idx), vals)
+    assert all(r.unique().numel() == 700 for r in idx)
+    rows, cols, values = topk._at_least(x, vals[:, -1:])
+    assert torch.equal(rows, torch.sort(rows, stable=True).values)  # rows ascending, as the packing needs
+    assert torch.equal(values, x[rows, cols]) and bool((values >= vals[rows, -1]).all())
+    assert torch.equal(torch.bincount(rows, minlength=12), (x >= vals[:, -1:]).sum(1))
+
+
 def test_deep_cut_runs_only_where_it_applies():
     x = torch.randn(3, 20000)
     assert topk._deep_top(x, topk.DEEP_CUT_MIN_K - 1) is None  # small k: the group candidates
