@@ -187,6 +187,20 @@ def test_deep_cut_topk_equals_topk(n, k, dtype):
         assert torch.equal(v, sv) and torch.equal(i[real], si[real])
 
 
+@pytest.mark.parametrize("rows_per_slice", [1, 5, 12])
+def test_deep_cut_compacts_slice_by_slice_as_in_one(rows_per_slice, monkeypatch):
+    x = _deep_rows(20000, torch.float32)
+    monkeypatch.setattr(topk, "DEEP_SLICE_ELEMENTS", rows_per_slice * 20000)
+    vals, idx = topk._deep_top(x, 700)
+    assert torch.equal(vals, x.topk(700, dim=1).values)
+    assert torch.equal(x.gather(1, idx), vals)
+    assert all(r.unique().numel() == 700 for r in idx)
+    rows, cols, values = topk._at_least(x, vals[:, -1:])
+    assert torch.equal(rows, torch.sort(rows, stable=True).values)  # rows ascending, as the packing needs
+    assert torch.equal(values, x[rows, cols]) and bool((values >= vals[rows, -1]).all())
+    assert torch.equal(torch.bincount(rows, minlength=12), (x >= vals[:, -1:]).sum(1))
+
+
 def test_deep_cut_runs_only_where_it_applies():
     x = torch.randn(3, 20000)
     assert topk._deep_top(x, topk.DEEP_CUT_MIN_K - 1) is None  # small k: the group candidates
@@ -205,3 +219,24 @@ def test_deep_cut_with_a_visit_reads_every_row_once(small, monkeypatch):
     vals, idx = topk._topk(x, 600, seen.append)
     assert torch.equal(torch.cat(seen), x)
     assert torch.equal(vals, x.topk(600, dim=1).values) and torch.equal(x.gather(1, idx), vals)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("k", [1, 7, 150, 300])
+def test_sorted_topk_by_integer_keys_equals_topk(dtype, k):
+    """The deep cut's final sort on the floats' bits read as integers: signed zeros,
+    infinities, subnormals, the extremes and ties keep the float order."""
+    g = torch.Generator().manual_seed(k)
+    x = torch.randn(8, 300, generator=g).to(dtype)
+    x[0] = 0.0
+    x[0, ::3] = -0.0
+    x[1, :100] = float("-inf")
+    x[2] = torch.tensor([float("inf"), float("-inf")], dtype=dtype).repeat(150)
+    x[3] *= torch.finfo(dtype).tiny
+    x[4] = torch.randint(-3, 3, (300,), generator=g).to(dtype)
+    x[5] = -torch.finfo(dtype).max
+    x[5, 7], x[5, 9] = torch.finfo(dtype).max, -torch.finfo(dtype).tiny
+    vals, idx = topk._sorted_topk(x, k)
+    assert torch.equal(vals, x.topk(k, dim=1).values)
+    assert torch.equal(x.gather(1, idx), vals)
+    assert all(r.unique().numel() == k for r in idx)
