@@ -185,6 +185,38 @@ def _merge(parts: List[Tensor], d: int, n_relevant: Tensor, n_candidates: Tensor
                    n_candidates=n_candidates, ideal=ideal, complete=d >= n_total)
 
 
+def _shard_of(query: Tensor, gallery: Tensor, labels: Tensor, ids: Optional[Tensor], offset: int, distance,
+              group) -> _Shard:
+    """This rank's :class:`_Shard`, scaled as every rank's: euclidean, one frame of the whole
+    gallery and queries (see search.Frame); dot, by the whole gallery's largest entry."""
+    frame = dot_largest = None
+    if distance in ("euclidean", "squared_euclidean"):  # one frame for every rank (see search.Frame)
+        frame = search.Frame.of(query, gallery, reduce_max=lambda t: _all_reduce_max(t, group),
+                                reduce_sum=lambda t: all_reduce_sum(t, group))
+    elif distance == "dot":  # the whole gallery's largest entry scales every shard
+        dot_largest = _all_reduce_max(gallery.abs().amax().to(torch.float64) if gallery.numel()
+                                      else torch.zeros((), dtype=torch.float64, device=gallery.device), group)
+    return _Shard(gallery, labels, ids, offset, distance, frame, dot_largest)
+
+
+def _counts_across_ranks(shard: _Shard, q: Tensor, labels, ids, binary: bool, relevance, group, device):
+    """``(prepared q, scores, gains, R, candidates)`` of a query chunk ``q`` on this rank's shard,
+    R and the candidate counts summed over ranks; an error on any rank is raised on every rank."""
+    c = q.shape[0]
+    error: Optional[Exception] = None
+    try:
+        qp = shard.prepare(q)
+        scores, gains, n_rel, n_cand = _local_counts(shard, qp, labels, ids, binary, relevance)
+    except Exception as exc:  # noqa: BLE001 - every rank learns of it below
+        error, n_rel = exc, torch.zeros(c, dtype=torch.int64, device=device)
+        n_cand = n_rel
+    counts = all_reduce_sum(torch.cat([n_rel.view(1, c), n_cand.view(1, c),
+                                       torch.full((1, c), int(error is not None), device=n_rel.device)]))
+    if bool(counts[2].any()):
+        agree(lambda: _raise(error), group=group, device=device)
+    return qp, scores, gains, counts[0], counts[1]
+
+
 def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: Optional[Tensor],
                    gallery_labels: Optional[Tensor], query_ids: Optional[Tensor], gallery_ids: Optional[Tensor],
                    signatures: List[Dict[str, Any]], options: Dict[str, Any], group, device) -> Tensor:
@@ -211,14 +243,7 @@ def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: 
     binary = relevance is None and query_labels.ndim == 1
     depth, at_r, _ = depth_needed(query_keys)
     need_ideal = any(m.spec.needs_ideal for m in query_keys)
-    frame = dot_largest = None
-    if distance in ("euclidean", "squared_euclidean"):  # one frame for every rank (see search.Frame)
-        frame = search.Frame.of(query, gallery, reduce_max=lambda t: _all_reduce_max(t, group),
-                                reduce_sum=lambda t: all_reduce_sum(t, group))
-    elif distance == "dot":  # the whole gallery's largest entry scales every shard
-        dot_largest = _all_reduce_max(gallery.abs().amax().to(torch.float64) if gallery.numel()
-                                      else torch.zeros((), dtype=torch.float64, device=gallery.device), group)
-    shard = _Shard(gallery, gallery_labels, gallery_ids, sum(g_rows[:rank]), distance, frame, dot_largest)
+    shard = _shard_of(query, gallery, gallery_labels, gallery_ids, sum(g_rows[:rank]), distance, group)
     rows = _chunk_rows(options["memory_budget"] or DEFAULT_MEMORY_BUDGET, max(g_rows))
     with_ids = query_ids is not None
     values = torch.empty(query.shape[0], len(query_keys), dtype=torch.float64, device=query.device)
@@ -234,18 +259,8 @@ def sharded_values(query: Tensor, query_labels: Tensor, query_keys, *, gallery: 
         lab = _broadcast(query_labels[part] if mine else None, (c, *sig["labels"]), _dtype(sig["label_dtype"]), src,
                          group, device)
         ids = _broadcast(query_ids[part] if mine else None, (c,), torch.int64, src, group, device) if with_ids else None
-        error: Optional[Exception] = None
-        try:
-            qp = shard.prepare(q)
-            scores, gains, n_rel, n_cand = _local_counts(shard, qp, lab, ids, binary, relevance)
-        except Exception as exc:  # noqa: BLE001 - every rank learns of it below
-            error, n_rel = exc, torch.zeros(c, dtype=torch.int64, device=query.device)
-            n_cand = n_rel
-        counts = all_reduce_sum(torch.cat([n_rel.view(1, c), n_cand.view(1, c),
-                                           torch.full((1, c), int(error is not None), device=n_rel.device)]))
-        if bool(counts[2].any()):
-            agree(lambda: _raise(error), group=group, device=device)
-        n_relevant, n_candidates = counts[0], counts[1]
+        qp, scores, gains, n_relevant, n_candidates = _counts_across_ranks(shard, q, lab, ids, binary, relevance,
+                                                                           group, device)
         d = depth
         if at_r and c:
             d = max(d, int(n_relevant.max()))

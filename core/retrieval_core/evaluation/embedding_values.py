@@ -62,176 +62,227 @@ def embedding_values(
     exact distance); the tests of callables' distances and gains, once. (Euclidean
     distances under a tie mode other than "stable" read each chunk's error window.)
     """
-    depth, at_r, whole = depth_needed(keys)
-    n_query, n_gallery = query.shape[0], gallery.shape[0]
-    device = query.device
-    need_ideal = any(m.spec.needs_ideal for m in keys)
-    q_all = search.prepare(query, distance)
-    g = q_all if gallery is query else search.prepare(gallery, distance)
-    euclidean = distance in ("euclidean", "squared_euclidean")
-    exact = dot_q = dot_g = None
-    tie_exact = euclidean and ties != "stable"
-    fused, cuts = _euclidean_shortcuts(keys, depth, whole or at_r, neighbours[0] if neighbours else 0)
-    if euclidean:
-        # products of centred, rescaled embeddings; the order is repaired by exact distances
-        # of the embeddings themselves (search.EuclideanOrder). Tie modes: float64 products,
-        # exact values wherever near-equal scores meet (their equal values: exact ties)
-        frame = search.Frame.of(query, gallery)
-        dtype = torch.float64 if tie_exact else None
-        q_all = frame.apply(query, dtype)
-        g = q_all if gallery is query else frame.apply(gallery, dtype)
-        exact = search.EuclideanOrder(g, gallery, frame, fused=fused)
-    elif distance == "dot":  # scaled by powers of two: no product overflows or underflows
-        q_all, dot_q = search.dot_scale(q_all)
-        g, dot_g = search.dot_scale(g, g.abs().amax())
-    g_sq = (g * g).sum(1) if euclidean else None
-    sync_free = sizing.sync_free(device) and backend != "faiss"
-    # 1-D labels: R and candidate counts from label counts, relevance read at the
-    # ranked positions only, exclusion written into the scores: no [c, G] gains.
-    # (tie modes other than "stable" read the gains of tied candidates past the cut: [c, G] gains)
-    binary = relevance is None and query_labels.ndim == 1 and ties == "stable"
-    exclusion = None
-    largest_r = None  # the largest R of the call (1-D labels, @r keys): one host read
-    n_neighbours = neighbours[0] if neighbours else 0
-    if binary:
-        n_relevant, n_candidates = search.label_counts(query_labels, gallery_labels, query_ids, gallery_ids)
-        if query_ids is not None and not sync_free:  # sync-free: an id comparison per chunk (no host read)
-            exclusion = search.Exclusion(query_ids, gallery_ids)
-        if at_r:
-            largest_r = int(n_relevant.max()) if n_query else 0
-    # Only whole-list rankings, and @r ones with a [c, G] gain matrix, hold the deep
-    # per-pair scratch; the 1-D-label path keeps the scores and a top-k (or top-R) per row.
-    budget = sizing.memory_budget(device, memory_budget)
-    if binary and not whole:
-        ranked = min(n_gallery, max(depth, n_neighbours, largest_r or 0))
-        rows = sizing.chunk_rows(n_gallery, False, budget, ranked=ranked)
-    else:
-        rows = sizing.chunk_rows(n_gallery, whole or at_r, budget)
-    faiss = search.FaissSearch(g, distance) if backend == "faiss" else None
-    if faiss is not None:
-        rows = max(rows, 4096)  # faiss keeps only k results per query: large chunks are cheap
-    depth_or_all = n_gallery if whole else depth
-    if n_neighbours:
-        if faiss is not None:
-            raise ValueError("return_neighbours needs backend='torch'")
-        depth_or_all = max(depth_or_all, n_neighbours)
-        nb_index = torch.full((n_query, n_neighbours), -1, dtype=torch.int64, device=device)
-        nb_score = torch.full((n_query, n_neighbours), float("-inf"), dtype=torch.float64, device=device)
-    chunks = [slice(start, start + rows) for start in range(0, n_query, rows)]
-
-    # sync-free: the callables' outputs are tested once, after the loop
-    checks = search.Checks() if sync_free else None
-
-    def gains_of(part):
-        gain = search.gains(query_labels[part], gallery_labels, relevance, checks=checks)
-        return gain, search.eligible(None if query_ids is None else query_ids[part], gallery_ids)
-
-    max_relevant = None
-    if sync_free and at_r:  # the largest R of the call, read once
-        if binary:
-            max_relevant = largest_r
-        else:
-            maxima = []
-            for part in chunks:
-                gain, mask = gains_of(part)
-                maxima.append(_count_relevant(gain if mask is None else gain.masked_fill(~mask, 0)).max())
-            max_relevant = int(torch.stack(maxima).max()) if maxima else 0
-
-    def keep_neighbours(part, ranking, scores):
-        """The first k ranked items of the chunk and their scores (larger = closer)."""
-        if not n_neighbours:
-            return
-        idx, valid = ranking.index[:, :n_neighbours], ranking.valid[:, :n_neighbours]
-        if euclidean:  # the exact distance, in the embeddings' units (the frame's scaled back)
-            c, k = idx.shape
-            rows = torch.arange(c, device=device).repeat_interleave(k, output_size=c * k)
-            sq = exact.exact(query[part], rows, idx.reshape(-1)).view(c, k)
-            e = exact.frame.exponent
-            found = -(torch.ldexp(sq.sqrt(), e) if distance == "euclidean" else torch.ldexp(sq, 2 * e))
-        else:
-            found = scores.gather(1, idx).to(torch.float64)
-        if dot_q is not None:  # the scaled product back in the embeddings' units
-            found = found / (dot_q[part] * dot_g)
-        elif distance == "hamming":  # D - 2 hamming
-            found = (found - q_all.shape[1]) / 2
-        nb_index[part] = torch.where(valid, idx, -1)
-        nb_score[part] = torch.where(valid, found, float("-inf"))
-
-    # one score block for every chunk (named distances, float32): no fresh allocation
-    # per chunk (see search.similarity)
-    buffer = None
-    if not callable(distance) and backend != "faiss" and n_query and q_all.dtype == torch.float32:
-        buffer = torch.empty(max(min(rows, n_query), search.MIN_ROWS), n_gallery, device=device)
-
-    def chunk_ranking(part, select):
-        """The Ranking of the queries ``part`` (a slice, or positions when re-ranking)."""
-        if tie_exact:
-            scores, ranking = None, _rank_ties(part, select)
-        else:
-            scores = search.similarity(q_all[part], g, distance, g_sq, out=buffer, checks=checks, fused=fused)
-            ranking = _rank_chunk(part, select, scores)
-        keep_neighbours(part, ranking, scores)
-        return ranking
-
-    # with neighbours, every near-equal run of the top is put in exact order (gains: the positions)
-    def gain_or_position(gain_at):
-        return (lambda rows, idx: idx) if n_neighbours else gain_at
-
-    def _rank_ties(part, select):
-        """Euclidean under a tie mode: scores whose order and equal values at the cut are
-        the exact distances' (search.EuclideanOrder.tie_scores)."""
-        gain, mask = gains_of(part)
-        n_relevant = _count_relevant(gain if mask is None else gain.masked_fill(~mask, 0))
-        d = _depth(depth_or_all, at_r, n_relevant, max_relevant, n_gallery)
-        scores = exact.tie_scores(q_all[part], query[part], d, mask)
-        return rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, select=select,
-                          max_relevant=max_relevant, ties=ties)
-
-    def _rank_chunk(part, select, scores):
-        if binary:
-            if exclusion is not None:
-                scores.index_put_(exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))
-            elif query_ids is not None:
-                scores.masked_fill_(query_ids[part].unsqueeze(1) == gallery_ids, float("-inf"))
-            labels = query_labels[part].unsqueeze(1)
-            top = None if exact is None else exact.top(
-                q_all[part], gain_or_position(lambda rows, i: gallery_labels[i] == labels[rows]), select=select,
-                qx=query[part], cuts=cuts)
-            return rank_binary(scores, depth_or_all, lambda idx: gallery_labels[idx] == labels, n_relevant[part],
-                               n_candidates[part], at_r=at_r, need_ideal=need_ideal, top=top, select=select,
-                               max_relevant=max_relevant)
-        gain, mask = gains_of(part)
-        top = None if exact is None else exact.top(
-            q_all[part], gain_or_position(lambda rows, idx: gain[rows.unsqueeze(1), idx]), select=select,
-            qx=query[part], cuts=cuts)
-        return rank_dense(scores, gain, depth_or_all, mask=mask, at_r=at_r, need_ideal=need_ideal, top=top,
-                          select=select, max_relevant=max_relevant, ties=ties)
-
-    values = torch.empty(n_query, len(keys), dtype=torch.float64, device=device)
+    walk = _ChunkWalk(query, query_labels, keys, gallery, gallery_labels, distance, query_ids, gallery_ids,
+                      relevance, memory_budget, backend, ties, neighbours[0] if neighbours else 0)
+    values = torch.empty(walk.n_query, len(keys), dtype=torch.float64, device=walk.device)
     flags = []
-    for part in _progress(chunks, progress, len(chunks)):
-        if faiss is not None:
-            values[part] = ranking_values(_faiss_ranking(
-                faiss, q_all[part], query_labels[part], gallery_labels, depth, at_r, need_ideal,
-                n_relevant[part], n_candidates[part], exclusion, part, query_ids, gallery_ids), keys)
+    for part in _progress(walk.chunks, progress, len(walk.chunks)):
+        if walk.faiss is not None:
+            values[part] = ranking_values(walk.faiss_ranking(part), keys)
             continue
-        ranking = chunk_ranking(part, "deferred" if sync_free else "checked")
+        ranking = walk.rank(part, "deferred" if walk.sync_free else "checked")
         values[part] = ranking_values(ranking, keys)
         if ranking.inexact is not None:
             flags.append((part, ranking.inexact))
     if flags:  # sync-free: rows whose tie crosses the cut, re-ranked by a full stable sort
-        inexact = torch.zeros(n_query, dtype=torch.bool, device=device)
-        for part, flag in flags:
-            inexact[part] = flag
-        redo = inexact.nonzero().squeeze(1)
-        for start in range(0, redo.numel(), rows):
-            part = redo[start:start + rows]
-            values[part] = ranking_values(chunk_ranking(part, "exact"), keys)
-    if checks is not None:
-        checks.raise_any()
-    if n_neighbours:
-        neighbours[1], neighbours[2] = nb_index, nb_score
+        _rerank_inexact(walk, flags, values, keys)
+    if walk.checks is not None:
+        walk.checks.raise_any()
+    if walk.n_neighbours:
+        neighbours[1], neighbours[2] = walk.nb_index, walk.nb_score
     return values
+
+
+def _rerank_inexact(walk: _ChunkWalk, flags, values: Tensor, keys) -> None:
+    """The values of the rows flagged inexact (``flags``: ``(part, flag)`` per chunk), re-ranked
+    with ``select="exact"``, chunk by chunk."""
+    inexact = torch.zeros(walk.n_query, dtype=torch.bool, device=walk.device)
+    for part, flag in flags:
+        inexact[part] = flag
+    redo = inexact.nonzero().squeeze(1)
+    for start in range(0, redo.numel(), walk.rows):
+        part = redo[start:start + walk.rows]
+        values[part] = ranking_values(walk.rank(part, "exact"), keys)
+
+
+class _ChunkWalk:
+    """The state of one :func:`embedding_values` call, set up once: the options the keys
+    need (depth, ``@r``, whole list, ideal gains), the embeddings prepared for the products
+    (the search frame), the label counts and the exclusion, the chunks and their score
+    buffer, and the neighbours' buffers. :meth:`rank` ranks one chunk of queries."""
+
+    def __init__(self, query, query_labels, keys, gallery, gallery_labels, distance, query_ids, gallery_ids,
+                 relevance, memory_budget, backend, ties, n_neighbours):
+        self.query, self.query_labels, self.gallery_labels = query, query_labels, gallery_labels
+        self.query_ids, self.gallery_ids, self.relevance = query_ids, gallery_ids, relevance
+        self.distance, self.ties, self.n_neighbours = distance, ties, n_neighbours
+        self.depth, self.at_r, self.whole = depth_needed(keys)
+        self.n_query, self.n_gallery = query.shape[0], gallery.shape[0]
+        self.device = query.device
+        self.need_ideal = any(m.spec.needs_ideal for m in keys)
+        self.euclidean = distance in ("euclidean", "squared_euclidean")
+        self.tie_exact = self.euclidean and ties != "stable"
+        self.fused, self.cuts = _euclidean_shortcuts(keys, self.depth, self.whole or self.at_r, n_neighbours)
+        self._prepare_embeddings(query, gallery)
+        self.sync_free = sizing.sync_free(self.device) and backend != "faiss"
+        # 1-D labels: R and candidate counts from label counts, relevance read at the
+        # ranked positions only, exclusion written into the scores: no [c, G] gains.
+        # (tie modes other than "stable" read the gains of tied candidates past the cut: [c, G] gains)
+        self.binary = relevance is None and query_labels.ndim == 1 and ties == "stable"
+        self._count_labels()
+        self._plan_chunks(memory_budget, backend)
+        # sync-free: the callables' outputs are tested once, after the loop
+        self.checks = search.Checks() if self.sync_free else None
+        self.max_relevant = self._largest_relevant()
+        # one score block for every chunk (named distances, float32): no fresh allocation
+        # per chunk (see search.similarity)
+        self.buffer = None
+        if not callable(distance) and backend != "faiss" and self.n_query and self.q_all.dtype == torch.float32:
+            self.buffer = torch.empty(max(min(self.rows, self.n_query), search.MIN_ROWS), self.n_gallery,
+                                      device=self.device)
+
+    def _prepare_embeddings(self, query: Tensor, gallery: Tensor) -> None:
+        """``q_all``, ``g`` (the embeddings as the products take them), ``exact`` (euclidean:
+        the exact order), ``dot_q``, ``dot_g`` (dot: the scales) and ``g_sq``."""
+        distance = self.distance
+        self.q_all = search.prepare(query, distance)
+        self.g = self.q_all if gallery is query else search.prepare(gallery, distance)
+        self.exact = self.dot_q = self.dot_g = None
+        if self.euclidean:
+            # products of centred, rescaled embeddings; the order is repaired by exact distances
+            # of the embeddings themselves (search.EuclideanOrder). Tie modes: float64 products,
+            # exact values wherever near-equal scores meet (their equal values: exact ties)
+            frame = search.Frame.of(query, gallery)
+            dtype = torch.float64 if self.tie_exact else None
+            self.q_all = frame.apply(query, dtype)
+            self.g = self.q_all if gallery is query else frame.apply(gallery, dtype)
+            self.exact = search.EuclideanOrder(self.g, gallery, frame, fused=self.fused)
+        elif distance == "dot":  # scaled by powers of two: no product overflows or underflows
+            self.q_all, self.dot_q = search.dot_scale(self.q_all)
+            self.g, self.dot_g = search.dot_scale(self.g, self.g.abs().amax())
+        self.g_sq = (self.g * self.g).sum(1) if self.euclidean else None
+
+    def _count_labels(self) -> None:
+        """1-D labels: ``n_relevant``, ``n_candidates`` from label counts, the ``exclusion``
+        (host reads only) and ``largest_r``, the largest R of the call (``@r`` keys: one host read)."""
+        self.exclusion = self.largest_r = self.n_relevant = self.n_candidates = None
+        if not self.binary:
+            return
+        self.n_relevant, self.n_candidates = search.label_counts(self.query_labels, self.gallery_labels,
+                                                                 self.query_ids, self.gallery_ids)
+        if self.query_ids is not None and not self.sync_free:  # sync-free: an id comparison per chunk (no host read)
+            self.exclusion = search.Exclusion(self.query_ids, self.gallery_ids)
+        if self.at_r:
+            self.largest_r = int(self.n_relevant.max()) if self.n_query else 0
+
+    def _plan_chunks(self, memory_budget, backend) -> None:
+        """``rows`` per chunk under the budget, the ``chunks``, the ``faiss`` index, the depth
+        ranked (``depth_or_all``) and the neighbours' buffers ``nb_index``, ``nb_score``."""
+        n_gallery, n_neighbours = self.n_gallery, self.n_neighbours
+        # Only whole-list rankings, and @r ones with a [c, G] gain matrix, hold the deep
+        # per-pair scratch; the 1-D-label path keeps the scores and a top-k (or top-R) per row.
+        budget = sizing.memory_budget(self.device, memory_budget)
+        if self.binary and not self.whole:
+            ranked = min(n_gallery, max(self.depth, n_neighbours, self.largest_r or 0))
+            rows = sizing.chunk_rows(n_gallery, False, budget, ranked=ranked)
+        else:
+            rows = sizing.chunk_rows(n_gallery, self.whole or self.at_r, budget)
+        self.faiss = search.FaissSearch(self.g, self.distance) if backend == "faiss" else None
+        if self.faiss is not None:
+            rows = max(rows, 4096)  # faiss keeps only k results per query: large chunks are cheap
+        self.depth_or_all = n_gallery if self.whole else self.depth
+        self.nb_index = self.nb_score = None
+        if n_neighbours:
+            if self.faiss is not None:
+                raise ValueError("return_neighbours needs backend='torch'")
+            self.depth_or_all = max(self.depth_or_all, n_neighbours)
+            self.nb_index = torch.full((self.n_query, n_neighbours), -1, dtype=torch.int64, device=self.device)
+            self.nb_score = torch.full((self.n_query, n_neighbours), float("-inf"), dtype=torch.float64,
+                                       device=self.device)
+        self.rows = rows
+        self.chunks = [slice(start, start + rows) for start in range(0, self.n_query, rows)]
+
+    def _largest_relevant(self) -> Optional[int]:
+        """Sync-free ``@r``: the largest R of the call, read once (else None: each block reads its own)."""
+        if not (self.sync_free and self.at_r):
+            return None
+        if self.binary:
+            return self.largest_r
+        maxima = []
+        for part in self.chunks:
+            gain, mask = self._gains_of(part)
+            maxima.append(_count_relevant(gain if mask is None else gain.masked_fill(~mask, 0)).max())
+        return int(torch.stack(maxima).max()) if maxima else 0
+
+    def _gains_of(self, part):
+        """``(gains [c, G], eligible mask or None)`` of the queries ``part``."""
+        gain = search.gains(self.query_labels[part], self.gallery_labels, self.relevance, checks=self.checks)
+        return gain, search.eligible(None if self.query_ids is None else self.query_ids[part], self.gallery_ids)
+
+    def rank(self, part, select):
+        """The Ranking of the queries ``part`` (a slice, or positions when re-ranking)."""
+        if self.tie_exact:
+            scores, ranking = None, self._rank_ties(part, select)
+        else:
+            scores = search.similarity(self.q_all[part], self.g, self.distance, self.g_sq, out=self.buffer,
+                                       checks=self.checks, fused=self.fused)
+            ranking = self._rank_binary(part, select, scores) if self.binary else self._rank_dense(part, select, scores)
+        if self.n_neighbours:
+            self._keep_neighbours(part, ranking, scores)
+        return ranking
+
+    def _rank_ties(self, part, select):
+        """Euclidean under a tie mode: scores whose order and equal values at the cut are
+        the exact distances' (search.EuclideanOrder.tie_scores)."""
+        gain, mask = self._gains_of(part)
+        n_relevant = _count_relevant(gain if mask is None else gain.masked_fill(~mask, 0))
+        d = _depth(self.depth_or_all, self.at_r, n_relevant, self.max_relevant, self.n_gallery)
+        scores = self.exact.tie_scores(self.q_all[part], self.query[part], d, mask)
+        return rank_dense(scores, gain, self.depth_or_all, mask=mask, at_r=self.at_r, need_ideal=self.need_ideal,
+                          select=select, max_relevant=self.max_relevant, ties=self.ties)
+
+    def _gain_or_position(self, gain_at):
+        """with neighbours, every near-equal run of the top is put in exact order (gains: the positions)"""
+        return (lambda rows, idx: idx) if self.n_neighbours else gain_at
+
+    def _rank_binary(self, part, select, scores):
+        """1-D labels: the excluded pairs written into the scores, relevance read at the ranked positions."""
+        query_ids, gallery_labels = self.query_ids, self.gallery_labels
+        if self.exclusion is not None:
+            scores.index_put_(self.exclusion.pairs(part), torch.tensor(float("-inf"), dtype=scores.dtype))
+        elif query_ids is not None:
+            scores.masked_fill_(query_ids[part].unsqueeze(1) == self.gallery_ids, float("-inf"))
+        labels = self.query_labels[part].unsqueeze(1)
+        top = None if self.exact is None else self.exact.top(
+            self.q_all[part], self._gain_or_position(lambda rows, i: gallery_labels[i] == labels[rows]),
+            select=select, qx=self.query[part], cuts=self.cuts)
+        return rank_binary(scores, self.depth_or_all, lambda idx: gallery_labels[idx] == labels,
+                           self.n_relevant[part], self.n_candidates[part], at_r=self.at_r, need_ideal=self.need_ideal,
+                           top=top, select=select, max_relevant=self.max_relevant)
+
+    def _rank_dense(self, part, select, scores):
+        """Gains ``[c, G]`` (multi-label, relevance callables, tie modes): a dense ranking."""
+        gain, mask = self._gains_of(part)
+        top = None if self.exact is None else self.exact.top(
+            self.q_all[part], self._gain_or_position(lambda rows, idx: gain[rows.unsqueeze(1), idx]), select=select,
+            qx=self.query[part], cuts=self.cuts)
+        return rank_dense(scores, gain, self.depth_or_all, mask=mask, at_r=self.at_r, need_ideal=self.need_ideal,
+                          top=top, select=select, max_relevant=self.max_relevant, ties=self.ties)
+
+    def _keep_neighbours(self, part, ranking, scores):
+        """The first k ranked items of the chunk and their scores (larger = closer)."""
+        n_neighbours = self.n_neighbours
+        idx, valid = ranking.index[:, :n_neighbours], ranking.valid[:, :n_neighbours]
+        if self.euclidean:  # the exact distance, in the embeddings' units (the frame's scaled back)
+            c, k = idx.shape
+            rows = torch.arange(c, device=self.device).repeat_interleave(k, output_size=c * k)
+            sq = self.exact.exact(self.query[part], rows, idx.reshape(-1)).view(c, k)
+            e = self.exact.frame.exponent
+            found = -(torch.ldexp(sq.sqrt(), e) if self.distance == "euclidean" else torch.ldexp(sq, 2 * e))
+        else:
+            found = scores.gather(1, idx).to(torch.float64)
+        if self.dot_q is not None:  # the scaled product back in the embeddings' units
+            found = found / (self.dot_q[part] * self.dot_g)
+        elif self.distance == "hamming":  # D - 2 hamming
+            found = (found - self.q_all.shape[1]) / 2
+        self.nb_index[part] = torch.where(valid, idx, -1)
+        self.nb_score[part] = torch.where(valid, found, float("-inf"))
+
+    def faiss_ranking(self, part):
+        """The chunk's Ranking from faiss candidate lists (1-D labels)."""
+        return _faiss_ranking(self.faiss, self.q_all[part], self.query_labels[part], self.gallery_labels, self.depth,
+                              self.at_r, self.need_ideal, self.n_relevant[part], self.n_candidates[part],
+                              self.exclusion, part, self.query_ids, self.gallery_ids)
 
 
 def _faiss_ranking(faiss, q, labels, gallery_labels, depth, at_r, need_ideal, n_relevant, n_candidates,

@@ -101,6 +101,7 @@ def rank_dense(
     # with host reads, one pass over the gains after the top (_gain_pass): the ideal gains, R
     # and the ranked gains (else R first: the depth of @r keys needs it)
     gain_pass = need_ideal and not binary and not at_r and not sizing.sync_free(target)
+    n_relevant = None
     if gain_pass:
         d = block_depth(depth, False, None, None, n)
     else:
@@ -109,61 +110,15 @@ def rank_dense(
         n_relevant = count_relevant(target)
         d = block_depth(depth, at_r, n_relevant, max_relevant, n)
     with_ties = with_ties or ties == "expected"
-    by_gain = ties in ("optimistic", "pessimistic")
+    by_gain = ties if ties in ("optimistic", "pessimistic") else None  # equal scores ordered by gain
     perm = None
     if by_gain and (select != "checked" or top is not None):  # columns re-ordered by gain up front
         preds, target, mask, select, perm = _gain_order(preds, target, mask, ties, top, select)
-        by_gain = False
-    inexact = crossing = None
-    if top is not None or select == "checked":
-        scores, floor, clash_rows = _score_view(preds, mask)
-        if on_scores is not None and scores is not preds:  # converted scores (float16...): read first
-            on_scores(preds)
-            on_scores = None
-        # rank d+1 shows which rows a tie crosses the cut in
-        extra = int((with_ties or by_gain) and top is None and d < n)
-        vals, idx, *flags = stable_top(scores, d + extra, floor, on_scores) if top is None else top(scores, d)
-        inexact = flags[0] if flags else None  # a deferred ``top`` flags the rows it cannot prove
-        if clash_rows is not None:
-            _rank_rows(scores, mask, clash_rows, d + extra, vals, idx)
-        if extra:
-            crossing = vals[:, d - 1] == vals[:, d]
-            if floor is not None:
-                crossing &= vals[:, d - 1] != floor
-            vals, idx = vals[:, :d], idx[:, :d]
-        if by_gain:
-            vals, idx = _gain_ties(scores, target, mask, vals, idx, crossing, ties)
-    elif select == "deferred":
-        scores, floor, clash = _score_view(preds, mask, clash="flags")
-        vals, idx, inexact = stable_top_deferred(scores, d, floor)
-        if clash is not None:  # int64 scores equal to the padding's: re-ranked exactly too
-            inexact = clash if inexact is None else inexact | clash
-    elif select == "exact":
-        scores, floor, _ = _score_view(preds, mask, clash="ignore")
-        vals, idx = _exact_top(scores, mask, d)
-    elif select == "presorted":
-        scores, floor, _ = _score_view(preds, mask, clash="ignore")
-        vals, idx = _leading_top(scores, d)
-    else:
-        raise ValueError(f"select must be one of {SELECTS}; got {select!r}")
-    if gain_pass:
-        top_gains, n_relevant, ranked = _gain_pass(target, d, idx, on_gains)
-    else:
-        ranked = target.gather(1, idx)
-    relevance = ranked.to(torch.float64)
-    if mask is None:
-        valid = torch.ones_like(idx, dtype=torch.bool)
-        n_candidates = torch.full_like(n_relevant, n)
-    else:
-        valid = mask.gather(1, idx)
-        relevance = relevance * valid
-        n_candidates = count_relevant(mask)  # a bool sum would make an int64 copy of the block
-    ideal = None
-    if need_ideal:
-        if binary:
-            ideal = _binary_ideal(n_relevant, d)
-        else:
-            ideal = (top_gains if gain_pass else _top_values(target, d)).to(torch.float64)
+        by_gain = None
+    scores, vals, idx, inexact, crossing = _select_top(preds, target, mask, d, top, select, with_ties, by_gain,
+                                                       on_scores)
+    relevance, valid, n_relevant, n_candidates, ideal = _ranked_gains(target, mask, idx, d, n_relevant, need_ideal,
+                                                                      binary, gain_pass, on_gains)
     tie_count = tie_gain = tie_hits = tie_exp_gain = tie_exp_shift = None
     if with_ties:
         tie_count, tie_gain, tie_hits, tie_exp_gain, tie_exp_shift = _past_cut(scores, vals, mask, valid, target,
@@ -185,6 +140,75 @@ def rank_dense(
         ties=ties,
         index=idx if perm is None else perm.gather(1, idx),
     )
+
+
+def _select_top(preds, target, mask, d: int, top, select: str, with_ties: bool, by_gain: Optional[str],
+                on_scores):
+    """``(scores, vals, idx, inexact, crossing)``: the top ``d`` of a block as ``select`` (or
+    ``top``) finds it, in ``scores`` (the scores' view: see ``_score_view``); ``inexact``, the
+    rows a deferred selection cannot prove; ``crossing``, the rows a tie crosses the cut in,
+    when the selection shows them (``with_ties``, or ``by_gain``). ``by_gain``: ``"optimistic"``
+    or ``"pessimistic"``, equal scores of the stable top re-ordered by gain (``_gain_ties``)."""
+    n = preds.shape[1]
+    inexact = crossing = None
+    if top is not None or select == "checked":
+        scores, floor, clash_rows = _score_view(preds, mask)
+        if on_scores is not None and scores is not preds:  # converted scores (float16...): read first
+            on_scores(preds)
+            on_scores = None
+        # rank d+1 shows which rows a tie crosses the cut in
+        extra = int((with_ties or by_gain is not None) and top is None and d < n)
+        vals, idx, *flags = stable_top(scores, d + extra, floor, on_scores) if top is None else top(scores, d)
+        inexact = flags[0] if flags else None  # a deferred ``top`` flags the rows it cannot prove
+        if clash_rows is not None:
+            _rank_rows(scores, mask, clash_rows, d + extra, vals, idx)
+        if extra:
+            crossing = vals[:, d - 1] == vals[:, d]
+            if floor is not None:
+                crossing &= vals[:, d - 1] != floor
+            vals, idx = vals[:, :d], idx[:, :d]
+        if by_gain is not None:
+            vals, idx = _gain_ties(scores, target, mask, vals, idx, crossing, by_gain)
+    elif select == "deferred":
+        scores, floor, clash = _score_view(preds, mask, clash="flags")
+        vals, idx, inexact = stable_top_deferred(scores, d, floor)
+        if clash is not None:  # int64 scores equal to the padding's: re-ranked exactly too
+            inexact = clash if inexact is None else inexact | clash
+    elif select == "exact":
+        scores, floor, _ = _score_view(preds, mask, clash="ignore")
+        vals, idx = _exact_top(scores, mask, d)
+    elif select == "presorted":
+        scores, floor, _ = _score_view(preds, mask, clash="ignore")
+        vals, idx = _leading_top(scores, d)
+    else:
+        raise ValueError(f"select must be one of {SELECTS}; got {select!r}")
+    return scores, vals, idx, inexact, crossing
+
+
+def _ranked_gains(target, mask, idx, d: int, n_relevant, need_ideal: bool, binary: bool, gain_pass: bool, on_gains):
+    """``(relevance, valid, n_relevant, n_candidates, ideal)`` of the ranked columns ``idx``:
+    their gains (0 at padding), R (counted here by the one pass over the gains, ``gain_pass``)
+    and the ideal gains."""
+    n = target.shape[1]
+    if gain_pass:
+        top_gains, n_relevant, ranked = _gain_pass(target, d, idx, on_gains)
+    else:
+        ranked = target.gather(1, idx)
+    relevance = ranked.to(torch.float64)
+    if mask is None:
+        valid = torch.ones_like(idx, dtype=torch.bool)
+        n_candidates = torch.full_like(n_relevant, n)
+    else:
+        valid = mask.gather(1, idx)
+        relevance = relevance * valid
+        n_candidates = count_relevant(mask)  # a bool sum would make an int64 copy of the block
+    ideal = None
+    if need_ideal:
+        if binary:
+            ideal = _binary_ideal(n_relevant, d)
+        else:
+            ideal = (top_gains if gain_pass else _top_values(target, d)).to(torch.float64)
+    return relevance, valid, n_relevant, n_candidates, ideal
 
 
 def _past_cut(scores, vals, mask, valid, target, relevance, crossing=None):

@@ -130,6 +130,30 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
           complete: bool = False) -> Aligned:
     """Judge the entries of ``run`` with ``qrels`` (see the module doc for the semantics)."""
     np = numpy()
+    _check_arguments(run, qrels, level, max_per_query)
+    run_to_qrels, present, eval_of_qrels, query_ids = _evaluated_queries(np, run, qrels, complete)
+    keep, eq, rank = _kept_entries(np, run, run_to_qrels, eval_of_qrels, max_per_query)
+    qq = run_to_qrels[run.query.numpy()[keep]]
+    rdoc = run.doc.numpy()[keep]
+    qdoc = _in_qrels_vocabulary(np, run, qrels, rdoc)
+    if run.duplicates:
+        _refuse_duplicates(np, eq, rdoc, rank, len(run.docs), query_ids, run.docs, "run")
+    rel, found, judged, relevant, gain = _judge(np, qrels, qq, qdoc, level)
+
+    n_rel_all = qrels.n_relevant(level).numpy()
+    n_relevant = n_rel_all[present]
+    offsets = np.zeros(len(query_ids) + 1, np.int64)
+    np.cumsum(np.bincount(eq, minlength=len(query_ids)), out=offsets[1:])
+    ig, ideal_offsets = _ideal_gains(np, qrels, eval_of_qrels, query_ids)
+    t = torch.from_numpy
+    c = np.ascontiguousarray
+    return Aligned(query_ids, run.docs, t(offsets), t(c(eq)), t(c(rank)), t(c(rdoc)), run.score[torch.from_numpy(keep)],
+                   t(rel), t(found), t(gain), t(judged), t(relevant), t(c(n_relevant)), t(ig), t(ideal_offsets),
+                   level)
+
+
+def _check_arguments(run, qrels, level, max_per_query) -> None:
+    """:func:`align`'s arguments: a Run and a Qrels, an int64 ``level``, ``max_per_query`` None or an int >= 0."""
     if not isinstance(run, Run) or not isinstance(qrels, Qrels):
         raise TypeError(f"align(run, qrels) takes a Run and a Qrels; got {type(run).__name__}, "
                         f"{type(qrels).__name__}")
@@ -137,6 +161,12 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     if max_per_query is not None and (isinstance(max_per_query, bool) or not isinstance(max_per_query, int)
                                       or max_per_query < 0):
         raise ValueError(f"max_per_query must be a non-negative int or None; got {max_per_query!r}")
+
+
+def _evaluated_queries(np, run: Run, qrels: Qrels, complete: bool):
+    """``(run_to_qrels, present, eval_of_qrels, query_ids)``: each run query's qrels position
+    (-1: none), which qrels queries are evaluated, the evaluated position of each (-1: none),
+    and the evaluated queries' ids."""
     qrels_pos = {q: i for i, q in enumerate(qrels.query_ids)}
     run_to_qrels = np.array([qrels_pos.get(q, -1) for q in run.query_ids], dtype=np.int64)
     present = np.zeros(len(qrels.query_ids), bool)
@@ -146,7 +176,12 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     eval_of_qrels = np.full(len(qrels.query_ids), -1, np.int64)
     eval_of_qrels[present] = np.arange(int(present.sum()))
     query_ids = tuple(q for q, p in zip(qrels.query_ids, present.tolist()) if p)
+    return run_to_qrels, present, eval_of_qrels, query_ids
 
+
+def _kept_entries(np, run: Run, run_to_qrels, eval_of_qrels, max_per_query: Optional[int]):
+    """``(keep, eq, rank)``: the run entries of evaluated queries within ``max_per_query``, and
+    the evaluated query and rank of each kept entry."""
     rq = run.query.numpy()
     rank = run.rank.numpy()
     in_qrels = run_to_qrels[rq]
@@ -155,18 +190,22 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     keep = eq >= 0
     if max_per_query is not None:
         keep &= rank <= min(max_per_query, 2**63 - 1)  # beyond int64: every entry
-    eq, rank = eq[keep], rank[keep]
-    qq = run_to_qrels[run.query.numpy()[keep]]
-    rdoc = run.doc.numpy()[keep]
+    return keep, eq[keep], rank[keep]
+
+
+def _in_qrels_vocabulary(np, run: Run, qrels: Qrels, rdoc):
+    """The run's documents ``rdoc`` as positions in the qrels' vocabulary (-1: not in it)."""
     if run.docs is qrels.docs:
-        qdoc = rdoc
-    else:  # translate the run's documents into the qrels' vocabulary
-        used = np.unique(rdoc)
-        lut = np.full(len(run.docs), -1, np.int64)
-        lut[used] = qrels.docs.find(run.docs.take(used))
-        qdoc = lut[rdoc]
-    if run.duplicates:
-        _refuse_duplicates(np, eq, rdoc, rank, len(run.docs), query_ids, run.docs, "run")
+        return rdoc
+    used = np.unique(rdoc)
+    lut = np.full(len(run.docs), -1, np.int64)
+    lut[used] = qrels.docs.find(run.docs.take(used))
+    return lut[rdoc]
+
+
+def _judge(np, qrels: Qrels, qq, qdoc, level: int):
+    """``(rel, found, judged, relevant, gain)`` of the entries (qrels query ``qq``, document
+    ``qdoc``): looked up in the qrels, sorted by (query, doc)."""
     n_docs = max(len(qrels.docs), 1)
     jkey = qrels.query.numpy() * n_docs + qrels.doc.numpy()  # sorted: qrels are sorted by (query, doc)
     rkey = qq * n_docs + qdoc
@@ -179,12 +218,13 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     judged = found & (rel >= 0)
     relevant = judged & (rel >= level)
     gain = np.where(judged & (rel > 0), rel, 0).astype(np.float64)
+    return rel, found, judged, relevant, gain
 
-    n_rel_all = qrels.n_relevant(level).numpy()
-    n_relevant = n_rel_all[present]
-    offsets = np.zeros(len(query_ids) + 1, np.int64)
-    np.cumsum(np.bincount(eq, minlength=len(query_ids)), out=offsets[1:])
 
+def _ideal_gains(np, qrels: Qrels, eval_of_qrels, query_ids):
+    """``(ideal, ideal_offsets)``: the positive judged rels of each evaluated query, sorted
+    descending (a document judged twice for an evaluated query is refused)."""
+    qrel = qrels.rel.numpy()
     jq = eval_of_qrels[qrels.query.numpy()]
     if qrels.duplicates:
         evaluated = jq >= 0
@@ -196,8 +236,4 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     iq, ig = iq[order], ig[order]
     ideal_offsets = np.zeros(len(query_ids) + 1, np.int64)
     np.cumsum(np.bincount(iq, minlength=len(query_ids)), out=ideal_offsets[1:])
-    t = torch.from_numpy
-    c = np.ascontiguousarray
-    return Aligned(query_ids, run.docs, t(offsets), t(c(eq)), t(c(rank)), t(c(rdoc)), run.score[torch.from_numpy(keep)],
-                   t(rel), t(found), t(gain), t(judged), t(relevant), t(c(n_relevant)), t(ig), t(ideal_offsets),
-                   level)
+    return ig, ideal_offsets
