@@ -3,7 +3,10 @@ score evaluation checked once, as one object.
 
 :func:`score_inputs` is the one check sequence of ``evaluate_scores`` (with or without R
 given: ``n_relevant``/``ideal``) and :func:`score_value_inputs` that of ``score_values``
-(structure only). NumPy arrays become tensors, the keys are parsed, the options, the
+(structure only); for the accumulator under the adapters' ``RankingMetrics``,
+:func:`accumulated_score_options` checks the options once when it is built and
+:func:`score_batch_inputs` each batch's structure once per ``update`` (its values are read
+at compute). NumPy arrays become tensors, the keys are parsed, the options, the
 structure and (but where the ranking loop reads them, ``fused``) the values are checked;
 the evaluation takes the :class:`ScoreInputs` without checking again.
 
@@ -16,20 +19,23 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
+import torch
 from torch import Tensor
 
 from .. import sizing
 from ..metrics.keys import MetricKey, parse_metrics
 from ..validate import (
-    as_categories, as_tensors, check_confidence, check_per_query_keys, check_score_options, check_scores,
-    check_stats_options, check_tie_keys, check_ties, check_values, tensor_device, widen_unsigned,
+    as_categories, as_tensors, check_compact_inputs, check_confidence, check_per_query_keys, check_rows,
+    check_score_batch, check_score_options, check_scores, check_stats_options, check_tie_keys, check_ties,
+    check_values, tensor_device, widen_unsigned,
 )
 from ..validate.stats import N_RESAMPLES
 from .ranked import check_indexes, ranked_options
 
-__all__ = ["ScoreInputs", "score_inputs", "score_value_inputs"]
+__all__ = ["ScoreInputs", "score_inputs", "score_value_inputs", "ScoreBatch", "score_batch_inputs",
+           "accumulated_score_options"]
 
 
 @dataclass(frozen=True)
@@ -121,3 +127,53 @@ def score_value_inputs(preds, target, metrics, *, indexes=None, mask=None, ties:
     check_scores(preds, target, indexes=indexes, mask=mask)
     target, indexes = widen_unsigned("target", target), widen_unsigned("indexes", indexes)
     return ScoreInputs(keys, preds, target, indexes, mask, None, None, None, None, False, False, dict(ties=ties))
+
+
+def accumulated_score_options(metrics, *, ties: str, empty: str, reduce: str, compact: bool,
+                              **stats) -> Tuple[Tuple[MetricKey, ...], Dict[str, Any]]:
+    """The parsed keys and the checked interval options (``stats``) of an accumulator of
+    dense scores (``compact``: sums and counts only), ``ties``/``empty``/``reduce`` checked."""
+    keys = tuple(parse_metrics(metrics))
+    check_per_query_keys(keys, "use EmbeddingMetrics")
+    check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact, keys=keys)
+    return keys, check_stats_options(keys, reduce=reduce, compact=compact, **stats)
+
+
+class ScoreBatch(NamedTuple):
+    """A checked batch of ``n`` dense score rows (NumPy arrays as tensors) and its optional rows."""
+
+    n: int
+    preds: Tensor
+    target: Tensor
+    mask: Optional[Tensor]
+    ids: Optional[Tensor]
+    categories: Optional[Tensor]
+    confidence: Optional[Tensor]
+    n_relevant: Optional[Tensor]
+    ideal: Optional[Tensor]
+
+
+def score_batch_inputs(preds, target, *, ids=None, categories=None, confidence=None, mask=None, n_relevant=None,
+                       ideal=None, compact: bool = False, names: Tuple[str, str] = ("preds", "target"),
+                       dims: Optional[str] = None, numpy: bool = True, device=None) -> ScoreBatch:
+    """Structure of one score batch and its optional rows (values are read at compute);
+    ``numpy``: NumPy arrays become tensors (on ``device`` when no argument is a tensor).
+
+    Example:
+        >>> score_batch_inputs(torch.tensor([[0.9, 0.2]]), torch.tensor([[1, 0]]), ids=torch.tensor([7])).ids
+        tensor([7])
+    """
+    if numpy:
+        preds, target, ids, categories, confidence, mask, n_relevant, ideal = as_tensors(
+            device=device, preds=preds, target=target, ids=ids, categories=categories, confidence=confidence,
+            mask=mask, n_relevant=n_relevant, ideal=ideal)
+    check_score_batch(preds, target, mask=mask, names=names, **({} if dims is None else {"dims": dims}))
+    n = preds.shape[0]
+    if ids is not None:
+        ids = check_rows("ids", ids, n, lists=True)
+    if categories is not None:
+        categories = check_rows("categories", categories, n, lists=True)
+    if confidence is not None:  # values (finite) are read once, at compute
+        confidence = check_confidence(confidence, n, values=False, lists=True)
+    check_compact_inputs(compact, ids=ids, categories=categories, confidence=confidence)
+    return ScoreBatch(n, preds, target, mask, ids, categories, confidence, n_relevant, ideal)
