@@ -445,9 +445,19 @@ def test_a_misplaced_test_is_caught(tmp_path):
 
 # -- the inputs layer: each input form's check sequence in one place --------------------------
 
-# check -> the modules that may call it: the embedding sequence lives in inputs.embeddings
-# (an adapter's batch is checked per update by the accumulator, its values once, at compute)
+# check -> the modules that may call it: the embedding sequence lives in inputs.embeddings,
+# the score sequences (dense, flat, R given, an accumulator's batch) in inputs.scores, the
+# ranked lists' in inputs.ranked (an adapter's embedding batch is checked per update by the
+# accumulator, the values once, at compute; the flat drop-ins' entries by accumulator.flat)
+SCORE_OWNERS = {"inputs.scores", "inputs.ranked"}
 CHECK_OWNERS = {
+    "check_score_options": SCORE_OWNERS,
+    "check_per_query_keys": SCORE_OWNERS,
+    "check_tie_keys": {"inputs.scores"},
+    "check_scores": {"inputs.scores", "evaluation.accumulator.flat"},
+    "check_score_batch": {"inputs.scores", "evaluation.accumulator.scores"},  # score_batch_values(checked=False)
+    "as_categories": SCORE_OWNERS,
+    "as_tensors": SCORE_OWNERS | {"evaluation.accumulator.embeddings"},
     "check_embedding_values": {"inputs.embeddings"},
     "check_embeddings": {"inputs.embeddings", "evaluation.accumulator.embeddings"},
     "check_labels": {"inputs.embeddings", "evaluation.accumulator.embeddings"},
@@ -464,8 +474,9 @@ def _calls(tree: ast.AST) -> Set[str]:
 
 
 def test_each_check_sequence_is_written_once():
-    """The embedding checks are called from the inputs layer (``inputs.embeddings``), not
-    written again by an entry point (the one-process, the distributed and the adapters')."""
+    """The embedding and score checks are called from the inputs layer (``inputs.embeddings``,
+    ``inputs.scores``, ``inputs.ranked``), not written again by an entry point (the
+    one-process, the distributed and the adapters')."""
     for check, owners in CHECK_OWNERS.items():
         callers = {name for name, tree in TREES.items() if check in _calls(tree) and not name.startswith("validate")}
         assert callers <= owners, (check, sorted(callers - owners))

@@ -27,13 +27,12 @@ from ..ranking.groups import group_flat
 from ..ranking.topk import row_blocks
 from ..ranking.ranking import Ranking
 from ..stats.aggregate import MetricResults, aggregate_checked
-from ..validate import (
-    as_categories, as_tensors, check_per_query_keys, check_score_options, check_scores, check_stats_options,
-    check_values, tensor_device, widen_unsigned,
-)
+from ..inputs.ranked import RankedInputs, check_indexes, ranked_inputs
+from ..inputs.scores import ScoreInputs
+from ..validate import widen_unsigned
 from ..validate.stats import N_RESAMPLES
 
-__all__ = ["evaluate_ranked", "ranked_values", "ranked_lists", "rank_scores", "scores_ranked_values"]
+__all__ = ["evaluate_ranked", "evaluate_ranked_inputs", "ranked_values", "ranked_lists", "rank_scores", "scores_ranked_values"]
 
 
 def _as_gains(gains: Tensor, name: str = "gains") -> Tensor:
@@ -45,15 +44,6 @@ def _as_gains(gains: Tensor, name: str = "gains") -> Tensor:
     if g.numel() and not bool(((g >= 0) & torch.isfinite(g)).all()):
         raise ValueError(f"{name} must be finite and >= 0")
     return g
-
-
-def _check_indexes(values: Tensor, indexes: Tensor, name: str) -> None:
-    if not isinstance(indexes, Tensor) or indexes.is_floating_point() or indexes.is_complex() \
-            or indexes.dtype == torch.bool:
-        raise TypeError("indexes must be an integer tensor (the query of each entry)")
-    if indexes.shape != values.shape or values.ndim != 1:
-        raise ValueError(f"with indexes, {name} and indexes must be 1-D of one length; got {tuple(values.shape)} and "
-                         f"{tuple(indexes.shape)}")
 
 
 def _padded_rows(indexes: Tensor, *arrays: Tensor):
@@ -94,7 +84,7 @@ def ranked_lists(gains: Tensor, indexes: Tensor) -> Tuple[Tensor, Tensor, Tensor
         >>> g.tolist(), valid.tolist(), ids.tolist()
         ([[2.0, 0.0, 0.0], [1.0, 0.0, 3.0]], [[True, False, False], [True, True, True]], [2, 7])
     """
-    _check_indexes(gains, indexes, "gains")
+    check_indexes(gains, indexes, "gains")
     (g,), valid, ids = _padded_rows(indexes, gains.to(torch.float64))
     return g, torch.ones_like(g, dtype=torch.bool) if valid is None else valid, ids
 
@@ -189,14 +179,17 @@ def evaluate_ranked(
     is padded to them (whole-list nDCG of binary gains adds its R ideal terms in
     constant memory). No loop over queries; everything on the gains' device.
     """
-    check_score_options(ties="stable", empty=empty, reduce=reduce)
-    keys, stats = _ranked_options(metrics, reduce=reduce, ci=ci, ci_method=ci_method, n_resamples=n_resamples,
-                                  seed=seed, keep_per_query=keep_per_query)
-    gains, n_relevant, ideal, mask, indexes = as_tensors(gains=gains, n_relevant=n_relevant, ideal=ideal, mask=mask,
-                                                         indexes=indexes)
-    categories = as_categories(categories, tensor_device(gains))
-    values, query_ids = ranked_values(gains, keys, n_relevant=n_relevant, ideal=ideal, mask=mask, indexes=indexes)
-    return _aggregate(values, keys, empty, reduce, categories, query_ids, stats)
+    inputs = ranked_inputs(gains, metrics, n_relevant=n_relevant, ideal=ideal, mask=mask, indexes=indexes,
+                           empty=empty, reduce=reduce, categories=categories, ci=ci, ci_method=ci_method,
+                           n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
+    return evaluate_ranked_inputs(inputs)
+
+
+def evaluate_ranked_inputs(inputs: RankedInputs) -> MetricResults:
+    """:func:`evaluate_ranked` of checked inputs."""
+    values, query_ids = ranked_values(inputs.gains, inputs.keys, n_relevant=inputs.n_relevant, ideal=inputs.ideal,
+                                      mask=inputs.mask, indexes=inputs.indexes)
+    return _aggregate(values, inputs.keys, inputs.categories, query_ids, inputs.options)
 
 
 def ranked_values(gains: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optional[Tensor] = None,
@@ -229,21 +222,11 @@ def ranked_values(gains: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optio
     return values, query_ids
 
 
-def _ranked_options(metrics, *, reduce, **stats):
-    """The parsed keys and the checked statistics options of :func:`evaluate_ranked` (``empty``
-    and ``reduce`` are checked by the entry point, :func:`~retrieval_core.validate.check_score_options`)."""
-    keys = parse_metrics(metrics)
-    check_per_query_keys(keys, "evaluate_embeddings computes them")
-    if any(m.confidence is not None for m in keys):
-        raise ValueError("confidence keys (erc:, conf:, spearman:, kendall:) need per-query confidences: use "
-                         "evaluate_scores(..., confidence=)")
-    return keys, check_stats_options(keys, reduce=reduce, **stats)
-
-
-def _aggregate(values: Tensor, keys, empty: str, reduce: str, categories, query_ids, stats) -> MetricResults:
-    """The aggregation of checked options (no confidence keys here)."""
+def _aggregate(values: Tensor, keys, categories, query_ids, stats) -> MetricResults:
+    """The aggregation of checked options (``empty``, ``reduce``, the interval's; no confidence keys here)."""
     ci = stats["ci"]
-    return aggregate_checked(values, [m.key for m in keys], empty=empty, reduce=reduce, categories=categories,
+    return aggregate_checked(values, [m.key for m in keys], empty=stats["empty"], reduce=stats["reduce"],
+                             categories=categories,
                              confidence=None, ties="stable", level=None if ci is None else float(ci),
                              ci_method=stats["ci_method"], n_resamples=stats["n_resamples"], seed=stats["seed"],
                              keep_per_query=stats["keep_per_query"], query_ids=query_ids)
@@ -336,28 +319,18 @@ def rank_scores(preds: Tensor, target: Tensor, *, indexes: Optional[Tensor] = No
     return target[order], None, indexes[order]
 
 
-def evaluate_scores_ranked(preds: Tensor, target: Tensor, metrics: Sequence[str], *, n_relevant: Optional[Tensor],
-                           ideal: Optional[Tensor], indexes: Optional[Tensor] = None, mask: Optional[Tensor] = None,
-                           ties: str = "stable", **options) -> MetricResults:
-    """:func:`~retrieval_core.evaluate_scores` with R (and the ideal gains) given: the
-    whole list ranked by its scores, then :func:`evaluate_ranked` (``ties``, ``empty`` and
-    ``reduce`` checked by ``evaluate_scores``, not again). The flat form is
-    first laid out as padded rows (no sort when each query's entries stand together),
-    then each row is sorted: no sort of all the entries."""
-    check_scores(preds, target, indexes=indexes, mask=mask)
-    check_values(preds, target)
-    if indexes is not None and options.get("categories") is not None:
-        raise ValueError("categories with the flat form and n_relevant: rank the lists and give one category per "
-                         "query to evaluate_ranked")
-    empty, reduce = options.pop("empty", "skip"), options.pop("reduce", "mean")
-    categories = options.pop("categories", None)
-    keys, stats = _ranked_options(metrics, reduce=reduce, **options)
-    ids = None
-    if indexes is not None:
-        _check_indexes(preds, indexes, "preds")
-        (preds, target), mask, ids = _padded_rows(indexes, preds, target)
-    values = _scores_values(preds, target, keys, n_relevant=n_relevant, ideal=ideal, mask=mask, ties=ties)
-    return _aggregate(values, keys, empty, reduce, categories, ids, stats)
+def evaluate_scores_ranked(inputs: ScoreInputs) -> MetricResults:
+    """:func:`~retrieval_core.evaluate_scores` of checked inputs with R (and the ideal gains)
+    given (``inputs.ranked``): the whole list ranked by its scores, then evaluated as
+    :func:`evaluate_ranked` does. The flat form is first laid out as padded rows (no sort
+    when each query's entries stand together), then each row is sorted: no sort of all the
+    entries."""
+    preds, target, mask, ids = inputs.preds, inputs.target, inputs.mask, None
+    if inputs.indexes is not None:
+        (preds, target), mask, ids = _padded_rows(inputs.indexes, preds, target)
+    values = _scores_values(preds, target, inputs.keys, n_relevant=inputs.n_relevant, ideal=inputs.ideal, mask=mask,
+                            ties=inputs.options["ties"])
+    return _aggregate(values, inputs.keys, inputs.categories, ids, inputs.options)
 
 
 def scores_ranked_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optional[Tensor],

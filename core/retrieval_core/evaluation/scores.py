@@ -19,32 +19,16 @@ from ..ranking.flat import sorted_flat_parts
 from ..ranking.groups import iter_flat_blocks, iter_groups
 from ..ranking.topk import DEEP_BLOCK_DIVISOR, row_blocks
 from ..ranking.ranking import Ranking
-from ..metrics.keys import MetricKey, depth_needed, parse_metrics, ranking_values
+from ..metrics.keys import MetricKey, depth_needed, ranking_values
 from .ranked import evaluate_scores_ranked
+from ..inputs.scores import ScoreInputs, score_inputs, score_value_inputs
 from ..validate import (
-    as_categories,
-    as_tensors,
-    check_categories,
-    check_confidence,
-    check_confidence_values,
-    check_per_query_keys,
-    check_score_options,
-    check_scores,
-    check_stats_options,
-    check_tie_keys,
-    check_ties,
-    check_values,
-    gain_max_flag,
-    score_flag,
-    sign_flag,
-    value_flags,
+    check_categories, check_confidence_values, check_values, gain_max_flag, score_flag, sign_flag, value_flags,
     value_flags_and_max,
-    tensor_device,
-    widen_unsigned,
 )
 from ..validate.stats import N_RESAMPLES
 
-__all__ = ["evaluate_scores", "score_values", "ranking_values", "QueryValues"]
+__all__ = ["evaluate_scores", "evaluate_score_inputs", "score_values", "ranking_values", "QueryValues"]
 
 
 @dataclass
@@ -156,14 +140,9 @@ def score_values(
     Where host reads synchronise (``sizing.sync_free``), the number of host reads
     per call does not grow with the input.
     """
-    check_ties(ties)
-    keys = parse_metrics(metrics)
-    check_per_query_keys(keys, "evaluate_embeddings computes them")
-    check_tie_keys(keys, ties)
-    preds, target, indexes, mask = as_tensors(preds=preds, target=target, indexes=indexes, mask=mask)
-    check_scores(preds, target, indexes=indexes, mask=mask)
-    target, indexes = widen_unsigned("target", target), widen_unsigned("indexes", indexes)
-    return _score_values(preds, target, keys, indexes=indexes, mask=mask, ties=ties, block_elements=block_elements)
+    inputs = score_value_inputs(preds, target, metrics, indexes=indexes, mask=mask, ties=ties)
+    return _score_values(inputs.preds, inputs.target, inputs.keys, indexes=inputs.indexes, mask=inputs.mask,
+                         ties=ties, block_elements=block_elements)
 
 
 def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, indexes: Optional[Tensor],
@@ -171,8 +150,8 @@ def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, i
                   check: bool = False) -> QueryValues:
     """:func:`score_values` of checked inputs (parsed ``keys``, widened ``target`` and ``indexes``).
 
-    ``check``: dense rows under the CPU policy only (:func:`_fused_checks`): the values are
-    checked block by block, with the ranking (:func:`_checked_block_ranking`)."""
+    ``check``: dense rows under the CPU policy only (:func:`~retrieval_core.inputs.scores.fused_checks`):
+    the values are checked block by block, with the ranking (:func:`_checked_block_ranking`)."""
     depth, at_r, whole = depth_needed(keys)
     device = preds.device
     deep_elements = sizing.block_elements(device, deep=True)
@@ -215,13 +194,6 @@ def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, i
     ids = torch.cat(ids)
     order = torch.argsort(ids)
     return QueryValues(torch.cat(parts)[order], names, ids[order])
-
-
-def _fused_checks(preds: Tensor, indexes: Optional[Tensor]) -> bool:
-    """Whether :func:`evaluate_scores` checks the values block by block, inside the ranking
-    loop (dense rows, CPU policy: one pass less over each input than a check before the
-    loop; measured in BENCHMARKS.md), rather than once before it."""
-    return indexes is None and not sizing.sync_free(preds.device)
 
 
 def _per_query(values: Tensor, indexes: Tensor, query_ids: Tensor, n: int, name: str) -> Tensor:
@@ -341,45 +313,27 @@ def evaluate_scores(
         >>> r["erc:cmc@1"].item(), r.curves["erc:cmc@1"][1].tolist()  # the confident query is right
         (0.25, [0.0, 0.5])
     """
-    check_score_options(ties=ties, empty=empty, reduce=reduce)
-    preds, target, indexes, mask, confidence, n_relevant, ideal = as_tensors(
-        preds=preds, target=target, indexes=indexes, mask=mask, confidence=confidence, n_relevant=n_relevant,
-        ideal=ideal)
-    categories = as_categories(categories, tensor_device(preds, target))
-    if n_relevant is not None or ideal is not None:  # R given: the whole list ranked, then evaluate_ranked
-        if confidence is not None:
-            raise ValueError("confidence keys are not available with n_relevant or ideal")
-        return evaluate_scores_ranked(preds, target, metrics, n_relevant=n_relevant, ideal=ideal, indexes=indexes,
-                                      mask=mask, ties=ties, empty=empty, reduce=reduce, categories=categories, ci=ci,
-                                      ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                      keep_per_query=keep_per_query)
-    # every input is checked here, once, and the checked values passed down
-    keys = parse_metrics(metrics)
-    stats = check_stats_options(keys, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                keep_per_query=keep_per_query, reduce=reduce)
-    check_scores(preds, target, indexes=indexes, mask=mask)
-    target, indexes = widen_unsigned("target", target), widen_unsigned("indexes", indexes)
-    fused = _fused_checks(preds, indexes)
-    if not fused:
-        check_values(preds, target)
-    try:
-        if confidence is not None:  # structure before the work: the number of entries
-            check_confidence(confidence, preds.shape[0] if indexes is None else indexes.numel(),
-                             "query (row)" if indexes is None else "prediction (the flat form takes one per entry)",
-                             values=False)
-        check_per_query_keys(keys, "evaluate_embeddings computes them")
-        check_tie_keys(keys, ties)
-    except Exception:
-        if fused:  # the values' errors come first, as from the up-front check
-            check_values(preds, target)
-        raise
-    qv = _score_values(preds, target, keys, indexes=indexes, mask=mask, ties=ties, check=fused)
+    inputs = score_inputs(preds, target, metrics, indexes=indexes, mask=mask, ties=ties, empty=empty, reduce=reduce,
+                          categories=categories, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                          keep_per_query=keep_per_query, confidence=confidence, n_relevant=n_relevant, ideal=ideal)
+    if inputs.ranked:  # R given: the whole list ranked, then evaluate_ranked's values
+        return evaluate_scores_ranked(inputs)
+    return evaluate_score_inputs(inputs)
+
+
+def evaluate_score_inputs(inputs: ScoreInputs) -> MetricResults:
+    """:func:`evaluate_scores` of checked inputs (R not given)."""
+    options, indexes = inputs.options, inputs.indexes
+    qv = _score_values(inputs.preds, inputs.target, inputs.keys, indexes=indexes, mask=inputs.mask,
+                       ties=options["ties"], check=inputs.fused)
+    categories, confidence = inputs.categories, inputs.confidence
     if categories is not None:
         categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])
     if confidence is not None:
         confidence = _query_confidence(confidence, indexes, qv.query_ids, qv.values.shape[0])
-    return aggregate_checked(qv.values, qv.keys, empty=empty, reduce=reduce, categories=categories,
-                             query_ids=qv.query_ids, confidence=confidence, ties=ties,
-                             level=None if stats["ci"] is None else float(stats["ci"]), ci_method=stats["ci_method"],
-                             n_resamples=stats["n_resamples"], seed=stats["seed"],
-                             keep_per_query=stats["keep_per_query"])
+    ci = options["ci"]
+    return aggregate_checked(qv.values, qv.keys, empty=options["empty"], reduce=options["reduce"],
+                             categories=categories, query_ids=qv.query_ids, confidence=confidence,
+                             ties=options["ties"], level=None if ci is None else float(ci),
+                             ci_method=options["ci_method"], n_resamples=options["n_resamples"],
+                             seed=options["seed"], keep_per_query=options["keep_per_query"])

@@ -3,6 +3,13 @@
 ``embeddings``: :func:`embedding_inputs` (query/gallery embeddings, labels, ids,
 categories, confidence, options) gives an :class:`EmbeddingInputs` that the
 evaluations of one process and across ranks take down without checking again.
+``scores``: ``score_inputs`` (dense or flat scores, R given or not) gives a
+``ScoreInputs``; ``score_value_inputs`` checks ``score_values``' structure;
+``accumulated_score_options`` and ``score_batch_inputs`` are the score accumulator's.
+``ranked``: ``ranked_inputs`` (ranked lists) gives a ``RankedInputs``; ``ranked_keys``
+checks the keys of ranked lists (also the TREC keys without a trec_eval name).
+NumPy arrays become tensors through :func:`retrieval_core.validate.arrays.as_tensors`
+in each of them.
 The checks themselves are :mod:`retrieval_core.validate`'s (declared and counted
 there, :mod:`retrieval_core.validate.counting`).
 """

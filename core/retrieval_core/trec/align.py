@@ -35,6 +35,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from ..validate.counting import check
 from ._parse import numpy
 from .files import Qrels, Run
 
@@ -118,7 +119,8 @@ def _refuse_duplicates(np, query, doc, rank, n_docs: int, query_ids, docs, sourc
                              f"{where}; trec_eval refuses it too", source)
 
 
-def check_level(level) -> None:
+@check
+def check_relevance_level(level) -> None:
     """``level`` (trec_eval ``-l``) must be an int that an int64 holds, as the relevances are."""
     if isinstance(level, bool) or not isinstance(level, int):
         raise TypeError(f"level must be an int (rel >= level is relevant); got {level!r}")
@@ -157,7 +159,7 @@ def _check_arguments(run, qrels, level, max_per_query) -> None:
     if not isinstance(run, Run) or not isinstance(qrels, Qrels):
         raise TypeError(f"align(run, qrels) takes a Run and a Qrels; got {type(run).__name__}, "
                         f"{type(qrels).__name__}")
-    check_level(level)
+    check_relevance_level(level)
     if max_per_query is not None and (isinstance(max_per_query, bool) or not isinstance(max_per_query, int)
                                       or max_per_query < 0):
         raise ValueError(f"max_per_query must be a non-negative int or None; got {max_per_query!r}")

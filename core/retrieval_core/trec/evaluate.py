@@ -36,7 +36,9 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from retrieval_core import MetricResults, aggregate, evaluate_ranked, parse_metrics
+from retrieval_core import MetricResults, aggregate
+from retrieval_core.evaluation.ranked import ranked_values
+from retrieval_core.inputs.ranked import ranked_keys
 
 from .align import Aligned, align
 from .files import Qrels, Run
@@ -187,28 +189,31 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
 
 
 def _ranked(al: Aligned, keys: Sequence[str]) -> Dict[str, Tensor]:
-    """The keys without a trec_eval name, by :func:`retrieval_core.evaluate_ranked`: binary
-    relevance, but the judged positive rels as the gains of the DCG family (as nDCG's).
-    Queries go in groups of like lengths (of list and ideal), so that padding at most
-    doubles the entries whatever the longest list."""
-    specs = parse_metrics(keys)
-    graded = [m.key for m in specs if m.spec.trec_gains]
-    binary = [m.key for m in specs if m.key not in graded]
+    """The keys without a trec_eval name, as :func:`retrieval_core.evaluate_ranked` computes
+    them (``empty="zero"``): binary relevance, but the judged positive rels as the gains of
+    the DCG family (as nDCG's). The keys are checked once (:func:`ranked_keys`), then each
+    group of queries gives its values unchecked again (``ranked_values``). Queries go in
+    groups of like lengths (of list and ideal), so that padding at most doubles the entries
+    whatever the longest list."""
+    specs = ranked_keys(keys)
+    graded = tuple(m for m in specs if m.spec.trec_gains)
+    binary = tuple(m for m in specs if not m.spec.trec_gains)
     cols = {k: torch.zeros(len(al.query_ids), dtype=torch.float64) for k in keys}
     ideal_lens = al.ideal_offsets[1:] - al.ideal_offsets[:-1]
     for rows in length_groups(torch.maximum(al.num_ret, ideal_lens if graded else torch.zeros_like(ideal_lens))):
         relevant, valid = _rows(al.relevant, al.offsets, rows)
-        got = {}
+        got = []
         if binary:
-            got.update(evaluate_ranked(relevant.to(torch.float64), binary, n_relevant=al.n_relevant[rows],
-                                       mask=valid, empty="zero", reduce="none"))
+            got.append((binary, ranked_values(relevant.to(torch.float64), binary, n_relevant=al.n_relevant[rows],
+                                              mask=valid)[0]))
         if graded:
             gain, _ = _rows(al.gain, al.offsets, rows)
             ideal, _ = _rows(al.ideal, al.ideal_offsets, rows)
-            got.update(evaluate_ranked(gain, graded, n_relevant=(ideal > 0).sum(1), ideal=ideal, mask=valid,
-                                       empty="zero", reduce="none"))
-        for k, v in got.items():
-            cols[k][rows] = v
+            got.append((graded, ranked_values(gain, graded, n_relevant=(ideal > 0).sum(1), ideal=ideal,
+                                              mask=valid)[0]))
+        for part, values in got:  # empty="zero": an undefined value counts 0
+            for m, v in zip(part, values.masked_fill(torch.isnan(values), 0.0).unbind(1)):
+                cols[m.key][rows] = v
     return cols
 
 

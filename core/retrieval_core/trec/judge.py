@@ -53,7 +53,7 @@ from typing import Dict, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from .align import check_level
+from .align import check_relevance_level
 from ._parse import numpy
 from .files import Qrels
 
@@ -130,7 +130,7 @@ class QrelsJudge:
     def __init__(self, qrels: Qrels, *, level: int = 1, unjudged: str = "skip") -> None:
         if not isinstance(qrels, Qrels):
             raise TypeError(f"QrelsJudge takes a Qrels (read_qrels, qrels_from_dict); got {type(qrels).__name__}")
-        check_level(level)
+        check_relevance_level(level)
         if unjudged not in UNJUDGED:
             raise ValueError(f"unjudged must be one of {list(UNJUDGED)}; got {unjudged!r}")
         self.qrels, self.level, self.unjudged = qrels, level, unjudged

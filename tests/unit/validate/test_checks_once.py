@@ -24,6 +24,32 @@ CATEGORIES = ["a", "b"] * 3
 FLAT = dict(indexes=torch.arange(6).repeat_interleave(8))
 
 
+# TREC: rels 0/1/2, a document judged in one query only, a retrieved unjudged one, a query
+# without a run entry (complete=True), keys with (map, P_2, bpref) and without (mrr@10,
+# ndcg@3 graded) a trec_eval name, each through its own path
+TREC_QRELS = {"q1": {"a": 1, "b": 0, "c": 2}, "q2": {"x": 2, "y": 0}, "q3": {"z": 1}}
+TREC_RUN = {"q1": {"a": 0.9, "b": 0.8, "d": 0.7, "c": 0.6}, "q2": {"y": 1.0, "x": 0.5}}
+TREC_MEASURES = ["map", "P_2", "bpref", "mrr@10", "ndcg@3", "recall@2"]
+
+
+def _trec_dicts():
+    from retrieval_core.trec import evaluate_trec, qrels_from_dict, run_from_dict
+    return evaluate_trec(qrels_from_dict(TREC_QRELS), run_from_dict(TREC_RUN, tag="r"), TREC_MEASURES, level=1,
+                         complete=True, ci=0.9)
+
+
+def _trec_files():
+    import tempfile
+    from pathlib import Path
+    from retrieval_core.trec import evaluate_trec, read_qrels, read_run
+    with tempfile.TemporaryDirectory() as folder:
+        qrels, run = Path(folder) / "qrels", Path(folder) / "run"
+        qrels.write_text("".join(f"{q} 0 {d} {r}\n" for q, docs in TREC_QRELS.items() for d, r in docs.items()))
+        run.write_text("".join(f"{q} Q0 {d} {i + 1} {s} r\n" for q, docs in TREC_RUN.items()
+                               for i, (d, s) in enumerate(docs.items())))
+        return evaluate_trec(read_qrels(qrels), read_run(run), TREC_MEASURES, max_per_query=3)
+
+
 def _ignite(cls_name: str, batch, *args, **options):
     import ignite_retrieval
     metric = getattr(ignite_retrieval, cls_name)(*args, **options)
@@ -45,8 +71,22 @@ CALLS: Dict[str, Callable[[], object]] = {
     "scores_flat": lambda: rc.evaluate_scores(P.reshape(-1), T.reshape(-1), ["mrr@3", "map"], **FLAT),
     "scores_n_relevant": lambda: rc.evaluate_scores(P, T, ["recall@3", "ndcg@3"], n_relevant=T.sum(1) + 2,
                                                     ci=0.9, n_resamples=20),
+    "scores_flat_numpy": lambda: rc.evaluate_scores(P.reshape(-1).numpy(), T.reshape(-1).numpy(), ["mrr@3"],
+                                                    indexes=FLAT["indexes"].numpy(), categories=np.array(["a"] * 48),
+                                                    confidence=np.repeat(np.arange(6.0), 8)),
+    "scores_flat_n_relevant": lambda: rc.evaluate_scores(P.reshape(-1), T.reshape(-1), ["recall@3", "map"],
+                                                         n_relevant=T.sum(1) + 1, **FLAT),
     "ranked": lambda: rc.evaluate_ranked(GAINS, ["ndcg@3", "map"], n_relevant=(GAINS > 0).sum(1) + 1,
                                          categories=CATEGORIES, ci=0.8, n_resamples=20),
+    "ranked_numpy": lambda: rc.evaluate_ranked(GAINS.numpy(), ["mrr", "recall@3"], mask=np.ones((6, 5), bool),
+                                               n_relevant=((GAINS > 0).sum(1) + 1).numpy(),
+                                               categories=np.array(CATEGORIES), keep_per_query=True),
+    "ranked_flat": lambda: rc.evaluate_ranked(GAINS.reshape(-1), ["mrr", "ndcg"],
+                                              indexes=torch.arange(6).repeat_interleave(5)),
+    "score_values_flat_numpy": lambda: rc.score_values(P.reshape(-1).numpy(), T.reshape(-1).numpy(), ["ndcg@3"],
+                                                       indexes=FLAT["indexes"].numpy()),
+    "trec_dicts": lambda: _trec_dicts(),
+    "trec_files": lambda: _trec_files(),
     "score_values": lambda: rc.score_values(P, T, ["mrr@3"]),
     "embeddings": lambda: rc.evaluate_embeddings(X, Y, ["cmc@1", "map@r", "nmi"], return_neighbours=2),
     "embeddings_gallery": lambda: rc.evaluate_embeddings(
@@ -102,6 +142,56 @@ def test_the_embedding_checks_run_once_on_every_embedding_path():
         seen.append(dict(counts))
     assert seen[0] == seen[1] == seen[2]
     assert {"check_embeddings(query)", "check_labels(query_labels)", "check_embedding_values"} <= set(seen[0])
+
+
+# the checks each input form's call makes (inputs/: one sequence per form), each once; the
+# evaluations also check the per-query values they aggregate (check_representable); dense
+# rows on the CPU check their values inside the ranking loop (check_values only on an error)
+AGGREGATED = {"check_representable"}
+EXPECTED = {
+    "scores": {"check_score_options", "check_stats_options", "check_scores", "check_per_query_keys",
+               "check_tie_keys"} | AGGREGATED,
+    "scores_flat": {"check_score_options", "check_stats_options", "check_scores", "check_values",
+                    "check_per_query_keys", "check_tie_keys"} | AGGREGATED,
+    "scores_flat_n_relevant": {"check_score_options", "check_scores", "check_values", "check_per_query_keys",
+                               "check_stats_options"} | AGGREGATED,
+    "ranked_numpy": {"check_score_options", "check_per_query_keys", "check_stats_options"} | AGGREGATED,
+    "score_values_flat_numpy": {"check_ties(stable)", "check_per_query_keys", "check_tie_keys", "check_scores"},
+    "trec_dicts": {"check_relevance_level", "check_per_query_keys", "check_choice(empty)", "check_choice(reduce)",
+                   "check_ci_options", "check_keep_per_query", "check_representable"},
+}
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_each_input_form_makes_its_checks(name):
+    """The dense, flat, R-given, ranked (NumPy), score_values and TREC paths: the checks of
+    their inputs/ sequence, no other, each once."""
+    with count_checks() as counts:
+        CALLS[name]()
+    assert dict(counts) == {c: 1 for c in EXPECTED[name]}
+
+
+def test_the_trec_paths_check_as_one_another():
+    """A TREC evaluation from dicts and one from files make the same checks, once each (the
+    keys without a trec_eval name checked once, not once per group of queries)."""
+    seen = []
+    for name in ("trec_dicts", "trec_files"):
+        with count_checks() as counts:
+            CALLS[name]()
+        seen.append(dict(counts))
+    assert set(seen[0]) == set(seen[1]) and all(n == 1 for counts in seen for n in counts.values())
+
+
+def test_a_check_made_twice_is_caught(monkeypatch):
+    """The counter sees a check that a sequence makes twice (what the tests above would
+    report): here inputs.ranked's key checks, run twice."""
+    from retrieval_core.inputs import ranked
+    once = ranked.ranked_keys
+    monkeypatch.setattr(ranked, "ranked_keys", lambda metrics: (once(metrics), once(metrics))[1])
+    with count_checks() as counts:
+        CALLS["ranked"]()
+    with pytest.raises(AssertionError, match="check_per_query_keys"):
+        _once(counts)
 
 
 def test_n_relevant_checks_empty_and_reduce_once():

@@ -16,25 +16,24 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from ...distributed.duplicates import drop_duplicates
+from ...inputs.scores import accumulated_score_options, score_batch_inputs
 from ...metrics.keys import MetricKey, parse_metrics
 from ...stats.aggregate import MetricResults, aggregate_checked
 from ...validate import (
-    as_tensors, check_compact_inputs, check_confidence, check_confidence_values, check_per_query_keys,
-    check_representable, check_rows,
-    check_score_batch, check_score_options, check_stats_options, raise_value_flags, value_flags, widen_unsigned,
+    check_confidence_values, check_representable, check_score_batch, raise_value_flags, value_flags, widen_unsigned,
 )
 from ..ranked import scores_ranked_values
 from ..scores import _score_values
 from .state import Accumulator, same_rows
 from ...validate.stats import N_RESAMPLES
 
-__all__ = ["ScoreAccumulator", "ScoreRows", "check_score_rows", "score_batch_values", "compact_sums",
+__all__ = ["ScoreAccumulator", "score_batch_values", "compact_sums",
            "finalize_compact", "finalize_scores"]
 
 
@@ -57,11 +56,9 @@ class ScoreAccumulator(Accumulator):
                  n_resamples: int = N_RESAMPLES, seed: int = 0, keep_per_query: bool = True,
                  names: Tuple[str, str] = ("preds", "target"), dims: Optional[str] = None, numpy: bool = True,
                  **kwargs: Any) -> None:
-        self.parsed = parse_metrics(metrics)
-        check_per_query_keys(self.parsed, "use EmbeddingMetrics")
-        check_score_options(ties=ties, empty=empty, reduce=reduce, compact=compact, keys=self.parsed)
-        self.stats = check_stats_options(self.parsed, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                                         keep_per_query=keep_per_query, reduce=reduce, compact=compact)
+        self.parsed, self.stats = accumulated_score_options(
+            metrics, ties=ties, empty=empty, reduce=reduce, compact=compact, ci=ci, ci_method=ci_method,
+            n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
         self.keys: Tuple[str, ...] = tuple(m.key for m in self.parsed)
         self.ties, self.empty, self.reduce, self.compact = ties, empty, reduce, compact
         self.names, self.dims, self.numpy = names, dims, numpy
@@ -92,13 +89,9 @@ class ScoreAccumulator(Accumulator):
 
         ``device``: where NumPy inputs go. ``prepare(preds, target)``: the adapter's own
         preparation of checked inputs (a drop-in's binarised gains)."""
-        if self.numpy:
-            preds, target, ids, categories, confidence, mask, n_relevant, ideal = as_tensors(
-                device=device, preds=preds, target=target, ids=ids, categories=categories, confidence=confidence,
-                mask=mask, n_relevant=n_relevant, ideal=ideal)
-        n, ids, categories, confidence = check_score_rows(
-            preds, target, ids=ids, categories=categories, confidence=confidence, compact=self.compact, mask=mask,
-            names=self.names, dims=self.dims)
+        n, preds, target, mask, ids, categories, confidence, n_relevant, ideal = score_batch_inputs(
+            preds, target, ids=ids, categories=categories, confidence=confidence, mask=mask, n_relevant=n_relevant,
+            ideal=ideal, compact=self.compact, names=self.names, dims=self.dims, numpy=self.numpy, device=device)
         self._check_given(state, {"ids": ids is not None, "categories": categories is not None,
                                   "confidence": confidence is not None})
         if n == 0:
@@ -140,42 +133,11 @@ class ScoreAccumulator(Accumulator):
                                empty=self.empty, reduce=self.reduce, ties=self.ties, processes=processes, **self.stats)
 
 
-class ScoreRows(NamedTuple):
-    """The checked optional rows of a score batch of ``n`` queries."""
-
-    n: int
-    ids: Optional[Tensor]
-    categories: Optional[Tensor]
-    confidence: Optional[Tensor]
-
-
-def check_score_rows(preds: Tensor, target: Tensor, *, ids: Optional[Tensor] = None,
-                     categories: Optional[Tensor] = None, confidence: Optional[Tensor] = None,
-                     compact: bool = False, mask: Optional[Tensor] = None,
-                     names: Tuple[str, str] = ("preds", "target"), dims: Optional[str] = None) -> ScoreRows:
-    """Structure of one score batch and its optional rows (values are read at compute).
-
-    Example:
-        >>> check_score_rows(torch.tensor([[0.9, 0.2]]), torch.tensor([[1, 0]]), ids=torch.tensor([7])).ids
-        tensor([7])
-    """
-    check_score_batch(preds, target, mask=mask, names=names, **({} if dims is None else {"dims": dims}))
-    n = preds.shape[0]
-    if ids is not None:
-        ids = check_rows("ids", ids, n, lists=True)
-    if categories is not None:
-        categories = check_rows("categories", categories, n, lists=True)
-    if confidence is not None:  # values (finite) are read once, at compute
-        confidence = check_confidence(confidence, n, values=False, lists=True)
-    check_compact_inputs(compact, ids=ids, categories=categories, confidence=confidence)
-    return ScoreRows(n, ids, categories, confidence)
-
-
 def score_batch_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, ties: str = "stable",
                        mask: Optional[Tensor] = None, n_relevant: Optional[Tensor] = None,
                        ideal: Optional[Tensor] = None, checked: bool = False) -> Tuple[Tensor, Tensor]:
     """``([B, M] per-query values, [3] value flags)`` of a batch whose structure
-    :func:`check_score_rows` checked (``checked``: not again); the flags are summed over
+    :func:`~retrieval_core.inputs.scores.score_batch_inputs` checked (``checked``: not again); the flags are summed over
     batches and raised at compute (``raise_value_flags``).
 
     ``n_relevant[B]`` (R of each query's whole collection) and ``ideal[B, m]`` (its ideal
