@@ -28,7 +28,6 @@ from ..ranking.topk import row_blocks
 from ..ranking.ranking import Ranking
 from ..stats.aggregate import MetricResults, aggregate_checked
 from ..inputs.ranked import RankedInputs, check_indexes, ranked_inputs
-from ..inputs.scores import ScoreInputs
 from ..validate import widen_unsigned
 from ..validate.stats import N_RESAMPLES
 
@@ -317,20 +316,6 @@ def rank_scores(preds: Tensor, target: Tensor, *, indexes: Optional[Tensor] = No
     by_query = torch.sort(indexes.to(torch.int64)[order], stable=True).indices  # queries grouped, ranks kept
     order = order[by_query]
     return target[order], None, indexes[order]
-
-
-def evaluate_scores_ranked(inputs: ScoreInputs) -> MetricResults:
-    """:func:`~retrieval_core.evaluate_scores` of checked inputs with R (and the ideal gains)
-    given (``inputs.ranked``): the whole list ranked by its scores, then evaluated as
-    :func:`evaluate_ranked` does. The flat form is first laid out as padded rows (no sort
-    when each query's entries stand together), then each row is sorted: no sort of all the
-    entries."""
-    preds, target, mask, ids = inputs.preds, inputs.target, inputs.mask, None
-    if inputs.indexes is not None:
-        (preds, target), mask, ids = _padded_rows(inputs.indexes, preds, target)
-    values = _scores_values(preds, target, inputs.keys, n_relevant=inputs.n_relevant, ideal=inputs.ideal, mask=mask,
-                            ties=inputs.options["ties"])
-    return _aggregate(values, inputs.keys, inputs.categories, ids, inputs.options)
 
 
 def scores_ranked_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, n_relevant: Optional[Tensor],

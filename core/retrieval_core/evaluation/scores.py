@@ -20,7 +20,7 @@ from ..ranking.groups import iter_flat_blocks, iter_groups
 from ..ranking.topk import DEEP_BLOCK_DIVISOR, row_blocks
 from ..ranking.ranking import Ranking
 from ..metrics.keys import MetricKey, depth_needed, ranking_values
-from .ranked import evaluate_scores_ranked
+from .ranked import _aggregate, _padded_rows, _scores_values
 from ..inputs.scores import ScoreInputs, score_inputs, score_value_inputs
 from ..validate import (
     check_categories, check_confidence_values, check_values, gain_max_flag, score_flag, sign_flag, value_flags,
@@ -337,3 +337,17 @@ def evaluate_score_inputs(inputs: ScoreInputs) -> MetricResults:
                              ties=options["ties"], level=None if ci is None else float(ci),
                              ci_method=options["ci_method"], n_resamples=options["n_resamples"],
                              seed=options["seed"], keep_per_query=options["keep_per_query"])
+
+
+def evaluate_scores_ranked(inputs: ScoreInputs) -> MetricResults:
+    """:func:`~retrieval_core.evaluate_scores` of checked inputs with R (and the ideal gains)
+    given (``inputs.ranked``): the whole list ranked by its scores, then evaluated as
+    :func:`evaluate_ranked` does. The flat form is first laid out as padded rows (no sort
+    when each query's entries stand together), then each row is sorted: no sort of all the
+    entries."""
+    preds, target, mask, ids = inputs.preds, inputs.target, inputs.mask, None
+    if inputs.indexes is not None:
+        (preds, target), mask, ids = _padded_rows(inputs.indexes, preds, target)
+    values = _scores_values(preds, target, inputs.keys, n_relevant=inputs.n_relevant, ideal=inputs.ideal, mask=mask,
+                            ties=inputs.options["ties"])
+    return _aggregate(values, inputs.keys, inputs.categories, ids, inputs.options)

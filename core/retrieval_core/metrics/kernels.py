@@ -228,7 +228,7 @@ def dcg(r: Ranking, k: Cutoff) -> Tensor:
 def dcg_exp(r: Ranking, k: Cutoff) -> Tensor:
     """sum_{i<=k} (2^g_i - 1) / log2(i + 1); inf where float64 cannot hold it (the
     aggregation refuses that)."""
-    return unscale(_dcg(exp_gain(r.relevance, r.exp_shift), r, k), r.exp_shift)
+    return unscale(_dcg(r.exp_relevance, r, k), r.exp_shift)
 
 
 def ndcg(r: Ranking, k: Cutoff) -> Tensor:
@@ -238,7 +238,7 @@ def ndcg(r: Ranking, k: Cutoff) -> Tensor:
 
 def ndcg_exp(r: Ranking, k: Cutoff) -> Tensor:
     """nDCG@k with gain 2^rel - 1 (both DCGs scaled by 2^-exp_shift: the ratio stays exact)."""
-    return _dcg(exp_gain(r.relevance, r.exp_shift), r, k) / _ideal_dcg(r, k, exp=True)
+    return _dcg(r.exp_relevance, r, k) / _ideal_dcg(r, k, exp=True)
 
 
 def rbp_weights(r: Ranking, p: float) -> Tensor:

@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .gains import EXP_HEADROOM
+from .gains import EXP_HEADROOM, exp_gain
 from .tie_groups import TieGroups
 
 __all__ = ["Ranking", "discounts"]
@@ -237,6 +237,12 @@ class Ranking:
             top = torch.maximum(top, self.ideal[:, 0])
         shift = (torch.ceil(top) - EXP_HEADROOM).clamp(min=0.0)
         return shift if self.tie_exp_shift is None else torch.maximum(shift, self.tie_exp_shift)
+
+    @cached_property
+    def exp_relevance(self) -> Tensor:
+        """``[Q, d]`` 2^g - 1 of the ranked gains, scaled by ``2^-exp_shift`` per query (the
+        exponential gains of dcg_exp and ndcg_exp, their tied groups' included)."""
+        return exp_gain(self.relevance, self.exp_shift)
 
     @cached_property
     def tie_groups(self):

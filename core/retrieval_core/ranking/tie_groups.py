@@ -7,7 +7,6 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .gains import exp_gain
 
 __all__ = ["TieGroups", "safe_div"]
 
@@ -84,7 +83,7 @@ class TieGroups:
         past = r.tie_exp_gain
         if past is not None:  # scaled by 2^-tie_exp_shift; exp_shift is at least that
             past = past * torch.exp2((0.0 if r.tie_exp_shift is None else r.tie_exp_shift) - r.exp_shift)
-        return self._sums(exp_gain(r.relevance, r.exp_shift), past)[0]
+        return self._sums(r.exp_relevance, past)[0]
 
     @cached_property
     def p_hit(self) -> Tensor:

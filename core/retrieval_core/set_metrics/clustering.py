@@ -13,7 +13,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..validate.stats import check_seed
+from ..validate.options import check_seed
 from ._common import _check_finite, _check_int, _check_real_dtype, _check_tensor, _chunk_rows
 from .mutual_info import _check_labels, mutual_info_scores
 

@@ -32,7 +32,8 @@ from typing import Dict, Mapping, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..validate.stats import check_level, check_resampling, check_seed
+from ..validate.options import check_seed
+from ..validate.stats import check_level, check_resampling
 from .special import t_ppf, t_sf
 
 __all__ = ["Comparison", "compare", "compare_many", "adjust_p_values", "TESTS", "CORRECTIONS"]

@@ -26,7 +26,8 @@ import torch
 from torch import Tensor
 
 from .special import beta_hdi
-from ..validate.stats import N_RESAMPLES, check_seed
+from ..validate.options import check_seed
+from ..validate.stats import N_RESAMPLES
 
 __all__ = ["intervals", "macro_intervals", "bootstrap_statistics", "check_binary"]
 

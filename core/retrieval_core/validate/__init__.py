@@ -42,7 +42,7 @@ from .values import (  # noqa: F401
 from .options import (  # noqa: F401
     BACKENDS, EMPTY, PER_CLASS, REDUCE, TIES, check_backend, check_choice, check_compact_keys,
     check_embedding_options, check_embedding_ties, check_memory_budget, check_per_query_keys,
-    check_return_neighbours, check_score_options, check_tie_keys, check_ties,
+    check_return_neighbours, check_score_options, check_seed, check_tie_keys, check_ties,
 )
 from .embeddings import (  # noqa: F401
     check_batch_like_earlier, check_embedding_values, check_embeddings, check_labels, check_pairs,
@@ -51,6 +51,6 @@ from .embeddings import (  # noqa: F401
 from .stats import (  # noqa: F401
     CI_METHODS, N_RESAMPLES, check_ci_keys, check_ci_options, check_confidence, check_confidence_range,
     check_confidence_values,
-    check_correlation_inputs, check_keep_per_query, check_level, check_resampling, check_seed,
+    check_correlation_inputs, check_keep_per_query, check_level, check_resampling,
     check_stats_options,
 )

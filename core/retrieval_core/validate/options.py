@@ -15,7 +15,7 @@ from .counting import check
 __all__ = [
     "TIES", "EMPTY", "REDUCE", "PER_CLASS", "BACKENDS", "check_choice", "check_per_query_keys", "check_ties",
     "check_tie_keys", "check_compact_keys", "check_embedding_ties", "check_score_options", "check_memory_budget",
-    "check_embedding_options", "check_backend", "check_return_neighbours",
+    "check_embedding_options", "check_backend", "check_return_neighbours", "check_seed",
 ]
 
 TIES = ("stable", "expected", "optimistic", "pessimistic")
@@ -222,3 +222,21 @@ def check_return_neighbours(k, n_gallery: Optional[int] = None) -> int:
     if n_gallery is not None and k > n_gallery:
         raise ValueError(f"return_neighbours={k} exceeds the gallery size {n_gallery}")
     return int(k)
+
+
+@check
+def check_seed(seed) -> int:
+    """The seed of a CPU ``torch.Generator`` (bootstrap, compare, k-means): an int that
+    ``manual_seed`` takes, from -2**63 to 2**64 - 1.
+
+    Example:
+        >>> check_seed(2**64)
+        Traceback (most recent call last):
+        ...
+        ValueError: seed must be an int from -2**63 to 2**64 - 1 (a torch.Generator seed); got 18446744073709551616
+    """
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int; got {seed!r}")
+    if not -(2**63) <= int(seed) <= 2**64 - 1:
+        raise ValueError(f"seed must be an int from -2**63 to 2**64 - 1 (a torch.Generator seed); got {seed!r}")
+    return int(seed)

@@ -7,7 +7,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from .options import check_choice
+from .options import check_choice, check_seed
 from .tensors import _shape, check_same_device, check_tensor
 from .counting import check
 
@@ -18,7 +18,7 @@ __all__ = [
     "N_RESAMPLES",
     "check_confidence", "check_confidence_values", "check_confidence_range", "check_correlation_inputs",
     "CI_METHODS", "check_level",
-    "check_seed", "check_resampling", "check_ci_options", "check_stats_options", "check_keep_per_query",
+    "check_resampling", "check_ci_options", "check_stats_options", "check_keep_per_query",
     "check_ci_keys",
 ]
 
@@ -139,24 +139,6 @@ def check_level(ci, or_none: str = "") -> float:
     if isinstance(ci, bool) or not isinstance(ci, numbers.Real) or not 0.0 < float(ci) < 1.0:
         raise ValueError(f"ci must be a level in (0, 1) such as 0.95{or_none}; got {ci!r}")
     return float(ci)
-
-
-@check
-def check_seed(seed) -> int:
-    """The seed of a CPU ``torch.Generator`` (bootstrap, compare, k-means): an int that
-    ``manual_seed`` takes, from -2**63 to 2**64 - 1.
-
-    Example:
-        >>> check_seed(2**64)
-        Traceback (most recent call last):
-        ...
-        ValueError: seed must be an int from -2**63 to 2**64 - 1 (a torch.Generator seed); got 18446744073709551616
-    """
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be an int; got {seed!r}")
-    if not -(2**63) <= int(seed) <= 2**64 - 1:
-        raise ValueError(f"seed must be an int from -2**63 to 2**64 - 1 (a torch.Generator seed); got {seed!r}")
-    return int(seed)
 
 
 @check
