@@ -94,27 +94,27 @@ def iter_groups(
         yield _sorted_part(indexes, None, low, arrays)
         return
     width = -(-(high - low + 1) // n_buckets)
-    bucket = torch.empty(n, dtype=torch.int8, device=indexes.device)
-    for rows in row_blocks(n, 1, entries):  # in slices: no int64 temporary of size n
-        bucket[rows] = torch.div(indexes[rows] - low, width, rounding_mode="floor").to(torch.int8)
     for b in range(n_buckets):
-        where = _positions(bucket, b, entries)
+        start = low + b * width
+        where = _positions(indexes, start, min(start + width - 1, high), entries)
         if where.numel():
-            yield _sorted_part(indexes, where, low + b * width, arrays, width)
-            del where
+            yield _sorted_part(indexes, where, start, arrays, width)
+        del where
 
 
-def _positions(bucket: Tensor, b: int, step: int) -> Tensor:
-    """Positions (in order) of the entries of bucket ``b``, found slice by slice (no
-    bool temporary of the input's size), as int32 when they fit."""
-    n = bucket.numel()
+def _positions(indexes: Tensor, first: int, last: int, step: int) -> Tensor:
+    """Positions (in order) of the entries with ids in ``[first, last]``, found slice by
+    slice (no temporary of the input's size; no stored bucket number per entry: a range
+    test of the ids costs about what a test of int8 numbers does), as int32 when they fit."""
+    n = indexes.numel()
     dtype = torch.int32 if n < 2**31 else torch.int64
     pieces = []
     for rows in row_blocks(n, 1, step):
-        found = (bucket[rows] == b).nonzero().squeeze(1)
+        ids = indexes[rows]
+        found = ((ids >= first) & (ids <= last)).nonzero().squeeze(1)
         if found.numel():
             pieces.append(found.to(dtype) + rows.start)
-    return torch.cat(pieces) if pieces else bucket.new_empty(0, dtype=dtype)
+    return torch.cat(pieces) if pieces else indexes.new_empty(0, dtype=dtype)
 
 
 def _sorted_part(indexes: Tensor, where: Optional[Tensor], start: int, arrays: Tuple[Tensor, ...],
