@@ -121,10 +121,13 @@ def _sorted_part(indexes: Tensor, where: Optional[Tensor], start: int, arrays: T
                  span: Optional[int] = None):
     """Groups and grouped copies of the entries ``where`` (all if None), ids in
     ``[start, start + span)`` (``span`` None: not known)."""
-    keys = indexes.to(torch.int64, copy=True) if where is None else indexes[where].to(torch.int64)
-    keys -= start
-    if (span if span is not None else int(keys.max()) + 1) <= 2**31 - 1:  # a 32-bit sort is ~1.6x faster on CPU
-        keys = keys.to(torch.int32)
+    if where is None:
+        keys = indexes.to(torch.int64, copy=True)
+        keys -= start
+        if (span if span is not None else int(keys.max()) + 1) <= 2**31 - 1:  # a 32-bit sort is ~1.6x faster on CPU
+            keys = keys.to(torch.int32)
+    else:
+        keys = _range_keys(indexes, where, start, span)
     keys, perm = torch.sort(keys, stable=True)
     first = lambda starts: indexes[perm[starts] if where is None else where[perm[starts]]]  # noqa: E731
     groups = _segments(keys, ids_of=first)
@@ -132,6 +135,17 @@ def _sorted_part(indexes: Tensor, where: Optional[Tensor], start: int, arrays: T
     take = perm if where is None else where[perm]
     del perm
     return groups, tuple(a.index_select(0, take) for a in arrays)  # faster than a[take]
+
+
+def _range_keys(indexes: Tensor, where: Tensor, start: int, span: int, step: int = 1 << 16) -> Tensor:
+    """``indexes[where] - start`` (each in ``[0, span)``) in the narrowest of int16, int32
+    and int64 that holds ``span - 1`` (exact; a narrower stable sort is faster and needs
+    less scratch, with the same order), gathered slice by slice (no int64 copy)."""
+    dtype = torch.int16 if span <= 2**15 else torch.int32 if span <= 2**31 else torch.int64
+    keys = torch.empty(where.numel(), dtype=dtype, device=indexes.device)
+    for rows in row_blocks(where.numel(), 1, step):
+        keys[rows] = indexes.index_select(0, where[rows]) - start
+    return keys
 
 
 def group_flat(indexes: Tensor, *arrays: Tensor) -> Tuple[Groups, Tuple[Tensor, ...]]:
