@@ -233,6 +233,7 @@ def rank_flat(
         position[torch.cat(rows)] = torch.arange(groups.n_queries, device=indexes.device)
         parts.append(Ranking.cat(blocks).select(position))
         ids.append(groups.ids)
+        del p_, t_, p, t  # this part's grouped copies go before the next part's sort (peak memory)
     ids = torch.cat(ids)
     order = torch.argsort(ids)
     return ids[order], Ranking.cat(parts).select(order)
