@@ -96,6 +96,8 @@ def iter_groups(
     width = -(-(high - low + 1) // n_buckets)
     for b in range(n_buckets):
         start = low + b * width
+        if start > high:  # the last ranges may hold no id; past 2**63 - 1 a bound is no int64
+            break
         where = _positions(indexes, start, min(start + width - 1, high), entries)
         if where.numel():
             yield _sorted_part(indexes, where, start, arrays, width)
