@@ -39,8 +39,8 @@ def _segments(keys: Tensor, ids_of=None) -> Groups:
 # Ungrouped flat input is regrouped in id-range buckets of about
 # sizing.bucket_entries(device) entries (at most sizing.max_buckets(device) of them):
 # the sort and the permuted copies then need a fraction of the input's memory, for
-# one cheap int8 scan per bucket. BUCKET_ENTRIES, when set, overrides the entries
-# per bucket on every device (tests).
+# one range scan of the ids per bucket (nothing of the input's size is stored).
+# BUCKET_ENTRIES, when set, overrides the entries per bucket on every device (tests).
 BUCKET_ENTRIES: Optional[int] = None
 MAX_BUCKETS = sizing.MAX_BUCKETS
 
