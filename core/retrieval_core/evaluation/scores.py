@@ -191,6 +191,7 @@ def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, i
             values[rows] = _block_values(p, t, m, keys, depth, at_r, whole, ties=ties)
         parts.append(values)
         ids.append(groups.ids)
+        del p_, t_, p, t  # this part's grouped copies go before the next part's sort (peak memory)
     ids = torch.cat(ids)
     order = torch.argsort(ids)
     return QueryValues(torch.cat(parts)[order], names, ids[order])

@@ -229,10 +229,11 @@ def rank_flat(
         for q, p, t, m in iter_flat_blocks(groups, p_, t_, block_elements):
             blocks.append(rank_dense(p, t, depth, mask=m, need_ideal=need_ideal, ties=ties))
             rows.append(q)
-        position = torch.empty_like(groups.ids)
+        position = torch.empty_like(groups.ids, dtype=torch.int64)  # ids may be int8-int32
         position[torch.cat(rows)] = torch.arange(groups.n_queries, device=indexes.device)
         parts.append(Ranking.cat(blocks).select(position))
         ids.append(groups.ids)
+        del p_, t_, p, t  # this part's grouped copies go before the next part's sort (peak memory)
     ids = torch.cat(ids)
     order = torch.argsort(ids)
     return ids[order], Ranking.cat(parts).select(order)

@@ -39,8 +39,8 @@ def _segments(keys: Tensor, ids_of=None) -> Groups:
 # Ungrouped flat input is regrouped in id-range buckets of about
 # sizing.bucket_entries(device) entries (at most sizing.max_buckets(device) of them):
 # the sort and the permuted copies then need a fraction of the input's memory, for
-# one cheap int8 scan per bucket. BUCKET_ENTRIES, when set, overrides the entries
-# per bucket on every device (tests).
+# one range scan of the ids per bucket (nothing of the input's size is stored).
+# BUCKET_ENTRIES, when set, overrides the entries per bucket on every device (tests).
 BUCKET_ENTRIES: Optional[int] = None
 MAX_BUCKETS = sizing.MAX_BUCKETS
 
@@ -94,37 +94,42 @@ def iter_groups(
         yield _sorted_part(indexes, None, low, arrays)
         return
     width = -(-(high - low + 1) // n_buckets)
-    bucket = torch.empty(n, dtype=torch.int8, device=indexes.device)
-    for rows in row_blocks(n, 1, entries):  # in slices: no int64 temporary of size n
-        bucket[rows] = torch.div(indexes[rows] - low, width, rounding_mode="floor").to(torch.int8)
     for b in range(n_buckets):
-        where = _positions(bucket, b, entries)
+        start = low + b * width
+        if start > high:  # the last ranges may hold no id; past 2**63 - 1 a bound is no int64
+            break
+        where = _positions(indexes, start, min(start + width - 1, high), entries)
         if where.numel():
-            yield _sorted_part(indexes, where, low + b * width, arrays, width)
-            del where
+            yield _sorted_part(indexes, where, start, arrays, width)
+        del where
 
 
-def _positions(bucket: Tensor, b: int, step: int) -> Tensor:
-    """Positions (in order) of the entries of bucket ``b``, found slice by slice (no
-    bool temporary of the input's size), as int32 when they fit."""
-    n = bucket.numel()
+def _positions(indexes: Tensor, first: int, last: int, step: int) -> Tensor:
+    """Positions (in order) of the entries with ids in ``[first, last]``, found slice by
+    slice (no temporary of the input's size; no stored bucket number per entry: a range
+    test of the ids costs about what a test of int8 numbers does), as int32 when they fit."""
+    n = indexes.numel()
     dtype = torch.int32 if n < 2**31 else torch.int64
     pieces = []
     for rows in row_blocks(n, 1, step):
-        found = (bucket[rows] == b).nonzero().squeeze(1)
+        ids = indexes[rows]
+        found = ((ids >= first) & (ids <= last)).nonzero().squeeze(1)
         if found.numel():
             pieces.append(found.to(dtype) + rows.start)
-    return torch.cat(pieces) if pieces else bucket.new_empty(0, dtype=dtype)
+    return torch.cat(pieces) if pieces else indexes.new_empty(0, dtype=dtype)
 
 
 def _sorted_part(indexes: Tensor, where: Optional[Tensor], start: int, arrays: Tuple[Tensor, ...],
                  span: Optional[int] = None):
     """Groups and grouped copies of the entries ``where`` (all if None), ids in
     ``[start, start + span)`` (``span`` None: not known)."""
-    keys = indexes.to(torch.int64, copy=True) if where is None else indexes[where].to(torch.int64)
-    keys -= start
-    if (span if span is not None else int(keys.max()) + 1) <= 2**31 - 1:  # a 32-bit sort is ~1.6x faster on CPU
-        keys = keys.to(torch.int32)
+    if where is None:
+        keys = indexes.to(torch.int64, copy=True)
+        keys -= start
+        if (span if span is not None else int(keys.max()) + 1) <= 2**31 - 1:  # a 32-bit sort is ~1.6x faster on CPU
+            keys = keys.to(torch.int32)
+    else:
+        keys = _range_keys(indexes, where, start, span)
     keys, perm = torch.sort(keys, stable=True)
     first = lambda starts: indexes[perm[starts] if where is None else where[perm[starts]]]  # noqa: E731
     groups = _segments(keys, ids_of=first)
@@ -132,6 +137,17 @@ def _sorted_part(indexes: Tensor, where: Optional[Tensor], start: int, arrays: T
     take = perm if where is None else where[perm]
     del perm
     return groups, tuple(a.index_select(0, take) for a in arrays)  # faster than a[take]
+
+
+def _range_keys(indexes: Tensor, where: Tensor, start: int, span: int, step: int = 1 << 16) -> Tensor:
+    """``indexes[where] - start`` (each in ``[0, span)``) in the narrowest of int16, int32
+    and int64 that holds ``span - 1`` (exact; a narrower stable sort is faster and needs
+    less scratch, with the same order), gathered slice by slice (no int64 copy)."""
+    dtype = torch.int16 if span <= 2**15 else torch.int32 if span <= 2**31 else torch.int64
+    keys = torch.empty(where.numel(), dtype=dtype, device=indexes.device)
+    for rows in row_blocks(where.numel(), 1, step):
+        keys[rows] = indexes.index_select(0, where[rows]) - start
+    return keys
 
 
 def group_flat(indexes: Tensor, *arrays: Tensor) -> Tuple[Groups, Tuple[Tensor, ...]]:
