@@ -157,7 +157,7 @@ def test_measures_without_a_core_key_alone():
 
 
 def test_keys_without_a_trec_eval_name_pad_by_length_groups_not_to_the_longest_list(monkeypatch):
-    """One long list among many short ones: the keys evaluate_ranked computes (no trec_eval
+    """One long list among many short ones: the keys ranked_values computes (no trec_eval
     name) go in groups of like lengths, never as [queries, longest list]; values as alone."""
     import retrieval_core.trec.evaluate as ev
 
@@ -167,8 +167,8 @@ def test_keys_without_a_trec_eval_name_pad_by_length_groups_not_to_the_longest_l
     qrels = {q: {"d0": i % 2, "d3": 1, "d17": 2} for i, q in enumerate(run)}
     keys = ["mrr@10", "ndcg_exp", "precision_adaptive@3", "hit_rate@50"]
     seen = []
-    real = ev.evaluate_ranked
-    monkeypatch.setattr(ev, "evaluate_ranked", lambda g, *a, **k: seen.append(g.numel()) or real(g, *a, **k))
+    real = ev.ranked_values
+    monkeypatch.setattr(ev, "ranked_values", lambda g, *a, **k: seen.append(g.numel()) or real(g, *a, **k))
     got = evaluate_trec(qrels_from_dict(qrels), run_from_dict(run), keys)
     entries = sum(len(d) for d in run.values())
     assert max(seen) <= 2 * entries + 65536  # padded to the longest: 3001 x 20000 slots
