@@ -2,7 +2,7 @@
 
 Every weight vector on the grid ``{0, step, 2 step, ..., 1}^n`` whose weights sum to 1 is tried
 (counted in integer multiples of ``step``, so no grid point is lost to rounding; ranx sums the
-floats and drops those, e.g. ``(0.1, 0.2, 0.7)``, whose float sum is not exactly 1). Each candidate's
+floats and drops those, e.g. ``(0.2, 0.7, 0.1)``, whose float sum is not exactly 1). Each candidate's
 fused run is evaluated against the qrels with :func:`~retrieval_core.trec.evaluate_trec` (every qrels
 query counts, 0 where the fused run has none: trec_eval ``-c``); the best mean wins, the last in grid
 order (lexicographic, first weight slowest) among equals, as ranx's ``>=`` picks.
