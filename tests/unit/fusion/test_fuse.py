@@ -154,3 +154,12 @@ def test_aliases():
     run = run_from_dict({"q": {"d": 1.0, "e": 0.5}})
     assert fuse([run, run], method="CombMNZ").to_dict() == fuse([run, run], method="mnz").to_dict()
     assert fuse([run, run], method="sum", norm="min_max").to_dict() == fuse([run, run], method="sum").to_dict()
+
+
+def test_an_empty_run_contributes_nothing():
+    a = run_from_dict({"q1": {"d": 1.0, "e": 3.0}})
+    empty = run_from_dict({})
+    for method in METHODS:
+        want = fuse([a], method=method, norm="zmuv", weights=[0.5] if method == "wsum" else None).to_dict()
+        got = fuse([a, empty], method=method, norm="zmuv", weights=[0.5, 0.5] if method == "wsum" else None)
+        assert got.query_ids == ("q1",) and got.to_dict() == want
