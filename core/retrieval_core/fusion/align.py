@@ -64,16 +64,20 @@ def check_runs(runs: Sequence[Run]) -> None:
 
 
 def _doc_maps(runs: Sequence[Run], device) -> Tuple[Vocabulary, List[Tensor]]:
-    """The shared vocabulary and, per run, its doc index -> shared index (one vocabulary shared: itself)."""
+    """The shared vocabulary and, per run, its doc index -> shared index (one vocabulary shared: itself).
+    The runs' id columns are joined and put in the new vocabulary at once (one factorisation)."""
     if all(run.docs is runs[0].docs for run in runs):
         return runs[0].docs, [None] * len(runs)
     docs = Vocabulary()
-    maps = []
-    for run in runs:
-        ids = run.docs.take(np.arange(len(run.docs), dtype=np.int64))
-        codes = docs.extend(ids) if len(run.docs) else np.zeros(0, np.int64)
-        maps.append(torch.as_tensor(np.asarray(codes, dtype=np.int64), device=device))
-    return docs, maps
+    sizes = [len(run.docs) for run in runs]
+    columns = [run.docs.take(np.arange(n, dtype=np.int64)) for run, n in zip(runs, sizes) if n]
+    if not columns:
+        return docs, [torch.zeros(0, dtype=torch.int64, device=device) for _ in runs]
+    joined = columns[0]
+    for column in columns[1:]:
+        joined = joined.concat(np, column)
+    codes = torch.as_tensor(np.asarray(docs.extend(joined), dtype=np.int64), device=device)
+    return docs, list(torch.split(codes, sizes))
 
 
 def align_runs(runs: Sequence[Run]) -> AlignedRuns:
