@@ -48,7 +48,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     # the package itself: its public API (retrieval_core.__all__)
     ("public", ("__init__",)),
     # applications built on the public API
-    ("application", ("cli", "reporting", "compat", "trec")),
+    ("application", ("cli", "reporting", "compat", "trec", "fusion")),
 )
 
 
