@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from ..metrics.items import ItemLists
-from ..metrics.keys import AT_R, WHOLE, MetricKey, parse_metrics
+from ..metrics.keys import MetricKey, depth_needed, parse_metrics
 from ..ranking.ranking import Ranking
 from ..validate import as_categories, as_tensors, check_categories, check_score_options, check_stats_options
 from ..validate.stats import N_RESAMPLES
@@ -104,8 +104,9 @@ def ideal_width(inputs: TopkInputs, keys) -> int:
     keys = [m for m in keys if m.spec.needs_ideal]
     if not keys or inputs.binary:
         return 0
-    width = max([m.cutoff for m in keys if isinstance(m.cutoff, int)], default=1)
-    if any(m.depth in (AT_R, WHOLE) for m in keys) and inputs.n_relevant.numel():
+    depth = depth_needed(keys)
+    width = max(depth.k, 1)
+    if (depth.at_r or depth.whole) and inputs.n_relevant.numel():
         width = max(width, int(inputs.n_relevant.max()))
     return width
 

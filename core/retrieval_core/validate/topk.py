@@ -157,7 +157,7 @@ def check_topk_keys(keys, width: int, *, n_items_given: bool, popularity: bool, 
             raise ValueError(f"{m.key} needs every candidate of the collection, which a top-k list does not hold")
         if m.spec.kernel is None and not m.spec.items:
             raise ValueError(f"{m.key}: embedding-set metrics need embeddings; use evaluate_embeddings")
-        if isinstance(m.cutoff, int) and m.cutoff > width:
+        if m.form == "k" and m.cutoff > width:  # an @k key (spec.AT_K)
             raise ValueError(f"{m.key} cuts at {m.cutoff} but topk holds {width} items per user: the lists must "
                              "reach the cutoff (pad a short list with -1)")
         need = {"n_items": n_items_given, "item_popularity": popularity,
