@@ -85,7 +85,7 @@ def topk_inputs(topk, truth, metrics, *, n_items: Optional[int] = None, item_pop
     truth_keys, truth_gains, scale = check_truth(truth, ids.shape[0], n_items)
     popularity, item_categories, item_embeddings = check_item_data(
         n_items if n_items is not None else scale, item_popularity, item_categories, item_embeddings)
-    check_topk_keys(keys, ids.shape[1], n_items_given=n_items is not None, popularity=popularity is not None,
+    check_topk_keys(keys, ids, n_items_given=n_items is not None, popularity=popularity,
                     similarity=item_categories is not None or item_embeddings is not None)
     categories = as_categories(categories, ids.device)
     if categories is not None:

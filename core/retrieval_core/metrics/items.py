@@ -115,7 +115,8 @@ def popularity(lists: ItemLists, k: int) -> Tensor:
 
 def novelty(lists: ItemLists, k: int) -> Tensor:
     """The mean self-information -log2(p_i) of the user's first k items, p_i = popularity_i /
-    sum_j popularity_j (the item's share of all interactions); inf for an item of popularity 0."""
+    sum_j popularity_j (the item's share of all interactions; every listed item's popularity > 0,
+    checked by ``validate.topk.check_topk_keys``)."""
     ids, valid = lists.cut(k)
     share = lists.popularity / lists.popularity.sum()
     return _mean_over_list(-torch.log2(share[ids]), valid)

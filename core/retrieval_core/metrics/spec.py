@@ -199,7 +199,7 @@ REGISTRY: Dict[str, MetricSpec] = {
         # beyond-accuracy metrics of top-k lists (docs/metrics.md), evaluated by evaluate_topk
         _item_spec("popularity", I.popularity, item_data=("item_popularity",), bounded=False, lower_is_better=True,
                    names=Names(torch_geometric="LinkPredAveragePopularity")),
-        _item_spec("novelty", I.novelty, item_data=("item_popularity",), bounded=False),
+        _item_spec("novelty", I.novelty, item_data=("item_popularity > 0",), bounded=False),
         _item_spec("diversity", I.diversity, item_data=("item_categories or item_embeddings",),
                    names=Names(torch_geometric="LinkPredDiversity")),
         _item_set_spec("coverage", I.coverage_values, item_data=("n_items",),

@@ -146,10 +146,12 @@ def check_item_data(n_items: int, item_popularity=None, item_categories=None, it
 
 
 @check
-def check_topk_keys(keys, width: int, *, n_items_given: bool, popularity: bool, similarity: bool) -> None:
-    """Keys that top-k lists of ``width`` items answer: no cutoff past the lists, no
-    metric that needs every candidate of the collection, no confidence key, and the item
-    data each beyond-accuracy key needs."""
+def check_topk_keys(keys, ids: Tensor, *, n_items_given: bool, popularity: Optional[Tensor], similarity: bool) -> None:
+    """Keys that the top-k lists ``ids`` answer: no cutoff past the lists, no metric that
+    needs every candidate of the collection, no confidence key, and the item data each
+    beyond-accuracy key needs (its spec's ``item_data``; ``"item_popularity > 0"``: a
+    popularity above 0 for every listed item, whose self-information -log2 p is finite)."""
+    width = ids.shape[1]
     for m in keys:
         if m.confidence is not None:
             raise ValueError(f"{m.key}: confidence keys need per-query confidences, which top-k lists do not hold")
@@ -160,8 +162,15 @@ def check_topk_keys(keys, width: int, *, n_items_given: bool, popularity: bool, 
         if m.form == "k" and m.cutoff > width:  # an @k key (spec.AT_K)
             raise ValueError(f"{m.key} cuts at {m.cutoff} but topk holds {width} items per user: the lists must "
                              "reach the cutoff (pad a short list with -1)")
-        need = {"n_items": n_items_given, "item_popularity": popularity,
-                "item_categories or item_embeddings": similarity}
-        missing = [name for name in m.spec.item_data if not need[name]]
+        given = {"n_items": n_items_given, "item_popularity": popularity is not None,
+                 "item_popularity > 0": popularity is not None,
+                 "item_categories or item_embeddings": similarity}
+        missing = [name for name in m.spec.item_data if not given[name]]
         if missing:
-            raise ValueError(f"{m.key} needs {missing[0]}=")
+            raise ValueError(f"{m.key} needs {missing[0].split(' > ')[0]}=")
+        if "item_popularity > 0" in m.spec.item_data:
+            listed = ids[:, :m.cutoff]
+            unseen = (listed >= 0) & (popularity[listed.clamp(min=0)] == 0)
+            if bool(unseen.any()):
+                raise ValueError(f"{m.key}: item {int(listed[unseen][0])} has popularity 0, whose self-information "
+                                 "-log2(share) is infinite; novelty needs every listed item's popularity > 0")
