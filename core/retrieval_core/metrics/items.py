@@ -2,7 +2,7 @@
 not whether they are relevant (docs/metrics.md, "Top-k lists (evaluate_topk)").
 
 Per user (averaged over users like the accuracy keys): ``popularity@k``, ``novelty@k``,
-``diversity@k``, each ``f(lists, k) -> [U]`` float64, NaN where the user's first k hold no
+``diversity@k``, ``tail@k``, each ``f(lists, k) -> [U]`` float64, NaN where the user's first k hold no
 item (diversity: fewer than two). Set-level (one value over all users): ``coverage@k``,
 ``gini@k``, ``entropy@k``, ``personalization@k``, each ``f(keys, lists) -> [value per key]``
 computed from the exposure counts alone (:func:`exposure_counts`: ``c_i``, the users whose
@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["ItemLists", "exposure_counts", "coverage", "gini", "entropy", "personalization",
-           "popularity", "novelty", "diversity", "item_values", "item_set_values",
+           "popularity", "novelty", "diversity", "tail", "tail_items", "item_values", "item_set_values",
            "coverage_values", "gini_values", "entropy_values", "personalization_values"]
 
 
@@ -33,13 +33,15 @@ __all__ = ["ItemLists", "exposure_counts", "coverage", "gini", "entropy", "perso
 class ItemLists:
     """Checked top-k lists and item data: ``ids`` ``[U, d]`` int64 item ids in rank order
     (-1 pads a short list), ``n_items`` (None: unknown), ``popularity`` float64 ``[I]``,
-    ``categories`` int64 ``[I]``, ``embeddings`` ``[I, D]`` (each None when not given)."""
+    ``categories`` int64 ``[I]``, ``embeddings`` ``[I, D]`` (each None when not given), and
+    ``tail_ratio``, what :func:`tail_items` reads."""
 
     ids: Tensor
     n_items: Optional[int] = None
     popularity: Optional[Tensor] = None
     categories: Optional[Tensor] = None
     embeddings: Optional[Tensor] = None
+    tail_ratio: float = 0.1
     _counts: Dict[int, Tensor] = field(default_factory=dict)
 
     def cut(self, k: int) -> Tuple[Tensor, Tensor]:
@@ -120,6 +122,24 @@ def novelty(lists: ItemLists, k: int) -> Tensor:
     ids, valid = lists.cut(k)
     share = lists.popularity / lists.popularity.sum()
     return _mean_over_list(-torch.log2(share[ids]), valid)
+
+
+def tail_items(popularity: Tensor, ratio: float) -> Tensor:
+    """``[I]`` bool: the long tail as RecBole's TailPercentage defines it, among the items seen
+    in training (popularity > 0): with ``ratio`` > 1, those seen at most ``ratio`` times; else
+    the max(floor(ratio * seen), 1) least popular ones, ties by lower id."""
+    seen = popularity > 0
+    if ratio > 1:
+        return seen & (popularity <= ratio)
+    ids = seen.nonzero().squeeze(1)  # increasing ids: the stable sort keeps them in that order among equals
+    least = ids[torch.sort(popularity[ids], stable=True).indices][:max(int(ids.numel() * ratio), 1)]
+    return torch.zeros_like(seen).index_fill_(0, least, True)
+
+
+def tail(lists: ItemLists, k: int) -> Tensor:
+    """The share of the user's first k items in the long tail (:func:`tail_items`)."""
+    ids, valid = lists.cut(k)
+    return _mean_over_list(tail_items(lists.popularity, lists.tail_ratio)[ids].to(torch.float64), valid)
 
 
 def _same_category_pairs(cats: Tensor, valid: Tensor) -> Tensor:

@@ -50,6 +50,7 @@ class Names(NamedTuple):
     pml: Optional[str] = None
     oml: Optional[str] = None
     torch_geometric: Optional[str] = None
+    recbole: Optional[str] = None
 
 
 _NO_EXPECTED_AT_K = ("has no closed form under ties='expected' (how many relevant and non-relevant candidates "
@@ -200,11 +201,13 @@ REGISTRY: Dict[str, MetricSpec] = {
         _item_spec("popularity", I.popularity, item_data=("item_popularity",), bounded=False, lower_is_better=True,
                    names=Names(torch_geometric="LinkPredAveragePopularity")),
         _item_spec("novelty", I.novelty, item_data=("item_popularity > 0",), bounded=False),
+        _item_spec("tail", I.tail, item_data=("item_popularity",), names=Names(recbole="TailPercentage")),
         _item_spec("diversity", I.diversity, item_data=("item_categories or item_embeddings",),
                    names=Names(torch_geometric="LinkPredDiversity")),
         _item_set_spec("coverage", I.coverage_values, item_data=("n_items",),
                        names=Names(torch_geometric="LinkPredCoverage")),
-        _item_set_spec("gini", I.gini_values, item_data=("n_items",), lower_is_better=True),
+        _item_set_spec("gini", I.gini_values, item_data=("n_items",), lower_is_better=True,
+                       names=Names(recbole="GiniIndex")),
         _item_set_spec("entropy", I.entropy_values, bounded=False),
         _item_set_spec("personalization", I.personalization_values,
                        names=Names(torch_geometric="LinkPredPersonalization")),

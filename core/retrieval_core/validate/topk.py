@@ -13,6 +13,7 @@ Example:
 """
 from __future__ import annotations
 
+import math
 from typing import Optional, Tuple
 
 import torch
@@ -120,10 +121,14 @@ def check_truth(truth, n_users: int, n_items: Optional[int]) -> Tuple[Tensor, Te
 
 
 @check
-def check_item_data(n_items: int, item_popularity=None, item_categories=None, item_embeddings=None):
+def check_item_data(n_items: int, item_popularity=None, item_categories=None, item_embeddings=None,
+                    tail_ratio: float = 0.1):
     """``(popularity float64 [I] or None, categories int64 [I] or None, embeddings [I, D] or None)``:
     one entry per item, popularity finite and >= 0, categories integers, embeddings
-    floating point and finite."""
+    floating point and finite; ``tail_ratio`` a finite number > 0."""
+    if isinstance(tail_ratio, bool) or not isinstance(tail_ratio, (int, float)) or not 0 < tail_ratio < math.inf:
+        raise ValueError(f"tail_ratio must be a number > 0 (a share of the items seen in training, or a count of "
+                         f"interactions above 1); got {tail_ratio!r}")
     if item_popularity is not None:
         if not isinstance(item_popularity, Tensor) or item_popularity.shape != (n_items,) \
                 or item_popularity.is_complex():

@@ -109,3 +109,23 @@ def test_undefined_set_values_are_nan():
 def test_novelty_of_an_item_never_seen_is_infinite_and_refused():
     with pytest.raises(ValueError, match="novelty@1: item 5 has popularity 0, whose self-information"):
         rc.evaluate_topk(torch.tensor([[5]]), TRUTH, ["novelty@1"], item_popularity=POPULARITY)
+
+
+@pytest.mark.parametrize("ratio, tail, expected", [
+    (0.1, {3}, (0, 1 / 2, 0)),  # max(floor(0.5), 1) = 1 item: the least popular, ties by id
+    (0.5, {3, 4}, (0, 1 / 2, 1 / 3)),  # floor(2.5) = 2 items
+    (2, {2, 3, 4}, (1 / 3, 1 / 2, 1 / 3)),  # a ratio above 1: seen at most twice
+])
+def test_tail_is_recboles_tail_percentage(ratio, tail, expected):
+    """Item 5 (popularity 0) is never tail: RecBole's tail is among the items seen in training."""
+    seen = sorted((int(c), i) for i, c in enumerate(POPULARITY.tolist()) if c > 0)
+    recbole = {i for c, i in seen if c <= ratio} if ratio > 1 else {i for _, i in seen[:max(int(len(seen) * ratio), 1)]}
+    assert recbole == tail == set(M.tail_items(POPULARITY, ratio).nonzero().squeeze(1).tolist())
+    r = rc.evaluate_topk(TOPK, TRUTH, ["tail@3"], item_popularity=POPULARITY, tail_ratio=ratio, reduce="none")
+    assert r["tail@3"].tolist() == pytest.approx(list(expected))
+
+
+@pytest.mark.parametrize("ratio", [0, -1, float("inf"), float("nan"), True, "0.1"])
+def test_tail_ratio_is_a_number_above_zero(ratio):
+    with pytest.raises(ValueError, match="tail_ratio must be a number > 0"):
+        rc.evaluate_topk(TOPK, TRUTH, ["tail@3"], item_popularity=POPULARITY, tail_ratio=ratio)
