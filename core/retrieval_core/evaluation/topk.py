@@ -40,6 +40,7 @@ def evaluate_topk(
     item_categories: Optional[Tensor] = None,
     item_embeddings: Optional[Tensor] = None,
     tail_ratio: float = 0.1,
+    history: Optional[Tensor] = None,
     empty: str = "skip",
     reduce: str = "mean",
     categories=None,
@@ -63,7 +64,7 @@ def evaluate_topk(
             lists' width, no key that needs every candidate: ``auroc``, ``fall_out``) and
             the beyond-accuracy keys (``coverage@k``, ``gini@k``, ``entropy@k``,
             ``personalization@k``: one value over all users; ``popularity@k``,
-            ``novelty@k``, ``diversity@k``, ``tail@k``: per user). docs/metrics.md defines them.
+            ``novelty@k``, ``diversity@k``, ``tail@k``, ``serendipity@k``: per user). docs/metrics.md defines them.
         n_items: the catalogue size (default: a sparse truth's columns, else the item
             data's length); ``coverage@k`` and ``gini@k`` need it.
         item_popularity: ``[I]`` each item's popularity (e.g. its training
@@ -73,6 +74,8 @@ def evaluate_topk(
         tail_ratio: the long tail of ``tail@k``, as RecBole's ``tail_ratio``: the share of
             the items seen in training (popularity > 0) that are least popular (at least
             one; ties by lower id), or with a value above 1 the items seen at most that often.
+        history: each user's training items, ``[2, H]`` (user, item) pairs or a sparse
+            ``[U, I]`` tensor (its entries > 0), for ``serendipity@k``.
         empty, reduce, categories, ci, ci_method, n_resamples, seed, keep_per_query:
             as :func:`~retrieval_core.evaluate_scores` (one category per user; a user
             without a relevant item is empty for the accuracy keys, a user with an
@@ -82,7 +85,7 @@ def evaluate_topk(
     """
     inputs = topk_inputs(topk, truth, metrics, n_items=n_items, item_popularity=item_popularity,
                          item_categories=item_categories, item_embeddings=item_embeddings, tail_ratio=tail_ratio,
-                         empty=empty, reduce=reduce,
+                         history=history, empty=empty, reduce=reduce,
                          categories=categories, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                          keep_per_query=keep_per_query)
     return evaluate_topk_inputs(inputs)

@@ -69,7 +69,7 @@ def _n_items(n_items, truth, *items) -> Optional[int]:
 
 
 def topk_inputs(topk, truth, metrics, *, n_items: Optional[int] = None, item_popularity=None, item_categories=None,
-                item_embeddings=None, tail_ratio: float = 0.1, empty: str = "skip", reduce: str = "mean", categories=None,
+                item_embeddings=None, tail_ratio: float = 0.1, history=None, empty: str = "skip", reduce: str = "mean", categories=None,
                 ci: Optional[float] = None, ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES,
                 seed: int = 0, keep_per_query: bool = False) -> TopkInputs:
     """Check every input of :func:`~retrieval_core.evaluate_topk` once (arguments as there)."""
@@ -77,22 +77,24 @@ def topk_inputs(topk, truth, metrics, *, n_items: Optional[int] = None, item_pop
     keys = tuple(parse_metrics(metrics))
     stats = check_stats_options(keys, reduce=reduce, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                 keep_per_query=keep_per_query)
-    topk, truth, item_popularity, item_categories, item_embeddings = as_tensors(
+    topk, truth, item_popularity, item_categories, item_embeddings, history = as_tensors(
         topk=topk, truth=truth, item_popularity=item_popularity, item_categories=item_categories,
-        item_embeddings=item_embeddings)
+        item_embeddings=item_embeddings, history=history)
     n_items = _n_items(n_items, truth, item_popularity, item_categories, item_embeddings)
     ids = check_topk(topk, n_items)
-    truth_keys, truth_gains, scale = check_truth(truth, ids.shape[0], n_items)
+    truth_keys, truth_gains, scale = check_truth("truth", truth, ids.shape[0], n_items)
+    seen, _, seen_scale = (None, None, 1) if history is None else check_truth("history", history, ids.shape[0],
+                                                                              n_items)
     popularity, item_categories, item_embeddings = check_item_data(
         n_items if n_items is not None else scale, item_popularity, item_categories, item_embeddings, tail_ratio)
     check_topk_keys(keys, ids, n_items_given=n_items is not None, popularity=popularity,
-                    similarity=item_categories is not None or item_embeddings is not None)
+                    similarity=item_categories is not None or item_embeddings is not None, history=seen is not None)
     categories = as_categories(categories, ids.device)
     if categories is not None:
         check_categories(categories, ids.shape[0], "user (row of topk)")
     n_relevant = torch.bincount(truth_keys // scale, minlength=ids.shape[0]) if truth_keys.numel() \
         else torch.zeros(ids.shape[0], dtype=torch.int64, device=ids.device)
-    lists = ItemLists(ids, n_items, popularity, item_categories, item_embeddings, float(tail_ratio))
+    lists = ItemLists(ids, n_items, popularity, item_categories, item_embeddings, float(tail_ratio), seen, seen_scale)
     return TopkInputs(keys, lists, truth_keys, truth_gains, scale, n_relevant.to(ids.device),
                       bool((truth_gains == 1).all()), categories, dict(stats, empty=empty, reduce=reduce))
 

@@ -2,7 +2,7 @@
 not whether they are relevant (docs/metrics.md, "Top-k lists (evaluate_topk)").
 
 Per user (averaged over users like the accuracy keys): ``popularity@k``, ``novelty@k``,
-``diversity@k``, ``tail@k``, each ``f(lists, k) -> [U]`` float64, NaN where the user's first k hold no
+``diversity@k``, ``tail@k``, ``serendipity@k``, each ``f(lists, k) -> [U]`` float64, NaN where the user's first k hold no
 item (diversity: fewer than two). Set-level (one value over all users): ``coverage@k``,
 ``gini@k``, ``entropy@k``, ``personalization@k``, each ``f(keys, lists) -> [value per key]``
 computed from the exposure counts alone (:func:`exposure_counts`: ``c_i``, the users whose
@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["ItemLists", "exposure_counts", "coverage", "gini", "entropy", "personalization",
-           "popularity", "novelty", "diversity", "tail", "tail_items", "item_values", "item_set_values",
+           "popularity", "novelty", "diversity", "tail", "tail_items", "serendipity", "item_values", "item_set_values",
            "coverage_values", "gini_values", "entropy_values", "personalization_values"]
 
 
@@ -34,7 +34,8 @@ class ItemLists:
     """Checked top-k lists and item data: ``ids`` ``[U, d]`` int64 item ids in rank order
     (-1 pads a short list), ``n_items`` (None: unknown), ``popularity`` float64 ``[I]``,
     ``categories`` int64 ``[I]``, ``embeddings`` ``[I, D]`` (each None when not given), and
-    ``tail_ratio``, what :func:`tail_items` reads."""
+    ``tail_ratio``, what :func:`tail_items` reads; ``history``: each user's training items as
+    sorted int64 keys ``user * history_scale + item`` (None: not given)."""
 
     ids: Tensor
     n_items: Optional[int] = None
@@ -42,6 +43,8 @@ class ItemLists:
     categories: Optional[Tensor] = None
     embeddings: Optional[Tensor] = None
     tail_ratio: float = 0.1
+    history: Optional[Tensor] = None
+    history_scale: int = 1
     _counts: Dict[int, Tensor] = field(default_factory=dict)
 
     def cut(self, k: int) -> Tuple[Tensor, Tensor]:
@@ -172,6 +175,40 @@ def diversity(lists: ItemLists, k: int) -> Tensor:
         unit = e / e.norm(dim=2, keepdim=True).clamp(min=1e-300) * valid.unsqueeze(2)
         pairs = unit.sum(1).pow(2).sum(1) - unit.pow(2).sum((1, 2))
     return torch.where(n > 1, 1.0 - pairs / (n * (n - 1)).clamp(min=1), float("nan"))
+
+
+def _history_similarity(lists: ItemLists, ids: Tensor) -> Tuple[Tensor, Tensor]:
+    """``([U, c] float64 the mean similarity of each listed item to the user's history items,
+    [U] int64 history sizes)``. The mean of cosines to unit vectors e_j is the dot product
+    with their mean, sum_j e_i . e_j / n = e_i . (sum_j e_j / n): one ``[U, D]`` mean per user,
+    no (listed item, history item) pair; with categories (one-hot vectors) it is the share of
+    the history in the listed item's category, counted as sorted (user, category) keys."""
+    users, items = lists.history // lists.history_scale, lists.history % lists.history_scale
+    n_users = ids.shape[0]
+    sizes = torch.bincount(users, minlength=n_users)
+    if lists.categories is not None:
+        codes = torch.unique(lists.categories, return_inverse=True)[1]
+        width = int(codes.max()) + 1
+        keys, counts = torch.unique(users * width + codes[items], return_counts=True)
+        wanted = torch.arange(n_users, device=ids.device).unsqueeze(1) * width + codes[ids]
+        at = torch.searchsorted(keys, wanted).clamp(max=max(keys.numel() - 1, 0))
+        same = torch.where(keys[at] == wanted, counts[at], 0) if keys.numel() else torch.zeros_like(wanted)
+        return same.to(torch.float64) / sizes.clamp(min=1).unsqueeze(1), sizes
+    e = lists.embeddings.to(torch.float64)
+    unit = e / e.norm(dim=1, keepdim=True).clamp(min=1e-300)
+    mean = torch.zeros(n_users, unit.shape[1], dtype=torch.float64, device=ids.device).index_add_(0, users,
+                                                                                                unit[items])
+    return (unit[ids] * (mean / sizes.clamp(min=1).unsqueeze(1)).unsqueeze(1)).sum(2), sizes
+
+
+def serendipity(lists: ItemLists, k: int) -> Tensor:
+    """Microsoft Recommenders' serendipity with its default relevance of 1: the mean over the
+    user's first k items of 1 - (the item's mean similarity to the user's history items), the
+    similarity as :func:`diversity`'s; NaN for a user without history (MS's join drops them)."""
+    ids, valid = lists.cut(k)
+    similarity, sizes = _history_similarity(lists, ids)
+    value = _mean_over_list(1.0 - similarity, valid)
+    return torch.where(sizes > 0, value, float("nan"))
 
 
 def coverage_values(keys: Sequence, lists: ItemLists) -> List[Tensor]:

@@ -51,6 +51,7 @@ class Names(NamedTuple):
     oml: Optional[str] = None
     torch_geometric: Optional[str] = None
     recbole: Optional[str] = None
+    recommenders: Optional[str] = None
 
 
 _NO_EXPECTED_AT_K = ("has no closed form under ties='expected' (how many relevant and non-relevant candidates "
@@ -202,6 +203,8 @@ REGISTRY: Dict[str, MetricSpec] = {
                    names=Names(torch_geometric="LinkPredAveragePopularity")),
         _item_spec("novelty", I.novelty, item_data=("item_popularity > 0",), bounded=False),
         _item_spec("tail", I.tail, item_data=("item_popularity",), names=Names(recbole="TailPercentage")),
+        _item_spec("serendipity", I.serendipity, item_data=("history", "item_categories or item_embeddings"),
+                   names=Names(recommenders="serendipity")),
         _item_spec("diversity", I.diversity, item_data=("item_categories or item_embeddings",),
                    names=Names(torch_geometric="LinkPredDiversity")),
         _item_set_spec("coverage", I.coverage_values, item_data=("n_items",),

@@ -66,11 +66,11 @@ def check_topk(topk, n_items: Optional[int]) -> Tensor:
     return ids
 
 
-def _sparse_parts(truth: Tensor, n_users: int) -> Tuple[Tensor, Tensor, Tensor, int]:
+def _sparse_parts(name: str, truth: Tensor, n_users: int) -> Tuple[Tensor, Tensor, Tensor, int]:
     """(users, items, gains, n_items) of a sparse COO or CSR ``[U, I]`` tensor (COO coalesced:
     torch's meaning of repeated entries, their sum)."""
     if truth.ndim != 2 or truth.shape[0] != n_users:
-        raise ValueError(f"a sparse truth must be [users, items] with {n_users} users (the rows of topk); got shape "
+        raise ValueError(f"a sparse {name} must be [users, items] with {n_users} users (the rows of topk); got shape "
                          f"{tuple(truth.shape)}")
     if truth.layout == torch.sparse_coo:
         t = truth.coalesce()
@@ -79,43 +79,43 @@ def _sparse_parts(truth: Tensor, n_users: int) -> Tuple[Tensor, Tensor, Tensor, 
     if truth.layout == torch.sparse_csr:
         rows = torch.repeat_interleave(torch.arange(n_users, device=truth.device), truth.crow_indices().diff())
         return rows, truth.col_indices(), truth.values(), truth.shape[1]
-    raise TypeError(f"a sparse truth must be COO or CSR; got {truth.layout}")
+    raise TypeError(f"a sparse {name} must be COO or CSR; got {truth.layout}")
 
 
 @check
-def check_truth(truth, n_users: int, n_items: Optional[int]) -> Tuple[Tensor, Tensor, int]:
-    """``(keys, gains, n_items)``: the truth's pairs with a gain > 0 as sorted int64 keys
+def check_truth(name: str, truth, n_users: int, n_items: Optional[int]) -> Tuple[Tensor, Tensor, int]:
+    """``(keys, gains, n_items)``: the pairs of ``truth`` (named ``name``: the truth, a history) with a gain > 0 as sorted int64 keys
     ``user * n_items + item`` and their float64 gains (``[2, E]`` pairs: gain 1, each pair
     once; a sparse ``[U, I]`` tensor: its values, finite and >= 0, zeros dropped). Without
     ``n_items`` (pairs), the largest item id + 1 scales the keys."""
     if isinstance(truth, Tensor) and truth.layout != torch.strided:
-        users, items, gains, width = _sparse_parts(truth, n_users)
+        users, items, gains, width = _sparse_parts(name, truth, n_users)
         if n_items is not None and width != n_items:
-            raise ValueError(f"the sparse truth has {width} items (columns) but n_items = {n_items}")
+            raise ValueError(f"the sparse {name} has {width} items (columns) but n_items = {n_items}")
         if gains.is_complex():
-            raise TypeError(f"truth gains must be real numbers; got {gains.dtype}")
+            raise TypeError(f"{name} gains must be real numbers; got {gains.dtype}")
         gains = gains.to(torch.float64)
         if gains.numel() and not bool(((gains >= 0) & torch.isfinite(gains)).all()):
-            raise ValueError("truth gains must be finite and >= 0")
+            raise ValueError(f"{name} gains must be finite and >= 0")
         n_items, users, items = width, users.to(torch.int64), items.to(torch.int64)
     else:
-        pairs = _integers("truth", truth)
+        pairs = _integers(name, truth)
         if pairs.ndim != 2 or pairs.shape[0] != 2:
-            raise ValueError(f"truth must be [2, E] (user, item) pairs or a sparse [users, items] tensor; got shape "
+            raise ValueError(f"{name} must be [2, E] (user, item) pairs or a sparse [users, items] tensor; got shape "
                              f"{tuple(pairs.shape)}")
         users, items = pairs
         gains = torch.ones(users.shape, dtype=torch.float64, device=users.device)
         if bool((users < 0).any()) or bool((users >= n_users).any()):
-            raise ValueError(f"truth holds user ids outside [0, {n_users}) (the rows of topk)")
+            raise ValueError(f"{name} holds user ids outside [0, {n_users}) (the rows of topk)")
         if bool((items < 0).any()) or (n_items is not None and bool((items >= n_items).any())):
-            raise ValueError(f"truth holds item ids outside [0, {'n_items' if n_items is None else n_items})")
+            raise ValueError(f"{name} holds item ids outside [0, {'n_items' if n_items is None else n_items})")
         if n_items is None:
             n_items = int(items.max()) + 1 if items.numel() else 1
     if n_users * max(n_items, 1) > TRUTH_LIMIT:
-        raise ValueError(f"users x items = {n_users} x {n_items} exceeds int64 (a truth pair's key)")
+        raise ValueError(f"users x items = {n_users} x {n_items} exceeds int64 (a {name} pair's key)")
     keys, order = (users * n_items + items).sort()
     if bool((keys[1:] == keys[:-1]).any()):
-        raise ValueError("truth holds a (user, item) pair twice; give each pair once")
+        raise ValueError(f"{name} holds a (user, item) pair twice; give each pair once")
     keep = gains[order] > 0
     return keys[keep], gains[order][keep], n_items
 
@@ -151,7 +151,8 @@ def check_item_data(n_items: int, item_popularity=None, item_categories=None, it
 
 
 @check
-def check_topk_keys(keys, ids: Tensor, *, n_items_given: bool, popularity: Optional[Tensor], similarity: bool) -> None:
+def check_topk_keys(keys, ids: Tensor, *, n_items_given: bool, popularity: Optional[Tensor], similarity: bool,
+                    history: bool = False) -> None:
     """Keys that the top-k lists ``ids`` answer: no cutoff past the lists, no metric that
     needs every candidate of the collection, no confidence key, and the item data each
     beyond-accuracy key needs (its spec's ``item_data``; ``"item_popularity > 0"``: a
@@ -169,7 +170,7 @@ def check_topk_keys(keys, ids: Tensor, *, n_items_given: bool, popularity: Optio
                              "reach the cutoff (pad a short list with -1)")
         given = {"n_items": n_items_given, "item_popularity": popularity is not None,
                  "item_popularity > 0": popularity is not None,
-                 "item_categories or item_embeddings": similarity}
+                 "item_categories or item_embeddings": similarity, "history": history}
         missing = [name for name in m.spec.item_data if not given[name]]
         if missing:
             raise ValueError(f"{m.key} needs {missing[0].split(' > ')[0]}=")

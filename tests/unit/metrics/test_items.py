@@ -129,3 +129,45 @@ def test_tail_is_recboles_tail_percentage(ratio, tail, expected):
 def test_tail_ratio_is_a_number_above_zero(ratio):
     with pytest.raises(ValueError, match="tail_ratio must be a number > 0"):
         rc.evaluate_topk(TOPK, TRUTH, ["tail@3"], item_popularity=POPULARITY, tail_ratio=ratio)
+
+
+HISTORY = torch.tensor([[0, 0, 1, 2], [3, 5, 1, 2]])  # user 0 saw items 3 and 5, user 1 item 1, user 2 item 2
+
+
+def test_serendipity_by_hand_with_categories():
+    """Categories of the history: user 0 (1, 2), user 1 (0), user 2 (1); a listed item's mean
+    similarity is the share of the history in its category."""
+    r = rc.evaluate_topk(TOPK, TRUTH, ["serendipity@3", "serendipity@1"], item_categories=CATEGORIES,
+                         history=HISTORY, reduce="none")
+    assert r["serendipity@3"].tolist() == pytest.approx([(1 + 1 + 0.5) / 3, (0 + 1) / 2, 1.0])
+    assert r["serendipity@1"].tolist() == pytest.approx([1.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_serendipity_is_recommenders_definition_written_out(seed):
+    """For each recommended (user, item): 1 - the mean cosine similarity to the user's history
+    items (relevance 1, Microsoft Recommenders' default); the user's mean over the list; users
+    without history left out (empty)."""
+    ids, n_items = _lists(seed)
+    g = torch.Generator().manual_seed(200 + seed)
+    emb = torch.randn(n_items, 4, generator=g, dtype=torch.float64)
+    seen = (torch.rand(ids.shape[0], n_items, generator=g) < 0.3)
+    seen[0] = False
+    r = rc.evaluate_topk(ids, torch.tensor([[0], [0]]), ["serendipity@4"], item_embeddings=emb,
+                         history=seen.nonzero().T, reduce="none")["serendipity@4"]
+    for u, row in enumerate(ids):
+        listed, past = row[:4][row[:4] >= 0].tolist(), seen[u].nonzero().squeeze(1).tolist()
+        values = [1 - sum(torch.cosine_similarity(emb[i], emb[j], 0).item() for j in past) / len(past)
+                  for i in listed] if past else []
+        assert r[u].item() == pytest.approx(sum(values) / len(values) if values else float("nan"), abs=1e-12,
+                                            nan_ok=True)
+
+
+def test_serendipity_needs_a_history_and_checks_it():
+    with pytest.raises(ValueError, match="serendipity@3 needs history="):
+        rc.evaluate_topk(TOPK, TRUTH, ["serendipity@3"], item_categories=CATEGORIES)
+    with pytest.raises(ValueError, match=r"history holds user ids outside \[0, 3\)"):
+        rc.evaluate_topk(TOPK, TRUTH, ["serendipity@3"], item_categories=CATEGORIES, history=torch.tensor([[3], [0]]))
+    with pytest.raises(ValueError, match="history holds a \\(user, item\\) pair twice"):
+        rc.evaluate_topk(TOPK, TRUTH, ["serendipity@3"], item_categories=CATEGORIES,
+                         history=torch.tensor([[0, 0], [1, 1]]))
