@@ -23,6 +23,7 @@ from .evaluation.embeddings import evaluate_embeddings
 from .evaluation.scores import QueryValues, evaluate_scores, score_values
 from .ranking import Ranking
 from .evaluation.ranked import evaluate_ranked
+from .evaluation.topk import evaluate_topk
 from .metrics.keys import MetricKey, known_metrics, metric_key, parse_metrics, ranking_values
 from .metrics.spec import ALIASES, REGISTRY
 from .validate.stats import N_RESAMPLES
@@ -42,6 +43,7 @@ __all__ = [
     "evaluate_embeddings",
     "evaluate_ranked",
     "evaluate_scores",
+    "evaluate_topk",
     "group_flat",
     "known_metrics",
     "metric_key",

@@ -49,6 +49,10 @@ def check_per_query_keys(keys, remedy: str) -> None:
         ...
         ValueError: nmi: embedding-set metrics need embeddings; use EmbeddingMetrics
     """
+    items = [m.key for m in keys if m.spec.items]
+    if items:
+        raise ValueError(f"{', '.join(items)}: beyond-accuracy metrics read the recommended items' ids; use "
+                         "evaluate_topk")
     set_level = [m.key for m in keys if not m.spec.per_query]
     if set_level:
         raise ValueError(f"{', '.join(set_level)}: embedding-set metrics need embeddings; {remedy}")
@@ -185,6 +189,10 @@ def check_embedding_options(
     check_embedding_ties(ties, distance, backend)
     if keys is not None:
         check_tie_keys([m for m in keys if m.spec.per_query], ties)
+        items = [m.key for m in keys if m.spec.items]
+        if items:
+            raise ValueError(f"{', '.join(items)}: beyond-accuracy metrics read the recommended items' ids; use "
+                             "evaluate_topk")
     check_choice("empty", empty, EMPTY)
     check_choice("reduce", reduce, REDUCE)
     if per_class not in PER_CLASS:

@@ -22,6 +22,7 @@ X, Y = torch.randn(24, 4, generator=G), torch.randint(0, 3, (24,), generator=G)
 GAINS = torch.randint(0, 2, (6, 5), generator=G)
 CATEGORIES = ["a", "b"] * 3
 FLAT = dict(indexes=torch.arange(6).repeat_interleave(8))
+TOPK, TOPK_TRUTH = P.topk(3, dim=1).indices, T.nonzero().T  # top-k lists of 6 users over 8 items
 
 
 # TREC: rels 0/1/2, a document judged in one query only, a retrieved unjudged one, a query
@@ -96,6 +97,12 @@ CALLS: Dict[str, Callable[[], object]] = {
     "embeddings_numpy": lambda: rc.evaluate_embeddings(X.numpy(), Y.numpy(), ["cmc@1"]),
     "across_ranks": lambda: D.evaluate_embeddings_across_ranks(X, Y, ["cmc@1"], shard_gallery=True),
     "split": lambda: D.evaluate_split(X, Y, ["cmc@1", "nmi"], per_class="macro"),
+    "topk": lambda: rc.evaluate_topk(TOPK, TOPK_TRUTH, ["ndcg@3", "map_capped@2", "novelty@3", "coverage@3",
+                                                        "serendipity@3"],
+                                     item_popularity=torch.arange(1, 9), item_categories=torch.arange(8) % 3,
+                                     history=torch.tensor([[0, 1, 2], [5, 6, 7]]), categories=CATEGORIES, ci=0.9, n_resamples=20),
+    "topk_sparse_numpy": lambda: rc.evaluate_topk(TOPK.numpy(), T.double().to_sparse_csr(), ["recall@3", "gini@2"],
+                                                  keep_per_query=True),
     "aggregate": lambda: rc.aggregate(torch.rand(4, 2, dtype=torch.float64), ["a", "b"], ci=0.9, n_resamples=20),
 }
 
@@ -157,6 +164,10 @@ EXPECTED = {
                                "check_stats_options"} | AGGREGATED,
     "ranked_numpy": {"check_score_options", "check_per_query_keys", "check_stats_options"} | AGGREGATED,
     "score_values_flat_numpy": {"check_ties(stable)", "check_per_query_keys", "check_tie_keys", "check_scores"},
+    "topk": {"check_score_options", "check_stats_options", "check_topk", "check_truth(truth)", "check_item_data",
+             "check_topk_keys", "check_categories", "check_truth(history)"} | AGGREGATED,
+    "topk_sparse_numpy": {"check_score_options", "check_stats_options", "check_topk", "check_truth(truth)",
+                          "check_item_data", "check_topk_keys"} | AGGREGATED,
     "trec_dicts": {"check_relevance_level", "check_per_query_keys", "check_choice(empty)", "check_choice(reduce)",
                    "check_ci_options", "check_keep_per_query", "check_representable"},
 }
