@@ -9,6 +9,7 @@ from typing import List, Optional, Sequence
 from .. import validate
 from .io import TENSOR_SUFFIXES, CommandError, is_tensor_file
 from .trec import add_trec_parser
+from ..reporting.pairs import CORRECTION_CHOICES
 from ..version import __version__
 
 __all__ = [
@@ -248,6 +249,15 @@ def build_parser() -> argparse.ArgumentParser:
                           help="names drawn over k (name@1..name@K, evaluated in the same pass)")
     p_report.add_argument("--max-k", type=int, default=10, help="largest k of the curves")
     _test_options(p_report, n_resamples=None)  # --n-resamples and --seed: the data options'
+    p_report.add_argument("--all-pairs", action="store_true",
+                          help="eval --output files: also compare every pair of runs (a table of the pairs with "
+                               "their effect sizes, and the runs' letter groups)")
+    p_report.add_argument("--correction", choices=CORRECTION_CHOICES, default="holm",
+                          help="the all-pairs table's multiple comparisons (implies --all-pairs unless holm): "
+                               "holm, bonferroni or none adjust the --test p-values over the pairs; tukey (as "
+                               "ranx) and tukey_paired (two-way ANOVA) use Tukey's HSD")
+    p_report.add_argument("--alpha", type=_float_level, default=0.05,
+                          help="level at which two runs are separable in the all-pairs table")
 
 
     p_cmp = _sub(sub, "compare", "paired test of two `eval --output` files (same queries)")
