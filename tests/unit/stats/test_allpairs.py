@@ -72,6 +72,18 @@ def test_paired_tukey_is_the_two_way_anova_formula(k, q, seed):
     assert all(out.pairs[p].p_value <= one_way.pairs[p].p_value for p in out.pairs)
 
 
+@pytest.mark.parametrize("q,seed", [(5, 11), (40, 12), (500, 13)])
+def test_two_runs_tukey_is_the_t_test(q, seed):
+    # k = 2: the studentized range of two means is sqrt(2) |t|; one-way Tukey is the pooled two-sample
+    # t-test, the two-way form the paired t-test (its residual variance is var(a - b) / 2)
+    runs = _runs(2, q, seed)
+    a, b = runs.values()
+    assert compare_all(runs, method="tukey").pair("r0", "r1").p_value == pytest.approx(
+        stats.ttest_ind(a, b).pvalue, rel=1e-9, abs=1e-15)
+    assert compare_all(runs, method="tukey_paired").pair("r0", "r1").p_value == pytest.approx(
+        stats.ttest_rel(a, b).pvalue, rel=1e-9, abs=1e-15)
+
+
 @pytest.mark.parametrize("method", ["holm", "bonferroni", None])
 @pytest.mark.parametrize("test", ["paired_t", "permutation", "bootstrap"])
 def test_paired_tests_adjusted_over_the_pairs(method, test):
