@@ -190,7 +190,7 @@ def compare_all(
         :class:`AllPairs`.
 
     Example:
-        >>> from retrieval_core.stats.allpairs import compare_all
+        >>> from retrieval_core import compare_all
         >>> base = [0.50, 0.61, 0.40, 0.52, 0.70, 0.33, 0.64, 0.55, 0.47, 0.58]
         >>> runs = {"bm25": base, "dense": [v + 0.10 + 0.01 * (i % 3) for i, v in enumerate(base)],
         ...         "hybrid": [v + 0.11 + 0.01 * (i % 2) for i, v in enumerate(base)]}

@@ -68,6 +68,15 @@ def test_isf_equals_scipy(k, df, p):
     assert studentized_range_sf(q, k, df) == pytest.approx(p, rel=1e-9)
 
 
+@pytest.mark.parametrize("k,df,p", [(3, 1, 1e-6), (4, 3, 0.999), (26, 2, 1e-4)])
+def test_isf_in_the_tails(k, df, p):
+    # far tails (many regula falsi steps): the sf at the quantile is p
+    q = studentized_range_isf(p, k, df)
+    assert studentized_range_sf(q, k, df) == pytest.approx(p, rel=1e-9)
+    if (k, df) == (3, 1):  # df = 1: P(Q > q) ~ E(range) sqrt(2 / pi) / q, E(range of 3) = 3 / sqrt(pi)
+        assert q == pytest.approx(3 / math.sqrt(math.pi) * math.sqrt(2 / math.pi) / p, rel=1e-3)
+
+
 def test_shapes_and_edges():
     assert studentized_range_sf(0.0, 3, 10) == 1.0 and studentized_range_sf(-1.0, 3, 10) == 1.0
     out = studentized_range_sf(torch.tensor([0.0, 3.0]), 3, 10)
