@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from ..validate.stats import check_level
-from .comparison import CORRECTIONS, TESTS, _as_values, adjust_p_values, compare
+from .comparison import TESTS, _as_values, adjust_p_values, compare
 from .studentized import studentized_range_isf, studentized_range_sf
 
 __all__ = ["PairComparison", "AllPairs", "compare_all", "letter_groups", "METHODS"]
