@@ -18,6 +18,7 @@ from .ranking.dense import rank_dense
 from .ranking.flat import rank_flat
 from .ranking.groups import group_flat
 from .stats.comparison import Comparison, compare, compare_many
+from .stats.allpairs import AllPairs, compare_all
 from .stats.correlation import rank_correlation
 from .evaluation.embeddings import evaluate_embeddings
 from .evaluation.scores import QueryValues, evaluate_scores, score_values
@@ -31,6 +32,7 @@ from .validate.stats import N_RESAMPLES
 __all__ = [
     "N_RESAMPLES",
     "ALIASES",
+    "AllPairs",
     "Comparison",
     "REGISTRY",
     "MetricKey",
@@ -39,6 +41,7 @@ __all__ = [
     "Ranking",
     "aggregate",
     "compare",
+    "compare_all",
     "compare_many",
     "evaluate_embeddings",
     "evaluate_ranked",
