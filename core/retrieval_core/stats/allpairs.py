@@ -1,4 +1,4 @@
-"""Every pair of several systems evaluated on the same queries (docs/statistics.md, "All pairs").
+"""Every pair of several systems evaluated on the same queries (docs/statistics.md, "Every pair").
 
 :func:`compare_all` takes ``{run: per-query values}`` (one metric), keeps the queries
 where every run has a value (not NaN), and compares each pair of runs:
