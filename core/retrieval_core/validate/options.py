@@ -11,6 +11,7 @@ from torch import Tensor
 
 from ..search.frames import DISTANCES
 from .counting import check
+from .pairs import PAIRS_FORM
 
 __all__ = [
     "TIES", "EMPTY", "REDUCE", "PER_CLASS", "BACKENDS", "check_choice", "check_per_query_keys", "check_ties",
@@ -193,9 +194,10 @@ def check_embedding_options(
         raise ValueError("per_class reduces over each label's queries; it cannot go with reduce='none'")
     if not callable(distance) and distance not in DISTANCES:
         raise ValueError(f"distance must be one of {', '.join(map(repr, DISTANCES))} or a callable; got {distance!r}")
-    if relevance is not None and not callable(relevance):
+    if relevance is not None and not callable(relevance) and not isinstance(relevance, Tensor):
         raise TypeError(
-            f"relevance must be a callable f(query_labels, gallery_labels) -> gains; got {type(relevance).__name__}"
+            f"relevance must be a callable f(query_labels, gallery_labels) -> gains, or the relevant (query, item) "
+            f"pairs: {PAIRS_FORM}; got {type(relevance).__name__}"
         )
     return check_memory_budget(memory_budget)
 

@@ -21,7 +21,7 @@ from ..ranking.gains import GAIN_LIMIT
 from .counting import check
 from .tensors import check_device_available, widen_unsigned
 
-__all__ = ["check_user_items", "PAIRS_FORM"]
+__all__ = ["check_user_items", "check_truth_mode", "PAIRS_FORM"]
 
 PAIRS_FORM = "[2, E] (user, item) pairs or a sparse [users, items] torch tensor (COO or CSR)"
 
@@ -115,3 +115,26 @@ def check_user_items(name: str, value, n_users: int, n_items: int, *, graded: bo
         users, items = users[once], items[once]
         gains = None if gains is None else gains[once]
     return users, items, gains
+
+
+@check
+def check_truth_mode(query_labels, gallery, gallery_labels, query_ids, gallery_ids, *, per_class, backend,
+                     set_keys) -> None:
+    """What an embedding evaluation with relevance pairs (``relevance=`` a tensor: a two-tower
+    model's users against its items) leaves out: labels (the pairs say what is relevant),
+    ids (rows are users, columns items, by position), a self-gallery, per-class views,
+    set-level keys and faiss."""
+    given = [name for name, v in (("query_labels", query_labels), ("gallery_labels", gallery_labels),
+                                  ("query_ids", query_ids), ("gallery_ids", gallery_ids)) if v is not None]
+    if given:
+        raise ValueError(f"relevance pairs say which items are relevant to which query (by position): pass "
+                         f"{' and '.join(given)} as None")
+    if gallery is None:
+        raise ValueError("relevance pairs need gallery= (the items, e.g. a two-tower model's item embeddings)")
+    if per_class is not None:
+        raise ValueError("per_class needs labels; relevance pairs have none")
+    if set_keys:
+        raise ValueError(f"set-level keys ({', '.join(m.key for m in set_keys)}) need labels; relevance pairs have "
+                         "none")
+    if backend != "torch":
+        raise ValueError("relevance pairs and exclude= need backend='torch'")
