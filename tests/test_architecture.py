@@ -464,6 +464,8 @@ CHECK_OWNERS = {
     "check_query_gallery": {"inputs.embeddings"},
     "check_pairs": {"inputs.embeddings"},
     "check_embedding_options": {"inputs.embeddings", "evaluation.accumulator.embeddings"},
+    "check_user_items": {"inputs.pairs"},
+    "check_truth_mode": {"inputs.embeddings"},
 }
 
 

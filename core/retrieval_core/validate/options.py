@@ -11,7 +11,6 @@ from torch import Tensor
 
 from ..search.frames import DISTANCES
 from .counting import check
-from .pairs import PAIRS_FORM
 
 __all__ = [
     "TIES", "EMPTY", "REDUCE", "PER_CLASS", "BACKENDS", "check_choice", "check_per_query_keys", "check_ties",
@@ -196,8 +195,9 @@ def check_embedding_options(
         raise ValueError(f"distance must be one of {', '.join(map(repr, DISTANCES))} or a callable; got {distance!r}")
     if relevance is not None and not callable(relevance) and not isinstance(relevance, Tensor):
         raise TypeError(
-            f"relevance must be a callable f(query_labels, gallery_labels) -> gains, or the relevant (query, item) "
-            f"pairs: {PAIRS_FORM}; got {type(relevance).__name__}"
+            f"relevance must be a callable f(query_labels, gallery_labels) -> gains, or the relevance judgements: "
+            f"[2, E] (query, item) pairs or a sparse [queries, items] torch tensor; got "
+            f"{type(relevance).__name__}"
         )
     return check_memory_budget(memory_budget)
 
