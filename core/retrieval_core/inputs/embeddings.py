@@ -96,7 +96,7 @@ def _check_options(keys: Sequence[MetricKey], options: Dict[str, Any]) -> Dict[s
     budget = check_embedding_options(
         distance=options["distance"], relevance=options["relevance"], ties=options["ties"], empty=options["empty"],
         reduce=options["reduce"], per_class=options["per_class"], memory_budget=options["memory_budget"],
-        backend=options["backend"], keys=keys)
+        backend=options["backend"], keys=keys, pairs=True)
     stats = check_stats_options(keys, ci=options["ci"], ci_method=options["ci_method"],
                                 n_resamples=options["n_resamples"], seed=options["seed"],
                                 keep_per_query=options["keep_per_query"], reduce=options["reduce"],
@@ -132,7 +132,7 @@ def _interactions(truth, exclude, n_query: int, n_gallery: int, backend: str, de
 
 def embedding_inputs(query, query_labels, metrics, *, gallery=None, gallery_labels=None, query_ids=None,
                      gallery_ids=None, categories=None, confidence=None, local: bool = False, exclude=None,
-                     **options) -> EmbeddingInputs:
+                     n_items: Optional[int] = None, **options) -> EmbeddingInputs:
     """Check every input of an embedding evaluation once; ``options``: those of
     :func:`embedding_options` (defaults there).
 
@@ -178,8 +178,9 @@ def embedding_inputs(query, query_labels, metrics, *, gallery=None, gallery_labe
         confidence = check_confidence(confidence, query.shape[0], "query").to(query.device)
     check_embedding_values(query, query_labels, None if self_gallery else gallery,
                            None if self_gallery else gallery_labels, distance=distance, custom=custom)
-    truth, exclude = _interactions(truth, exclude, query.shape[0], query.shape[0] if gallery is None else
-                                   gallery.shape[0], options["backend"], query.device)
+    if n_items is None:
+        n_items = query.shape[0] if gallery is None else gallery.shape[0]
+    truth, exclude = _interactions(truth, exclude, query.shape[0], n_items, options["backend"], query.device)
     inputs = EmbeddingInputs(keys, query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, given_ids,
                              self_gallery, categories, confidence, options, truth, exclude)
     if not local:

@@ -96,6 +96,15 @@ class UserItems:
         at = torch.searchsorted(keys, wanted).clamp_(max=keys.numel() - 1)
         return keys[at] == wanted
 
+    def rows(self, part: slice) -> "UserItems":
+        """The users ``part`` alone (a share of the queries), numbered from 0."""
+        start, stop, _ = part.indices(self.n_users)
+        stop = max(start, stop)
+        lo, hi = int(self.host_offsets[start]), int(self.host_offsets[stop])
+        return UserItems(self.offsets[start:stop + 1] - lo, self.items[lo:hi],
+                         None if self.gains is None else self.gains[lo:hi], self.n_items,
+                         self.host_offsets[start:stop + 1] - lo)
+
     def overlap(self, other: "UserItems") -> Tensor:
         """``[U]`` int64: how many of each user's items are also the user's in ``other``."""
         rows, items, _ = self.pairs(slice(0, self.n_users))
