@@ -275,3 +275,23 @@ def test_two_tower_bad_inputs(generator):
     with pytest.raises(ValueError, match="need backend='torch'"):
         rc.evaluate_embeddings(users, torch.zeros(4, dtype=torch.int64), ["cmc@1"], gallery=items,
                                gallery_labels=torch.zeros(5, dtype=torch.int64), exclude=seen, backend="faiss")
+
+
+def test_two_tower_with_gains_of_one_builds_no_dense_block(generator, monkeypatch):
+    """ties="stable", pairs: the seen items go into the scores and the relevance is looked up at
+    the ranked positions; no [c, I] gains nor mask is built (UserItems.dense is never called)."""
+    from retrieval_core.inputs.pairs import UserItems
+    users, items, truth, seen, gains = two_tower(generator)
+    want = rc.evaluate_scores(users @ items.T, gains, ["ndcg@5", "map@r", "recall@3"],
+                              mask=~dense_of(seen, *gains.shape), reduce="none")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a dense [c, I] block was built")
+
+    monkeypatch.setattr(UserItems, "dense", refuse)
+    got = rc.evaluate_embeddings(users, None, ["ndcg@5", "map@r", "recall@3"], gallery=items, distance="dot",
+                                 relevance=truth, exclude=seen, memory_budget=3000, reduce="none")
+    assert_same(got, want, ["ndcg@5", "map@r", "recall@3"])
+    with pytest.raises(AssertionError, match="dense"):
+        rc.evaluate_embeddings(users, None, ["ndcg@5"], gallery=items, distance="dot", relevance=truth, exclude=seen,
+                               ties="expected")
