@@ -213,8 +213,10 @@ def _sparse(pairs: torch.Tensor, n_users: int, n_items: int) -> torch.Tensor:
     return dense.to_sparse_csr()
 
 
-def _two_tower(layout: str = "uneven", sparse: bool = False, shard: bool = False, keys=TWO_TOWER_KEYS, **options):
-    """Users against 40 items (rounded embeddings: exact ties), test pairs relevant, seen pairs excluded."""
+def _two_tower(layout: str = "uneven", sparse: bool = False, shard: bool = False, keys=TWO_TOWER_KEYS,
+               none_on_rank_0: bool = False, **options):
+    """Users against 40 items (rounded embeddings: exact ties), test pairs relevant, seen pairs excluded
+    (``none_on_rank_0``: rank 0 passes ``exclude=None``, its users' seen items not excluded)."""
 
     def case(rank: int, world: int) -> Dict[str, Any]:
         x, _, _, _ = _data()
@@ -225,6 +227,9 @@ def _two_tower(layout: str = "uneven", sparse: bool = False, shard: bool = False
         my_truth, my_seen = (_local_pairs(p, rank, world, layout) for p in (truth, seen))
         if sparse:
             truth, my_truth = _sparse(truth, N, 40), _sparse(my_truth, my_users.shape[0], 40)
+        if none_on_rank_0:
+            my_seen = None if rank == 0 else my_seen
+            seen = seen[:, seen[0] >= bounds(world, layout)[1]]
         got = D.evaluate_embeddings_across_ranks(my_users, None, keys, gallery=my_items, distance="dot",
                                                  relevance=my_truth, exclude=my_seen, shard_gallery=shard, **options)
         one = retrieval_core.evaluate_embeddings(users, None, keys, gallery=items, distance="dot",
@@ -249,6 +254,7 @@ def _self_exclude(rank: int, world: int) -> Dict[str, Any]:
 CASES["two_tower_gallery_pairs"] = _two_tower(keep_per_query=True, return_neighbours=5)
 CASES["two_tower_gallery_sparse_first_empty_expected"] = _two_tower("first_empty", sparse=True, ties="expected")
 CASES["two_tower_gallery_narrow_small_chunks"] = _two_tower("narrow", memory_budget=4096)
+CASES["two_tower_gallery_exclude_none_on_rank_0"] = _two_tower(none_on_rank_0=True)
 CASES["self_gallery_exclude"] = _self_exclude
 
 

@@ -33,9 +33,11 @@ def _agreed(metrics, options, **more) -> Dict[str, Any]:
 
 
 def _gallery_rows(query, gallery) -> int:
-    """This rank's gallery rows (its queries' with ``gallery=None``): the items that pairs count."""
+    """This rank's gallery rows (its queries' with ``gallery=None``): the items that pairs count.
+    Never raises (0 for what is not an array: the checks that follow name the input)."""
     x = query if gallery is None else gallery
-    return int(x.shape[0]) if hasattr(x, "shape") else len(x)
+    shape = getattr(x, "shape", None)
+    return int(shape[0]) if isinstance(shape, tuple) and len(shape) >= 1 else 0
 
 
 def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids, categories,
@@ -66,14 +68,14 @@ def _check_ranks(query, query_labels, metrics, gallery, gallery_labels, query_id
                  shard_gallery, options, confidence, exclude, group, device):
     """Every rank's inputs checked once, their options and signatures compared (an error on
     every rank): ``(this rank's checked inputs, every rank's signature)``. Relevance pairs
-    and ``exclude`` name items of the whole gallery: its size is exchanged first."""
-    n_items = None
-    if exclude is not None or isinstance(options["relevance"], Tensor):
-        n_items = sum(agree(lambda: (None, _gallery_rows(query, gallery)), group=group, device=device)[1])
+    and ``exclude`` name items of the whole gallery: its size is exchanged first, by every
+    rank whatever it passes (a rank may pass ``exclude=None``: no item excluded for its
+    queries; an exchange made by some ranks only would leave the others waiting)."""
+    n_items = sum(agree(lambda: (None, _gallery_rows(query, gallery)), group=group, device=device)[1])
     inputs, signatures = agree(
         lambda: _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids,
                              categories, shard_gallery, options, confidence, exclude, n_items), group=group,
-        device=device, options=_agreed(metrics, options, shard_gallery=shard_gallery, exclude=exclude is not None),
+        device=device, options=_agreed(metrics, options, shard_gallery=shard_gallery),
         what="distributed.evaluate_embeddings_across_ranks")
     _check_signatures(signatures)
     return inputs, signatures
