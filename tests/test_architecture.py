@@ -469,6 +469,8 @@ CHECK_OWNERS = {
     "check_truth": {"inputs.topk"},
     "check_item_data": {"inputs.topk"},
     "check_topk_keys": {"inputs.topk"},
+    "check_user_items": {"inputs.pairs"},
+    "check_truth_mode": {"inputs.embeddings"},
 }
 
 
