@@ -302,15 +302,13 @@ class Run:
         return _frame(self, self.score, columns, run=True)
 
 
-def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabulary], allow=False) -> Qrels:
+def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabulary], allow=False,
+                 unit="lines") -> Qrels:
+    """The :class:`Qrels` of id columns (``_codes.Ids``) and ``rel`` (int64); ``lines``: each record's
+    line (or row: ``unit``), for the errors."""
     docs = Vocabulary() if docs is None else docs
     query_ids, q = _query_codes(np, qcol)
-    return _qrels_of_codes(np, query_ids, q, docs.extend(dcol), rel, lines, path, docs, allow)
-
-
-def _qrels_of_codes(np, query_ids, q, d, rel, lines, path: str, docs: Vocabulary, allow=False, unit="lines") -> Qrels:
-    """The :class:`Qrels` of records given as codes: ``q`` indices into ``query_ids`` (byte order), ``d``
-    into ``docs``, ``rel`` int64; ``lines``: each record's line or row (``unit``), for the errors."""
+    d = docs.extend(dcol)
     order, dup = _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids, order=True, allow=allow,
                                    unit=unit)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a[order], dtype=np.int64))  # noqa: E731
@@ -364,16 +362,13 @@ def _trec_order(np, q, d, score, docs: Vocabulary):
     return q, d, score
 
 
-def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary], allow=False) -> Run:
+def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary], allow=False,
+               unit="lines") -> Run:
+    """The :class:`Run` of id columns and finite float64 scores, ranked as trec_eval ranks it (as
+    :func:`_build_qrels`)."""
     docs = Vocabulary() if docs is None else docs
     query_ids, q = _query_codes(np, qcol)
-    return _run_of_codes(np, query_ids, q, docs.extend(dcol), score, lines, path, tag, docs, allow)
-
-
-def _run_of_codes(np, query_ids, q, d, score, lines, path: str, tag: str, docs: Vocabulary, allow=False,
-                 unit="lines") -> Run:
-    """The :class:`Run` of entries given as codes (as :func:`_qrels_of_codes`), ``score`` float64 and finite,
-    ranked as trec_eval ranks them."""
+    d = docs.extend(dcol)
     _, dup = _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids, allow=allow, unit=unit)
     q, d, score = _trec_order(np, q, d, score, docs)
     offsets = np.zeros(len(query_ids) + 1, np.int64)

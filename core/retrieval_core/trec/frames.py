@@ -34,8 +34,9 @@ from typing import Optional, Tuple
 
 from retrieval_core import optional
 
+from . import _codes, _parse
 from ._parse import numpy
-from .files import COLUMNS, PathLike, Qrels, Run, Vocabulary, _qrels_of_codes, _run_of_codes, column_names
+from .files import COLUMNS, PathLike, Qrels, Run, Vocabulary, _build_qrels, _build_run, column_names
 from .files import read_qrels, read_run
 from .write import write_qrels, write_run
 
@@ -68,42 +69,51 @@ def _find_columns(present, columns, run: bool, source: str) -> Tuple:
 
 
 def _ids(np, pd, series, source: str, where):
-    """Each row's code among the column's distinct ids, and those ids as utf-8 bytes (an integer column:
-    its decimal digits)."""
+    """The ids of a column (``_codes.Ids``: each costs its own length), from its utf-8 bytes as arrow holds
+    them (an integer column: its decimal digits; a categorical: its values)."""
     dtype = series.dtype
     integer = pd.api.types.is_integer_dtype(dtype)
     if len(series) and not (integer or dtype == object or pd.api.types.is_string_dtype(dtype)
                             or isinstance(dtype, pd.CategoricalDtype)):
         raise TypeError(f"{source}: column {series.name!r} is {dtype}: ids must be text (or integers, read as "
                         "their decimal digits)")
-    codes, uniques = pd.factorize(series)
-    missing = codes < 0
-    if missing.any():
-        i = int(missing.argmax())
+    pa = optional.pyarrow("pyarrow", "qrels or runs from a DataFrame")
+    try:
+        array = pa.array(series, from_pandas=True)
+    except (pa.ArrowTypeError, pa.ArrowInvalid, UnicodeEncodeError):  # not all text, or not utf-8 (surrogates)
+        return _ids_one_by_one(np, series, source, where)
+    array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    if array.null_count:
+        i = int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
         raise ValueError(f"{source}: row {i}: no id in column {series.name!r} (got {_cell(series, i)!r})")
-    values = uniques.tolist()
-    if integer:
-        return codes, [str(v).encode("ascii") for v in values]
-    bad = [j for j, v in enumerate(values) if type(v) is not str or "\0" in v]
-    if bad:
-        v, i = values[bad[0]], int((codes == bad[0]).argmax())
-        if isinstance(v, str):
-            raise ValueError(f"{where(i)}: ids must not hold a NUL byte (no TREC file can); got {v!r}")
-        raise TypeError(f"{where(i)}: ids must be text; column {series.name!r} holds {type(v).__name__} {v!r}")
-    return codes, [v.encode("utf-8", "surrogateescape") for v in values]
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        array = array.cast(pa.large_string())
+    _, offsets, data = array.buffers()
+    kind = np.int64 if pa.types.is_large_string(array.type) else np.int32
+    ends = np.frombuffer(offsets, kind, len(array) + 1, array.offset * np.dtype(kind).itemsize).astype(np.int64)
+    src = _parse.Source.of(b"" if data is None else data.to_pybytes(), source)
+    nul = np.flatnonzero(np.frombuffer(src.data, np.uint8, ends[-1] - ends[0], ends[0]) == 0)
+    if len(nul):
+        i = int(np.searchsorted(ends, ends[0] + nul[0], side="right")) - 1
+        raise ValueError(f"{where(i)}: ids must not hold a NUL byte (no TREC file can)")
+    words = _parse.Words(np, src)
+    words.add(ends[:-1], np.diff(ends))
+    return words.result()
 
 
-def _codes(np, pd, qs, ds, source: str, docs: Vocabulary, where):
-    """``(query_ids in byte order, each row's query index, each row's doc index in docs)``."""
-    qcode, qkeys = _ids(np, pd, qs, source, where)
-    dcode, dkeys = _ids(np, pd, ds, source, where)
-    rank, names = np.empty(len(qkeys), np.int64), []
-    for i in sorted(range(len(qkeys)), key=qkeys.__getitem__):
-        if not names or names[-1] != qkeys[i]:  # (two texts of one utf-8 spelling are one id)
-            names.append(qkeys[i])
-        rank[i] = len(names) - 1
-    query_ids = tuple(k.decode("utf-8", "surrogateescape") for k in names)
-    return query_ids, rank[qcode], docs.extend(dkeys)[dcode]
+def _ids_one_by_one(np, series, source: str, where):
+    """The ids of an object column that arrow does not take: text with lone surrogates (bytes that are
+    not utf-8, read with surrogateescape), kept; anything else, refused with its row."""
+    keys = []
+    for i, v in enumerate(series.tolist()):
+        if v is None or v != v:
+            raise ValueError(f"{source}: row {i}: no id in column {series.name!r} (got {v!r})")
+        if type(v) is not str:
+            raise TypeError(f"{where(i)}: ids must be text; column {series.name!r} holds {type(v).__name__} {v!r}")
+        if "\0" in v:
+            raise ValueError(f"{where(i)}: ids must not hold a NUL byte (no TREC file can)")
+        keys.append(v.encode("utf-8", "surrogateescape"))
+    return _codes.Ids.of(np, keys)
 
 
 def _cell(series, i: int):
@@ -189,9 +199,8 @@ def qrels_from_frame(df, *, columns=None, docs: Optional[Vocabulary] = None, dup
     np, pd = numpy(), optional.pandas("qrels_from_frame()")
     qs, ds, vs, where = _frame_columns(df, columns, False, name)
     rel = _relevance(np, pd, vs, where)
-    docs = Vocabulary() if docs is None else docs
-    query_ids, q, d = _codes(np, pd, qs, ds, name, docs, where)
-    return _qrels_of_codes(np, query_ids, q, d, rel, range(len(rel)), name, docs, duplicates, unit="rows")
+    qcol, dcol = _ids(np, pd, qs, name, where), _ids(np, pd, ds, name, where)
+    return _build_qrels(np, qcol, dcol, rel, range(len(rel)), name, docs, duplicates, unit="rows")
 
 
 def run_from_frame(df, *, columns=None, tag: str = "run", docs: Optional[Vocabulary] = None,
@@ -204,9 +213,8 @@ def run_from_frame(df, *, columns=None, tag: str = "run", docs: Optional[Vocabul
     np, pd = numpy(), optional.pandas("run_from_frame()")
     qs, ds, vs, where = _frame_columns(df, columns, True, name)
     score = _scores(np, pd, vs, where)
-    docs = Vocabulary() if docs is None else docs
-    query_ids, q, d = _codes(np, pd, qs, ds, name, docs, where)
-    return _run_of_codes(np, query_ids, q, d, score, range(len(score)), name, tag, docs, duplicates, unit="rows")
+    qcol, dcol = _ids(np, pd, qs, name, where), _ids(np, pd, ds, name, where)
+    return _build_run(np, qcol, dcol, score, range(len(score)), name, tag, docs, duplicates, unit="rows")
 
 
 def file_format(path: PathLike, format: Optional[str] = None) -> Tuple[str, bool]:

@@ -24,6 +24,7 @@ from retrieval_core.trec.frames import FORMATS, file_format  # noqa: E402
 
 SUFFIXES = ["parquet", "csv", "tsv", "json", "jsonl", "trec", "csv.gz", "tsv.gz", "json.gz", "jsonl.gz"]
 EXTREME_SCORES = [0.1 + 0.2, 1e-320, -0.0, 1.7976931348623157e308, -2.5e-308, 1 / 3, 2.0 ** 60 + 1e3]
+OBJECT_IDS = {"q_id": object, "doc_id": object}
 INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -320,3 +321,27 @@ def test_vocabulary_of_a_file_is_shared(tmp_path):
     write_file(tmp_path / "q.parquet", qrels_from_dict({"q": {"a": 1}}))
     qrels = qrels_from_file(tmp_path / "q.parquet", docs=docs)
     assert qrels.docs is docs and docs.ids() == ["z", "a"] and qrels.doc.tolist() == [1]
+
+
+def test_sliced_chunked_and_non_utf8_id_columns(tmp_path):
+    qrels_d, _ = random_tables(6)
+    frame = qrels_from_dict(qrels_d).to_frame()
+    halves = pd.concat([frame.iloc[:5], frame.iloc[5:]], ignore_index=True)  # arrow-backed: two chunks
+    assert qrels_from_frame(halves).to_dict() == qrels_d
+    part = frame.iloc[3:]  # an arrow slice: offsets from row 3
+    assert qrels_from_frame(part).to_dict() == qrels_from_frame(part.astype(OBJECT_IDS)).to_dict()
+    assert len(qrels_from_frame(part)) == len(frame) - 3
+    # a Latin-1 byte read with surrogateescape (a TREC file's id): kept, and written back as that byte
+    latin = pd.DataFrame({"q_id": pd.Series(["q\udce9", "q"], dtype=object), "doc_id": ["d", "d"], "score": [1, 2]})
+    qrels = qrels_from_frame(latin)
+    assert qrels.query_ids == ("q", "q\udce9") and qrels.to_frame()["q_id"].tolist() == ["q", "q\udce9"]
+    write_file(tmp_path / "latin.trec", qrels)
+    assert (tmp_path / "latin.trec").read_bytes() == b"q 0 d 2\nq\xe9 0 d 1\n"
+
+
+def test_long_ids_keep_their_own_length():
+    long_id = "x" * 5000
+    df = pd.DataFrame({"q_id": ["q"] * 3, "doc_id": ["a", long_id, "bb"], "score": [1.0, 3.0, 2.0]})
+    run = run_from_frame(df)
+    assert [run.docs[i] for i in run.doc.tolist()] == [long_id, "bb", "a"]
+    assert sorted(words.shape[1] for words, _ in run.docs._ids.parts) == [1, 1024]  # (5000 bytes: 1024 words)
