@@ -136,11 +136,11 @@ def _exact_int(v) -> Optional[int]:
     return v if -_INT64_MAX - 1 <= v <= _INT64_MAX else None
 
 
-def _relevance(np, pd, series, where):
+def _relevance(np, pd, series, source: str, where):
     """The relevance column as int64: integers of 64 bits (an integral float is its integer)."""
     dtype = series.dtype
     if pd.api.types.is_bool_dtype(dtype) or not (pd.api.types.is_numeric_dtype(dtype) or dtype == object):
-        raise TypeError(f"{where(0)}: the relevance must be integers; column {series.name!r} is {dtype}")
+        raise TypeError(f"{source}: the relevance must be integers; column {series.name!r} is {dtype}")
     if pd.api.types.is_integer_dtype(dtype) and not series.hasnans:
         values = series.to_numpy()
         over = np.flatnonzero(values > _INT64_MAX) if values.dtype == np.uint64 else []
@@ -161,12 +161,12 @@ def _relevance(np, pd, series, where):
     return values.astype(np.int64)  # (a copy: never the frame's)
 
 
-def _scores(np, pd, series, where):
+def _scores(np, pd, series, source: str, where):
     """The score column as float64, every score finite."""
     dtype = series.dtype
     numbers = ("integer", "floating", "mixed-integer-float", "empty")
     if pd.api.types.is_bool_dtype(dtype) or not (pd.api.types.is_numeric_dtype(dtype) or dtype == object):
-        raise TypeError(f"{where(0)}: scores must be numbers; column {series.name!r} is {dtype}")
+        raise TypeError(f"{source}: scores must be numbers; column {series.name!r} is {dtype}")
     if dtype == object and pd.api.types.infer_dtype(series, skipna=True) not in numbers:
         i = next(i for i, v in enumerate(series.tolist())
                  if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))))
@@ -198,7 +198,7 @@ def qrels_from_frame(df, *, columns=None, docs: Optional[Vocabulary] = None, dup
     the frame in the errors."""
     np, pd = numpy(), optional.pandas("qrels_from_frame()")
     qs, ds, vs, where = _frame_columns(df, columns, False, name)
-    rel = _relevance(np, pd, vs, where)
+    rel = _relevance(np, pd, vs, name, where)
     qcol, dcol = _ids(np, pd, qs, name, where), _ids(np, pd, ds, name, where)
     return _build_qrels(np, qcol, dcol, rel, range(len(rel)), name, docs, duplicates, unit="rows")
 
@@ -212,7 +212,7 @@ def run_from_frame(df, *, columns=None, tag: str = "run", docs: Optional[Vocabul
     keeps it, as :func:`read_run`)."""
     np, pd = numpy(), optional.pandas("run_from_frame()")
     qs, ds, vs, where = _frame_columns(df, columns, True, name)
-    score = _scores(np, pd, vs, where)
+    score = _scores(np, pd, vs, name, where)
     qcol, dcol = _ids(np, pd, qs, name, where), _ids(np, pd, ds, name, where)
     return _build_run(np, qcol, dcol, score, range(len(score)), name, tag, docs, duplicates, unit="rows")
 
