@@ -184,6 +184,9 @@ def _frame_columns(df, columns, run: bool, source: str):
     if not hasattr(df, "columns") or not hasattr(df, "iloc"):
         raise TypeError(f"{source}: expected a pandas DataFrame; got {type(df).__name__}")
     q, d, v = _find_columns(df.columns, columns, run, source)
+    twice = [c for c in (q, d, v) if (df.columns == c).sum() > 1]
+    if twice:
+        raise ValueError(f"{source}: column {twice[0]!r} appears twice")
     return df[q], df[d], df[v], _locator(source, df[q], df[d])
 
 
@@ -274,7 +277,9 @@ def _read_csv(path: str, fmt: str, columns, run: bool, feature: str):
     pa, pd = optional.pyarrow("pyarrow", feature), optional.pandas(feature)
     pcsv, pc = optional.pyarrow("pyarrow.csv", feature), optional.pyarrow("pyarrow.compute", feature)
     wanted = column_names(columns, run) if columns is not None else {n for c in COLUMNS.values() for n in c[run]}
-    table = pcsv.read_csv(path, parse_options=pcsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ","),
+    # (a quoted cell may hold a line end: pyarrow must not split the file into blocks at every one)
+    parse = pcsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",", newlines_in_values=True)
+    table = pcsv.read_csv(path, parse_options=parse,
                           convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in wanted}))
     q, d, v = _find_columns(table.column_names, columns, run, path)
     qs, ds = table.column(q).to_pandas(), table.column(d).to_pandas()

@@ -347,3 +347,28 @@ def test_long_ids_keep_their_own_length():
     run = run_from_frame(df)
     assert [run.docs[i] for i in run.doc.tolist()] == [long_id, "bb", "a"]
     assert sorted(words.shape[1] for words, _ in run.docs._ids.parts) == [1, 1024]  # (5000 bytes: 1024 words)
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv", "tsv", "json", "jsonl", "csv.gz"])
+def test_ids_with_separators_quotes_and_line_ends_read_back(tmp_path, suffix):
+    ids = ["a\nb", "c\r\nd", " sp ", "tab\there", 'q"t', "a,b", "#x", "", "\\"]
+    run = run_from_dict({q: {d: float(i) for i, d in enumerate(ids)} for q in ids[::-1]})
+    write_file(tmp_path / f"run.{suffix}", run)
+    back = run_from_file(tmp_path / f"run.{suffix}")
+    assert back.to_dict() == run.to_dict() and back.query_ids == run.query_ids
+
+
+def test_a_column_given_twice_is_refused():
+    df = pd.DataFrame([["q", "a", 1, 2]], columns=["q_id", "doc_id", "score", "score"])
+    with pytest.raises(ValueError, match=r"^DataFrame: column 'score' appears twice$"):
+        qrels_from_frame(df)
+
+
+def test_quoted_line_ends_past_pyarrows_first_block(tmp_path):
+    # pyarrow reads a CSV in blocks of 1 MB: without newlines_in_values, a quoted line end in a later
+    # block is an ArrowInvalid ("CSV parser got out of sync with chunker")
+    n = 150_000
+    pd.DataFrame({"q_id": ["q"] * n, "doc_id": [f"a\nb{i}" for i in range(n)], "score": np.arange(n, dtype=float)}
+                 ).to_csv(tmp_path / "run.csv", index=False)
+    run = run_from_file(tmp_path / "run.csv")
+    assert len(run) == n and run.docs[int(run.doc[0])] == f"a\nb{n - 1}"
