@@ -207,24 +207,27 @@ def column_names(columns, run: bool) -> Tuple:
     return names
 
 
-def _text_column(pd, np, values):
-    """A column of ids as pandas holds text by default (``str`` in pandas 3, object before); object
-    when an id holds a lone surrogate (bytes that are not utf-8, read with surrogateescape)."""
+def _text_column(np, pd, pa, keys, index):
+    """The ids ``keys[index]`` (``keys``: utf-8 bytes) as a column of text as pandas holds it by default
+    (``str`` in pandas 3, object before: arrow's ``to_pandas`` follows pandas' default), decoded once per
+    distinct id by arrow; object, decoded with surrogateescape, when an id is not utf-8."""
     try:
-        return pd.Series(values, dtype=str)
-    except UnicodeEncodeError:
-        return pd.Series(values, dtype=object)
+        text = pa.array(keys, pa.binary()).cast(pa.string())  # (validates the utf-8)
+    except pa.ArrowInvalid:
+        names = np.array([k.decode("utf-8", "surrogateescape") for k in keys] + [None], dtype=object)[:-1]
+        return pd.Series(names[index], dtype=object)
+    return text.take(pa.array(index)).to_pandas()
 
 
 def _frame(obj, values: Tensor, columns, run: bool):
     """``obj`` (a Qrels or a Run) as a DataFrame of one row per record, in its order."""
-    np, pd = numpy(), optional.pandas(f"{type(obj).__name__}.to_frame()")
+    feature = f"{type(obj).__name__}.to_frame()"
+    np, pd, pa = numpy(), optional.pandas(feature), optional.pyarrow("pyarrow", feature)
     names = column_names(columns, run)
     used, inverse = np.unique(obj.doc.numpy(), return_inverse=True)
-    doc_names = np.array([k.decode("utf-8", "surrogateescape") for k in obj.docs.take(used).tolist(np)], dtype=object)
-    query_names = np.array(obj.query_ids, dtype=object)
-    return pd.DataFrame({names[0]: _text_column(pd, np, query_names[obj.query.numpy()]),
-                         names[1]: _text_column(pd, np, doc_names[inverse.reshape(-1)]),
+    query_keys = [q.encode("utf-8", "surrogateescape") for q in obj.query_ids]
+    return pd.DataFrame({names[0]: _text_column(np, pd, pa, query_keys, obj.query.numpy()),
+                         names[1]: _text_column(np, pd, pa, obj.docs.take(used).tolist(np), inverse.reshape(-1)),
                          names[2]: values.numpy().copy()})
 
 
