@@ -377,7 +377,18 @@ def write_file(path: PathLike, obj, *, format: Optional[str] = None, columns="ra
     format of its name (or ``format=``), as :func:`qrels_from_file` / :func:`run_from_file` read it back
     equal: a table of one row per record (``obj.to_frame(columns)``: parquet; CSV, TSV with a header;
     JSONL), ranx's JSON dict (``to_dict()``: refuses a document twice for a query) or TREC
-    (:func:`write_qrels` / :func:`write_run`); ``.gz``: gzip-compressed."""
+    (:func:`write_qrels` / :func:`write_run`); ``.gz``: gzip-compressed.
+
+    Example:
+        >>> import os, tempfile
+        >>> from retrieval_core.trec import qrels_from_dict, run_from_dict
+        >>> folder = tempfile.mkdtemp()
+        >>> write_file(os.path.join(folder, "run.parquet"), run_from_dict({"q1": {"a": 0.9, "b": 0.5}}))
+        >>> write_file(os.path.join(folder, "qrels.csv.gz"), qrels_from_dict({"q1": {"a": 1}}), columns="ir_measures")
+        >>> qrels = qrels_from_file(os.path.join(folder, "qrels.csv.gz"))
+        >>> run_from_file(os.path.join(folder, "run.parquet"), tag="bm25", docs=qrels.docs).to_dict()
+        {'q1': {'a': 0.9, 'b': 0.5}}
+    """
     if not isinstance(obj, (Qrels, Run)):
         raise TypeError(f"write_file: expected a Qrels or a Run; got {type(obj).__name__}")
     name = os.fspath(path)
