@@ -57,8 +57,8 @@ def evaluate_topk(
             (rank 1 first); ``-1`` pads a short list, after its items. No item twice in a list.
         truth: ``[2, E]`` integer (user, item) pairs (gain 1 each, each pair once: a pair
             given twice is an error), or a sparse ``[U, I]`` tensor (COO or CSR) whose
-            values are the gains (finite, >= 0, at most 2^960; 0 is not relevant). R, each user's relevant items, counts the listed
-            and the unlisted ones (recall@k = hits@k / R, as trec_eval).
+            values are the gains (finite, >= 0, at most 2^960; 0 is not relevant). R,
+            each user's relevant items, counts the listed and the unlisted ones (recall@k = hits@k / R, as trec_eval).
         metrics: the accuracy keys (``precision@k``, ``recall@k``, ``f1@k``, ``ndcg@k``,
             ``mrr@k``, ``hit_rate@k``, ``map@k``, ``map_capped@k``...; no cutoff past the
             lists' width, no key that needs every candidate: ``auroc``, ``fall_out``) and
