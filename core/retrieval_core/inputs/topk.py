@@ -8,7 +8,8 @@ a per-user CSR (:func:`~retrieval_core.inputs.pairs.user_items`, the conversion 
 ``exclude=`` and relevance pairs), held as its sorted int64 keys ``user * n_items + item``
 with their gains, and each listed item's gain is found by ``searchsorted``; R (each
 user's relevant items, listed or not) is the CSR's count per user, and the ideal gains
-of graded truth are each user's largest gains, to the depth the keys need. A top-k list has no tied scores: its order is the ranking.
+of graded truth are each user's largest gains, to the depth the keys need. A top-k
+list has no tied scores: its order is the ranking.
 
 Example:
     >>> import torch
