@@ -68,7 +68,8 @@ class UserItems:
             stop = max(start, stop)
             lo, hi = int(self.host_offsets[start]), int(self.host_offsets[stop])
             counts = self.offsets[start + 1:stop + 1] - self.offsets[start:stop]
-            rows = torch.repeat_interleave(torch.arange(stop - start, device=counts.device), counts, output_size=hi - lo)
+            local = torch.arange(stop - start, device=counts.device)
+            rows = torch.repeat_interleave(local, counts, output_size=hi - lo)
             return rows, self.items[lo:hi], None if self.gains is None else self.gains[lo:hi]
         first, counts = self.offsets[part], self.offsets[part + 1] - self.offsets[part]
         total = int(counts.sum())  # positions: the re-ranking of a few rows after the loop (one read)

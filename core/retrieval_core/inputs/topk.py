@@ -72,7 +72,8 @@ def _n_items(n_items, truth, *items) -> Optional[int]:
 
 
 def topk_inputs(topk, truth, metrics, *, n_items: Optional[int] = None, item_popularity=None, item_categories=None,
-                item_embeddings=None, tail_ratio: float = 0.1, history=None, empty: str = "skip", reduce: str = "mean", categories=None,
+                item_embeddings=None, tail_ratio: float = 0.1, history=None, empty: str = "skip",
+                reduce: str = "mean", categories=None,
                 ci: Optional[float] = None, ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES,
                 seed: int = 0, keep_per_query: bool = False) -> TopkInputs:
     """Check every input of :func:`~retrieval_core.evaluate_topk` once (arguments as there)."""
