@@ -21,7 +21,6 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..metrics.keys import parse_metrics
 from .arrays import as_tensors
 from .counting import check
 from .options import check_score_options
@@ -34,15 +33,14 @@ _FORM = "[2, E] (user row, item) pairs or a sparse [B, n_items] tensor"
 
 
 @check
-def check_topk_accumulator_options(metrics, *, n_items: Optional[int], empty: str, reduce: str, **stats) -> tuple:
-    """``(parsed keys, checked interval options)``: the options of :func:`~retrieval_core.evaluate_topk`
-    that an accumulator takes once (``stats``: ``ci``, ``ci_method``, ``n_resamples``,
-    ``seed``, ``keep_per_query``)."""
+def check_topk_accumulator_options(keys, *, n_items: Optional[int], empty: str, reduce: str, **stats) -> dict:
+    """The checked interval options: the options of :func:`~retrieval_core.evaluate_topk`
+    that an accumulator takes once, with its parsed ``keys`` (``stats``: ``ci``,
+    ``ci_method``, ``n_resamples``, ``seed``, ``keep_per_query``)."""
     check_score_options(ties="stable", empty=empty, reduce=reduce)
     if n_items is not None and (isinstance(n_items, bool) or not isinstance(n_items, int) or n_items <= 0):
         raise ValueError(f"n_items must be a positive int; got {n_items!r}")
-    keys = parse_metrics(metrics)
-    return keys, check_stats_options(keys, reduce=reduce, **stats)
+    return check_stats_options(keys, reduce=reduce, **stats)
 
 
 def _integers(name: str, value) -> Tensor:

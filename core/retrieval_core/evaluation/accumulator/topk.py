@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from ...distributed.duplicates import drop_duplicates
+from ...metrics.keys import parse_metrics
 from ...stats.aggregate import MetricResults
 from ...validate.stats import N_RESAMPLES
 from ...validate.topk_batch import check_topk_accumulator_options, check_topk_batch
@@ -58,7 +59,8 @@ class TopkAccumulator(Accumulator):
                  item_embeddings=None, tail_ratio: float = 0.1, empty: str = "skip", reduce: str = "mean",
                  ci: Optional[float] = None, ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES,
                  seed: int = 0, keep_per_query: bool = False, numpy: bool = True, **kwargs: Any) -> None:
-        parsed, stats = check_topk_accumulator_options(metrics, n_items=n_items, empty=empty, reduce=reduce, ci=ci,
+        parsed = parse_metrics(metrics)
+        stats = check_topk_accumulator_options(parsed, n_items=n_items, empty=empty, reduce=reduce, ci=ci,
                                                        ci_method=ci_method, n_resamples=n_resamples, seed=seed,
                                                        keep_per_query=keep_per_query)
         self.keys: Tuple[str, ...] = tuple(m.key for m in parsed)
