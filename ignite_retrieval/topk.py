@@ -77,7 +77,7 @@ class TopKMetrics(RetrievalMetric):
         ci_method: str = "bootstrap",
         n_resamples: int = N_RESAMPLES,
         seed: int = 0,
-        keep_per_query: bool = False,
+        keep_per_query: bool = True,
         output_transform: Callable = _identity,
         device: Device = torch.device("cpu"),
         skip_unrolling: bool = False,

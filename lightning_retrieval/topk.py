@@ -70,7 +70,7 @@ class TopKMetrics(CoreStateMetric):
         ci_method: str = "bootstrap",
         n_resamples: int = N_RESAMPLES,
         seed: int = 0,
-        keep_per_query: bool = False,
+        keep_per_query: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

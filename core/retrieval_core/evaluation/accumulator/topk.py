@@ -58,7 +58,7 @@ class TopkAccumulator(Accumulator):
     def __init__(self, metrics, *, n_items: Optional[int] = None, item_popularity=None, item_categories=None,
                  item_embeddings=None, tail_ratio: float = 0.1, empty: str = "skip", reduce: str = "mean",
                  ci: Optional[float] = None, ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES,
-                 seed: int = 0, keep_per_query: bool = False, numpy: bool = True, **kwargs: Any) -> None:
+                 seed: int = 0, keep_per_query: bool = True, numpy: bool = True, **kwargs: Any) -> None:
         parsed = parse_metrics(metrics)
         stats = check_topk_accumulator_options(parsed, n_items=n_items, empty=empty, reduce=reduce, ci=ci,
                                                        ci_method=ci_method, n_resamples=n_resamples, seed=seed,
