@@ -190,3 +190,16 @@ def test_a_lightning_metric_without_data_gives_nan_and_numpy_batches_are_taken()
     assert all(torch.isnan(v) for v in metric.compute().values())
     metric.update(np.array([[1, 2]]), np.array([[0], [1]]))
     assert metric.compute()["recall@2"].item() == 1.0
+
+
+def test_the_per_user_values_carry_the_user_ids():
+    topk, target, history, items = _data(6)
+    acc = TopkAccumulator(["recall@5", "coverage@5"], n_items=I)
+    state = acc.new_state()
+    acc.update(state, topk[7:], target[7:].nonzero().T, user_ids=torch.arange(7, U) + 100)
+    acc.update(state, topk[:7], target[:7].nonzero().T, user_ids=torch.arange(7) + 100)
+    results = acc.compute(state)
+    assert results.query_ids.tolist() == list(range(100, 100 + U))
+    want = rc.evaluate_topk(topk, target.nonzero().T, ["recall@5"], n_items=I, keep_per_query=True)
+    assert torch.equal(results.per_query["recall@5"].nan_to_num(-1), want.per_query["recall@5"].nan_to_num(-1))
+    assert results.worst("recall@5", 1)

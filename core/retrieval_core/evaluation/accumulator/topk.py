@@ -178,12 +178,16 @@ def finalize_topk(parts: Dict[str, Optional[Tensor]], keys, *, processes: int = 
     :func:`~retrieval_core.evaluate_topk` (``options``: its keywords). The lists are
     padded with ``-1`` to the widest batch's ``k``; a user's row is identified by its
     id, and a repeat must be the same (list, truth, history, category), else a
-    ``ValueError`` (see :func:`~retrieval_core.distributed.drop_duplicates`)."""
+    ``ValueError`` (see :func:`~retrieval_core.distributed.drop_duplicates`). The per-user
+    values (``keep_per_query``) carry the user ids as their ``query_ids``."""
     topk = _lists(parts["lengths"], parts["widths"], parts["items"])
     n_rows = topk.shape[0]
     kept = _first_rows(parts, topk, processes) if parts["user_ids"] is not None \
         else torch.arange(n_rows, device=topk.device)
     categories = parts["categories"]
-    return evaluate_topk(topk[kept], _pairs(parts, "truth", kept, n_rows, options["n_items"]), keys,
-                         history=_pairs(parts, "history", kept, n_rows, options["n_items"]),
-                         categories=None if categories is None else categories[kept], **options)
+    results = evaluate_topk(topk[kept], _pairs(parts, "truth", kept, n_rows, options["n_items"]), keys,
+                            history=_pairs(parts, "history", kept, n_rows, options["n_items"]),
+                            categories=None if categories is None else categories[kept], **options)
+    if results.per_query and parts["user_ids"] is not None:
+        results.query_ids = parts["user_ids"][kept]  # the per-user values are the kept rows', in order
+    return results
