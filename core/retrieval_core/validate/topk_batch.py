@@ -1,18 +1,19 @@
 """The checks of the top-k accumulator (the adapters' ``TopKMetrics``): its options once,
 at construction (:func:`check_topk_accumulator_options`), and the structure of each
-batch once, at update (:func:`check_topk_batch`: types, shapes, the rows a pair names).
-What needs the whole data (item ids within the catalogue, a pair given twice, gain
-values, the keys against the lists' width) is checked once, at compute, by
-:func:`~retrieval_core.evaluate_topk`.
+batch once, at update (:func:`check_topk_batch`: types and shapes, no host sync). What
+reads values (ids below -1 or after a -1, item ids within the catalogue, a pair given
+twice, gain values, the keys against the lists' width) is checked once, at compute, by
+:func:`~retrieval_core.evaluate_topk`; a pair naming a row outside its batch is counted
+at update (on the device) and raised at compute (:func:`raise_row_flags`).
 
 Example:
     >>> batch = check_topk_batch(torch.tensor([[3, 1, -1]]), torch.tensor([[0, 0], [1, 2]]))
-    >>> batch["lengths"].tolist(), batch["items"].tolist(), batch["truth_items"].tolist()
-    ([2], [3, 1], [1, 2])
-    >>> check_topk_batch(torch.tensor([[3, -1, 1]]), torch.tensor([[0], [1]]))
+    >>> batch["widths"].tolist(), batch["items"].tolist(), batch["truth_items"].tolist()
+    ([3], [3, 1, -1], [1, 2])
+    >>> raise_row_flags(check_topk_batch(torch.tensor([[3]]), torch.tensor([[0, 4], [1, 2]]))["invalid"])
     Traceback (most recent call last):
     ...
-    ValueError: topk pads a short list with -1 after its items; got an item after a -1
+    ValueError: truth holds 1 (row, item) pair whose row is outside its batch (the rows of that batch's topk)
 """
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ from .options import check_score_options
 from .stats import check_stats_options
 from .tensors import check_rows, widen_unsigned
 
-__all__ = ["check_topk_accumulator_options", "check_topk_batch"]
+__all__ = ["check_topk_accumulator_options", "check_topk_batch", "raise_row_flags", "ROW_FLAGS"]
+
+ROW_FLAGS = ("truth", "history")  # the inputs whose pairs name rows of their batch
 
 _FORM = "[2, E] (user row, item) pairs or a sparse [B, n_items] tensor"
 
@@ -73,9 +76,10 @@ def _sparse_rows(name: str, value: Tensor, n_rows: int, n_items: Optional[int]) 
     return rows.to(torch.int64), items.to(torch.int64), widen_unsigned(name, values).to(torch.float64)
 
 
-def _batch_pairs(name: str, value, n_rows: int, n_items: Optional[int]) -> Tuple[Tensor, Tensor, Tensor]:
-    """``(counts [B], items [E], gains [E] float64)``: the (row, item) entries of ``value``,
-    ordered by row (a row's entries are ``counts[row]`` consecutive ones)."""
+def _batch_pairs(name: str, value, n_rows: int, n_items: Optional[int]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(counts [B], items [E], gains [E] float64, outside)``: the (row, item) entries of
+    ``value``, ordered by row (a row's entries are ``counts[row]`` consecutive ones), and
+    how many pairs name a row outside ``[0, B)`` (a 0-D tensor: counted, not read)."""
     if isinstance(value, Tensor) and value.layout != torch.strided:
         rows, items, gains = _sparse_rows(name, value, n_rows, n_items)
     else:
@@ -84,10 +88,22 @@ def _batch_pairs(name: str, value, n_rows: int, n_items: Optional[int]) -> Tuple
             raise ValueError(f"{name} must be {_FORM}; got shape {tuple(pairs.shape)}")
         rows, items = pairs
         gains = torch.ones(rows.shape, dtype=torch.float64, device=rows.device)
-        if rows.numel() and (bool((rows < 0).any()) or bool((rows >= n_rows).any())):
-            raise ValueError(f"{name} holds user rows outside [0, {n_rows}) (the rows of this batch's topk)")
+    outside = ((rows < 0) | (rows >= n_rows)).sum()
+    if n_rows == 0:
+        return torch.zeros(0, dtype=torch.int64, device=rows.device), items[:0], gains[:0], outside
+    rows = rows.clamp(0, max(n_rows - 1, 0))  # an outside pair is raised at compute (raise_row_flags)
     order = torch.sort(rows, stable=True).indices
-    return torch.bincount(rows, minlength=n_rows), items[order], gains[order]
+    counts = torch.zeros(n_rows, dtype=torch.int64, device=rows.device).scatter_add_(0, rows, torch.ones_like(rows))
+    return counts, items[order], gains[order], outside
+
+
+def raise_row_flags(invalid: Tensor) -> None:
+    """Raise for the pairs outside their batch counted in ``invalid`` (one per
+    :data:`ROW_FLAGS`, summed over batches and ranks; one host read)."""
+    for name, n in zip(ROW_FLAGS, invalid.tolist()):
+        if n:
+            raise ValueError(f"{name} holds {n} (row, item) pair{'s' if n > 1 else ''} whose row is outside its "
+                             "batch (the rows of that batch's topk)")
 
 
 @check
@@ -97,27 +113,29 @@ def check_topk_batch(topk, truth, *, history=None, user_ids=None, categories=Non
     (``-1`` pads a short list, after its items), ``truth`` and ``history`` as ``[2, E]``
     (row in the batch, item) pairs or a sparse ``[B, n_items]`` tensor (``n_items``: the
     metric's), ``user_ids [B]`` and ``categories [B]`` integers. Returns the state's
-    entries: ``lengths``, ``widths`` (``k`` per row), ``items`` (the listed ids, row by
-    row), ``truth_counts``/``truth_items``/``truth_gains`` (each row's entries), the same
-    for ``history`` when given, ``user_ids`` and ``categories`` when given."""
+    entries: ``widths`` (``k`` per row), ``items`` (the lists, row by row, ``-1`` included),
+    ``truth_counts``/``truth_items``/``truth_gains`` (each row's entries), the same for
+    ``history`` when given, ``user_ids`` and ``categories`` when given, and ``invalid``
+    (``[2]`` the truth's and the history's pairs outside the batch, for :func:`raise_row_flags`)."""
     if numpy:
         topk, truth, history, user_ids, categories = as_tensors(
             device=device, topk=topk, truth=truth, history=history, user_ids=user_ids, categories=categories)
     topk = _integers("topk", topk)
     if topk.ndim != 2:
         raise ValueError(f"topk must be [B, k] item ids in rank order; got shape {tuple(topk.shape)}")
-    valid = topk >= 0
-    if bool((topk < -1).any()):
-        raise ValueError("topk holds ids below -1 (-1 pads a short list; items are >= 0)")
-    if bool((valid[:, 1:] & ~valid[:, :-1]).any()):
-        raise ValueError("topk pads a short list with -1 after its items; got an item after a -1")
     n = topk.shape[0]
-    rows: Dict[str, Tensor] = {"lengths": valid.sum(1), "items": topk[valid],
-                               "widths": torch.full((n,), topk.shape[1], dtype=torch.int64, device=topk.device)}
-    rows["truth_counts"], rows["truth_items"], rows["truth_gains"] = _batch_pairs("truth", truth, n, n_items)
+    rows: Dict[str, Tensor] = {"widths": torch.full((n,), topk.shape[1], dtype=torch.int64, device=topk.device),
+                               "items": topk.reshape(-1)}
+    invalid = []
+    rows["truth_counts"], rows["truth_items"], rows["truth_gains"], outside = _batch_pairs("truth", truth, n, n_items)
+    invalid.append(outside)
     if history is not None:
-        rows["history_counts"], rows["history_items"], rows["history_gains"] = _batch_pairs("history", history, n,
-                                                                                            n_items)
+        rows["history_counts"], rows["history_items"], rows["history_gains"], outside = _batch_pairs(
+            "history", history, n, n_items)
+        invalid.append(outside)
+    else:
+        invalid.append(torch.zeros((), dtype=torch.int64, device=topk.device))
+    rows["invalid"] = torch.stack([t.to(topk.device) for t in invalid])
     if user_ids is not None:
         rows["user_ids"] = check_rows("user_ids", user_ids, n, kind="int", unit="list of topk", lists=True)
     if categories is not None:

@@ -142,13 +142,9 @@ def test_categories_give_per_category_results():
 BAD = [
     (dict(topk=torch.rand(2, 3)), TypeError, "topk must hold integer ids; got torch.float32"),
     (dict(topk=torch.tensor([1, 2])), ValueError, r"topk must be \[B, k\] item ids in rank order; got shape \(2,\)"),
-    (dict(topk=torch.tensor([[1, -1, 2]])), ValueError, "pads a short list with -1 after its items"),
-    (dict(topk=torch.tensor([[1, -2]])), ValueError, "topk holds ids below -1"),
-    (dict(truth=torch.tensor([[0, 5], [1, 2]])), ValueError, r"truth holds user rows outside \[0, 1\)"),
     (dict(truth=torch.tensor([0, 1])), ValueError, r"truth must be \[2, E\] \(user row, item\) pairs"),
     (dict(truth=torch.tensor([[0.0], [1.0]])), TypeError, "truth must hold integer ids"),
     (dict(truth=[[0], [1]]), TypeError, "truth must be a torch tensor"),
-    (dict(history=torch.tensor([[3], [1]])), ValueError, r"history holds user rows outside \[0, 1\)"),
     (dict(user_ids=torch.tensor([1, 2])), ValueError, "user_ids must be 1-D with one entry per list of topk"),
     (dict(user_ids=torch.tensor([0.5])), TypeError, "user_ids"),
     (dict(categories=torch.tensor([[1]])), ValueError, "categories must be 1-D"),
@@ -161,6 +157,37 @@ def test_a_bad_batch_is_an_error_at_update(bad, error, message):
     acc = TopkAccumulator(["recall@2"], n_items=4, numpy=False)
     with pytest.raises(error, match=message):
         acc.update(acc.new_state(), batch.pop("topk"), batch.pop("truth"), **batch)
+
+
+# values are read once, at compute (no host sync per batch): the same errors, raised there
+BAD_VALUES = [
+    (dict(topk=torch.tensor([[1, -1, 2]])), "pads a short list with -1 after its items"),
+    (dict(topk=torch.tensor([[1, -2]])), "topk holds ids below -1"),
+    (dict(topk=torch.tensor([[1, 1]])), "topk lists item 1 twice"),
+    (dict(truth=torch.tensor([[0, 5], [1, 2]])), "truth holds 1 .row, item. pair whose row is outside its batch"),
+    (dict(history=torch.tensor([[3, -1], [1, 2]])), "history holds 2 .row, item. pairs whose row is outside"),
+    (dict(truth=torch.tensor([[0], [7]])), "item ids outside"),
+    (dict(truth=torch.tensor([[0, 0], [1, 1]])), "pair twice"),
+]
+
+
+@pytest.mark.parametrize("bad, message", BAD_VALUES)
+def test_a_bad_value_is_an_error_at_compute(bad, message):
+    batch = dict(dict(topk=torch.tensor([[1, 2]]), truth=torch.tensor([[0], [1]])), **bad)
+    acc = TopkAccumulator(["recall@2"], n_items=4)
+    state = acc.new_state()
+    acc.update(state, batch.pop("topk"), batch.pop("truth"), **batch)
+    with pytest.raises(ValueError, match=message):
+        acc.compute(state)
+
+
+def test_pairs_outside_an_empty_batch_are_an_error_at_compute():
+    acc = TopkAccumulator(["recall@2"], n_items=4)
+    state = acc.new_state()
+    acc.update(state, torch.tensor([[1, 2]]), torch.tensor([[0], [1]]))
+    assert acc.update(state, torch.zeros(0, 2, dtype=torch.int64), torch.tensor([[0], [1]])) == 0
+    with pytest.raises(ValueError, match="truth holds 1 .row, item. pair whose row is outside"):
+        acc.compute(state)
 
 
 def test_bad_options_and_values_are_errors_with_the_adapters_name():

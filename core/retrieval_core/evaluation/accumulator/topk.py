@@ -1,11 +1,13 @@
 """Accumulating top-k recommendation lists with sparse truth: rows kept at update,
 evaluated once at compute by :func:`~retrieval_core.evaluate_topk`.
 
-The state is "cat" entries, one row per list: ``lengths`` (items listed), ``widths``
-(the batch's ``k``), optional ``user_ids``, ``categories`` and ``history_counts``,
-``truth_counts``; and the entries of the rows, in row order: ``items`` (the listed
-ids), ``truth_items``/``truth_gains`` and ``history_items``/``history_gains`` (each row's
-``*_counts`` of them). Every entry concatenates across batches and ranks in the same
+The state is "cat" entries, one row per list: ``widths`` (the batch's ``k``), optional
+``user_ids``, ``categories`` and ``history_counts``, ``truth_counts``; and the entries of
+the rows, in row order: ``items`` (each list, ``-1`` padding included: ``widths`` of
+them), ``truth_items``/``truth_gains`` and ``history_items``/``history_gains`` (each
+row's ``*_counts`` of them); and the "sum" entry ``invalid`` (pairs naming a row outside
+their batch, raised at compute). No host sync at update (but a sparse tensor's
+coalescing). Every entry concatenates across batches and ranks in the same
 order, so a gathered state is the rows of every rank, each with its own entries; the
 set-level keys (coverage, gini, entropy, personalization) are computed once from it,
 exactly as over one process.
@@ -32,7 +34,7 @@ from ...distributed.duplicates import drop_duplicates
 from ...metrics.keys import parse_metrics
 from ...stats.aggregate import MetricResults
 from ...validate.stats import N_RESAMPLES
-from ...validate.topk_batch import check_topk_accumulator_options, check_topk_batch
+from ...validate.topk_batch import ROW_FLAGS, check_topk_accumulator_options, check_topk_batch, raise_row_flags
 from ..topk import evaluate_topk
 from .state import Accumulator, same_rows
 
@@ -49,7 +51,7 @@ class TopkAccumulator(Accumulator):
     other keywords are :class:`~retrieval_core.evaluation.accumulator.state.Accumulator`'s.
     """
 
-    cat_states = (("lengths", _I64), ("widths", _I64), ("items", _I64), ("truth_counts", _I64),
+    cat_states = (("widths", _I64), ("items", _I64), ("truth_counts", _I64),
                   ("truth_items", _I64), ("truth_gains", _F64), ("user_ids", _I64), ("categories", _I64),
                   ("history_counts", _I64), ("history_items", _I64), ("history_gains", _F64))
     optional = ("user_ids", "categories", "history_counts")
@@ -71,6 +73,9 @@ class TopkAccumulator(Accumulator):
         kwargs.setdefault("ids_hint", "pass each {unit}'s id as user_ids.")
         super().__init__(**kwargs)
 
+    def sum_states(self, device=None) -> Dict[str, Tensor]:
+        return {"invalid": torch.zeros(len(ROW_FLAGS), dtype=_I64, device=device)}
+
     def agreed_options(self) -> Dict[str, Any]:
         """Every option (the item data by dtype, shape and a digest of their bytes)."""
         return dict(metrics=self.keys, **self.options)
@@ -85,30 +90,32 @@ class TopkAccumulator(Accumulator):
                                 n_items=self.options["n_items"], numpy=self.numpy, device=device)
         self._check_given(state, {"user_ids": user_ids is not None, "categories": categories is not None,
                                   "history_counts": history is not None})
-        n = rows["lengths"].shape[0]
+        state["invalid"] += rows.pop("invalid").to(state["invalid"].device)
+        n = rows["widths"].shape[0]
         if n == 0:
             return 0
-        self._append(state, self.device or rows["lengths"].device, rows)
+        self._append(state, self.device or rows["widths"].device, rows)
         return n
 
     def compute(self, state, *, processes: int = 1, group=None) -> MetricResults:
         """The results of a state holding every rank's rows (``processes`` of them)."""
+        raise_row_flags(state["invalid"])
         parts = {name: self.cat(state[name]) for name, _ in self.cat_states}
-        lengths = parts["lengths"]
-        if lengths is None:
+        if parts["widths"] is None:
             raise ValueError(f"{self.name}: no list was given; nothing to evaluate")
-        same_rows(lengths.shape[0], **{k: parts[k] for k in ("widths", "truth_counts") + self.optional})
+        same_rows(parts["widths"].shape[0], **{k: parts[k] for k in ("truth_counts",) + self.optional})
         if parts["user_ids"] is None:
             self.warn_without_ids(processes, group)
         return finalize_topk(parts, self.keys, processes=processes, **self.options)
 
 
-def _lists(lengths: Tensor, widths: Tensor, items: Optional[Tensor]) -> Tensor:
-    """``[U, max width]`` item ids, each row's ``lengths`` items first, then ``-1``."""
+def _lists(widths: Tensor, items: Optional[Tensor]) -> Tensor:
+    """``[U, max width]`` item ids: each row's ``widths`` entries of ``items`` (its batch's
+    list, ``-1`` padding included), then ``-1`` to the widest batch's ``k``."""
     width = int(widths.max()) if widths.numel() else 0
-    out = torch.full((lengths.shape[0], width), -1, dtype=_I64, device=lengths.device)
+    out = torch.full((widths.shape[0], width), -1, dtype=_I64, device=widths.device)
     if items is not None:
-        out[torch.arange(width, device=lengths.device) < lengths.unsqueeze(1)] = items.to(out.device)
+        out[torch.arange(width, device=widths.device) < widths.unsqueeze(1)] = items.to(out.device)
     return out
 
 
@@ -180,7 +187,7 @@ def finalize_topk(parts: Dict[str, Optional[Tensor]], keys, *, processes: int = 
     id, and a repeat must be the same (list, truth, history, category), else a
     ``ValueError`` (see :func:`~retrieval_core.distributed.drop_duplicates`). The per-user
     values (``keep_per_query``) carry the user ids as their ``query_ids``."""
-    topk = _lists(parts["lengths"], parts["widths"], parts["items"])
+    topk = _lists(parts["widths"], parts["items"])
     n_rows = topk.shape[0]
     kept = _first_rows(parts, topk, processes) if parts["user_ids"] is not None \
         else torch.arange(n_rows, device=topk.device)
