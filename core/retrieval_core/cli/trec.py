@@ -15,7 +15,7 @@ Example:
     >>> expand_measures(["official"])[0][:4]
     ['num_q', 'num_ret', 'num_rel', 'num_rel_ret']
     >>> expand_measures(["map", "infAP", "all_trec"])[1][:3]
-    ['infAP', 'relstring', 'unj']
+    ['infAP', 'rbp', 'rbp_resid']
     >>> expand_measures(["official", "P.5", "P.10"])[0][-1]  # trec_eval: the first parameters given, anywhere
     'P.5'
     >>> measure_list("P.5,10,map,iprec_at_recall.1,.5,utility.2,-1,0")
@@ -121,9 +121,13 @@ def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
                    help="average over every qrels query, 0 where a run has none")
     p.add_argument("-M", dest="max_per_query", type=_count, metavar="N", help="keep the first N entries of each query")
     p.add_argument("-l", dest="level", type=_level, default=1, metavar="N", help="rel >= N is relevant")
+    p.add_argument("-N", dest="num_docs", type=_number_of_docs, default=0, metavar="N",
+                   help="number of documents in the collection (utility's d term; trec_eval's default 0)")
+    p.add_argument("-R", dest="rel_format", type=_rel_format, default="qrels", metavar="FORMAT",
+                   help="format of QRELS: qrels (trec_eval's prefs, qrels_prefs and qrels_jg are not supported)")
     p.add_argument("--iprec-rule", choices=IPREC_RULES, default="lround",
-                   help="relevant documents needed at recall x in iprec_at_recall: lround(x R) as trec_eval 10, "
-                        "or v9: floor(x R + 0.9) as trec_eval 9 and pytrec_eval")
+                   help="relevant documents needed at recall x in iprec_at_recall and 11pt_avg: lround(x R) as "
+                        "trec_eval 10, or v9: floor(x R + 0.9) as trec_eval 9 and pytrec_eval")
     p.add_argument("--format", choices=FORMATS,
                    help="a table of the runs' summaries (several runs: markdown unless said; one run: trec_eval's "
                         "lines unless said)")
@@ -141,6 +145,26 @@ def _level(text: str) -> int:
     if not (digits.isascii() and digits.isdigit()) or len(digits) > 19 or int(digits) >= INT64:
         raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**63 - 1; got {text!r}")
     return int(digits)
+
+
+def _number_of_docs(text: str) -> int:
+    """``-N``: an integer that a C long holds (trec_eval reads it with ``atol``; junk is refused here)."""
+    digits = text.strip()
+    body = digits[1:] if digits[:1] in "+-" else digits
+    if not (body.isascii() and body.isdigit()) or len(body) > 19 or not -INT64 <= int(digits) < INT64:
+        raise argparse.ArgumentTypeError(f"expected an integer from -2**63 to 2**63 - 1; got {text!r}")
+    return int(digits)
+
+
+def _rel_format(text: str) -> str:
+    """``-R``: trec_eval's rel_info formats; only ``qrels`` is read here."""
+    if text in ("prefs", "qrels_prefs", "qrels_jg"):
+        raise argparse.ArgumentTypeError(f"trec_eval's rel_info_format {text!r} (preference judgements) is not "
+                                         "supported: only 'qrels'")
+    if text != "qrels":
+        raise argparse.ArgumentTypeError(f"unknown rel_info_format {text!r} (trec_eval's are qrels, prefs, "
+                                         "qrels_prefs, qrels_jg; only qrels is supported)")
+    return text
 
 
 def _count(text: str) -> int:
@@ -166,7 +190,7 @@ def _evaluate(qrels, path: str, good: List[str], args: argparse.Namespace) -> Tr
     run = read_run(path, docs=qrels.docs, duplicates=True)  # trec_eval refuses only the duplicates it evaluates
     try:
         return evaluate_trec(qrels, run, good, level=args.level, max_per_query=args.max_per_query,
-                             complete=args.complete, iprec_rule=args.iprec_rule)
+                             complete=args.complete, iprec_rule=args.iprec_rule, num_docs=args.num_docs)
     except DuplicateError as err:
         raise DuplicateError(f"{args.qrels if err.source == 'qrels' else path}: {err}") from None
 
@@ -220,8 +244,8 @@ def _tests(evals: Dict[str, TrecEvaluation], alpha: float, seed: int) -> Dict[st
     base = evals[names[0]]
     out: Dict[str, Dict[str, Dict[str, float]]] = {}
     for j, (_, measure) in enumerate(base.measures):
-        if measure.startswith("num_"):
-            continue  # counts: no test
+        if measure.startswith("num_") or measure in base.texts:
+            continue  # counts: no test; relstring: a string
         systems = {}
         common = set(base.query_ids)
         for ev in evals.values():
@@ -246,7 +270,7 @@ def runs_table(evals: Dict[str, TrecEvaluation], *, fmt: str = "markdown", alpha
     if len(names) > len(LETTERS):
         raise ValueError(f"at most {len(LETTERS)} runs in one table; got {len(names)}")
     tests = _tests(evals, alpha, seed) if len(names) > 1 else {}  # one run: its summary, nothing to test
-    measures = [m for _, m in evals[names[0]].measures]
+    measures = [m for _, m in evals[names[0]].measures if m not in evals[names[0]].texts]
     beats: Dict[Tuple[str, str], List[str]] = {}
     for measure, by_run in tests.items():
         for name, t in by_run.items():
