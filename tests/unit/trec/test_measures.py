@@ -149,3 +149,47 @@ def test_output_names_are_refused_on_the_command_line_only():
 def test_core_cutoffs_beyond_int64_are_refused_before_any_tensor():
     with pytest.raises(ValueError, match=r"k must be at most 2\*\*63 - 1 in 'ndcg@" + "9" * 5000):
         retrieval_core.parse_metrics(["ndcg@" + "9" * 5000])  # no 4300-digit int() error either
+
+
+# -- the set measures and measures of counts at cutoffs (trec/set_measures.py)
+
+def test_set_measures_keys_and_trec_eval_names():
+    assert parse_measures(["set_P", "set_F", "set_F.0.5", "relstring.20", "11pt_avg..25,.5,.75", "unj"]) == [
+        ("set_P", "set_P"), ("set_F", "set_F"), ("set_F@0.5", "set_F_0.5"), ("relstring@20.0", "relstring_20"),
+        ("11pt_avg@0.25,0.5,0.75", "11pt_avg_.25,.5,.75"), ("unj@5", "unj_5"), ("unj@10", "unj_10"),
+        ("unj@20", "unj_20")]
+    # trec_eval sorts long and double cutoffs (relative_P, unj, Rprec_mult), not 11pt_avg's or utility's parameters
+    assert [t for _, t in parse_measures("Rprec_mult.5.0,0.2,0.35")] == [
+        "Rprec_mult_0.20", "Rprec_mult_0.35", "Rprec_mult_5.00"]
+    assert parse_measures("utility.2,-1,0,0") == [("utility@2.0,-1.0,0.0,0.0", "utility_2,-1,0,0")]
+    assert [t for _, t in parse_measures("relative_P")] == [f"relative_P_{k}" for k in CUTOFFS]
+    # keys and output names parse back to themselves
+    assert parse_measures(["relative_P@7", "Rprec_mult@0.35", "utility@2.0,-1.0,0.0,0.0", "11pt_avg@0.5"]) == [
+        ("relative_P@7", "relative_P_7"), ("Rprec_mult@0.35", "Rprec_mult_0.35"),
+        ("utility@2.0,-1.0,0.0,0.0", "utility_2.0,-1.0,0.0,0.0"), ("11pt_avg@0.5", "11pt_avg_0.5")]
+    assert parse_measures(["relative_P_5", "Rprec_mult_0.20"]) == [("relative_P@5", "relative_P_5"),
+                                                                  ("Rprec_mult@0.2", "Rprec_mult_0.20")]
+    # trec_eval's name buffer: the parameter printed in 8 characters at most
+    assert parse_measures("Rprec_mult.1e30") == [("Rprec_mult@1e+30", "Rprec_mult_10000000")]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("utility.1,2", r"'utility.1,2': utility takes 4 numbers a,b,c,d \(trec_eval: 'improper number of "
+                    r"coefficients'\)"),
+    ("Rprec_mult.0.5,0.50", r"a parameter is given twice \(trec_eval: 'duplicate cutoffs detected'\)"),
+    ("Rprec_mult.0.201,0.204", r"two parameters print the same name \(Rprec_mult_0.20, Rprec_mult_0.20\)"),
+    ("relative_P.0", r"'relative_P.0': a cutoff must be a positive integer; got '0'"),
+    ("unj.5,5", r"a parameter is given twice"),
+    ("unj.99999999999999999999", r"a cutoff must be at most 2\*\*63 - 1"),
+    ("set_P.5", r"'set_P.5': trec_eval's set_P takes no parameter"),
+    ("11pt_avg.0.5,x", r"'11pt_avg.0.5,x': a parameter must be a finite number; got 'x'"),
+    ("11pt_avg.0.5,,1", r"a parameter must be a finite number; got ''"),
+    ("set_F.nan", r"a parameter must be a finite number; got 'nan'"),
+    ("relstring.1e999", r"a parameter must be a finite number; got '1e999'"),
+])
+def test_bad_parameters_of_the_set_measures_are_measure_errors(name, message):
+    from retrieval_core.trec import MeasureError, parse_one
+    with pytest.raises(MeasureError, match=message):
+        parse_one(name)
+    with pytest.raises(ValueError, match=re.escape(name)):
+        parse_measures([name])
