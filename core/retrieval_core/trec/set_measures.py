@@ -40,7 +40,7 @@ Example:
     >>> al = align(run_from_dict({"q": {"a": 0.9, "x": 0.8, "z": 0.7, "c": 0.6}}), qrels)
     >>> values, texts = set_values(al, ["set_P", "set_F@0.5", "relative_P@2", "unj@5", "11pt_avg", "relstring"])
     >>> {k: round(v.item(), 4) for k, v in values.items() if k not in texts}
-    {'set_P': 0.5, 'set_F@0.5': 0.5556, 'relative_P@2': 0.5, 'unj@5': 0.4, '11pt_avg': 0.7727}
+    {'set_P': 0.5, 'set_F@0.5': 0.6, 'relative_P@2': 0.5, 'unj@5': 0.4, '11pt_avg': 0.8636}
     >>> texts
     {'relstring': ['1-.1']}
 """
