@@ -152,7 +152,8 @@ def test_the_set_nickname(capsys):
     assert (status, err) == (0, "")
     assert out == "".join(line + "\n" for line in [  # trec_eval 10 -m set, by hand
         "runid                 \tall\tSTANDARD", "num_q                 \tall\t3", "num_ret               \tall\t1500",
-        "num_rel               \tall\t561", "num_rel_ret           \tall\t131", "utility               \tall\t-412.6667",
+        "num_rel               \tall\t561", "num_rel_ret           \tall\t131",
+        "utility               \tall\t-412.6667",
         "set_P                 \tall\t0.0873", "set_relative_P        \tall\t0.5997",
         "set_recall            \tall\t0.5997", "set_map               \tall\t0.0354",
         "set_F                 \tall\t0.1194"])
