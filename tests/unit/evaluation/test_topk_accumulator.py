@@ -167,7 +167,7 @@ BAD_VALUES = [
     (dict(truth=torch.tensor([[0, 5], [1, 2]])), "truth holds 1 .row, item. pair whose row is outside its batch"),
     (dict(history=torch.tensor([[3, -1], [1, 2]])), "history holds 2 .row, item. pairs whose row is outside"),
     (dict(truth=torch.tensor([[0], [7]])), "item ids outside"),
-    (dict(truth=torch.tensor([[0, 0], [1, 1]])), "pair twice"),
+    (dict(truth=torch.tensor([[0, 0], [1, 1]])), r"holds the pair \(user 0, item 1\) twice"),
 ]
 
 
