@@ -30,35 +30,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..inputs.pairs import UserItems, user_items
-from ..validate import as_tensors, check_popularity, check_sampling
+from ..inputs.pairs import UserItems
+from ..inputs.sampled import sampling_inputs
 
 __all__ = ["sample_negatives"]
-
-
-def _n_users(truth) -> int:
-    """The users of ``truth``: a sparse tensor's rows, else the largest user id of ``[2, E]`` pairs + 1."""
-    if not isinstance(truth, Tensor):
-        return 0  # the check of truth refuses it
-    if truth.layout != torch.strided:
-        return int(truth.shape[0])
-    if truth.ndim == 2 and truth.shape[0] == 2 and truth.numel() and not truth.is_floating_point():
-        return int(truth[0].max()) + 1
-    return 0
-
-
-def _forbidden(truth: UserItems, exclude: Optional[UserItems]) -> UserItems:
-    """One sorted CSR of each user's positives and excluded items (a pair in both once)."""
-    if exclude is None:
-        return truth
-    keys = []
-    for part in (truth, exclude):
-        rows, items, _ = part.pairs(slice(0, part.n_users))
-        keys.append(rows * part.n_items + items)
-    keys = torch.unique(torch.cat(keys))  # sorted: by user, then item
-    counts = torch.bincount(keys // truth.n_items, minlength=truth.n_users)
-    offsets = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
-    return UserItems(offsets, keys % truth.n_items, None, truth.n_items, offsets.cpu())
 
 
 def _allowed_mass(forbidden: UserItems, weights: Optional[Tensor]) -> Tensor:
@@ -130,14 +105,10 @@ def sample_negatives(truth, n_items: int, n: int, *, n_users: Optional[int] = No
 
     The method is in the module's docstring: rejection, never a ``[U, I]`` tensor.
     """
-    truth, exclude, popularity = as_tensors(truth=truth, exclude=exclude, popularity=popularity)
-    check_sampling(n_items, n, alpha=alpha, replace=replace, seed=seed)
-    n_users = _n_users(truth) if n_users is None else n_users
-    positives = user_items("truth", truth, n_users, n_items, repeats=True)
-    device = positives.items.device
-    seen = None if exclude is None else user_items("exclude", exclude, n_users, n_items, repeats=True, device=device)
-    weights = None if popularity is None else check_popularity(popularity.to(device), n_items, alpha)
-    forbidden = _forbidden(positives, seen)
+    inputs = sampling_inputs(truth, n_items, n, n_users=n_users, exclude=exclude, popularity=popularity,
+                             alpha=alpha, replace=replace, seed=seed)
+    forbidden, weights = inputs.forbidden, inputs.weights
+    device, n_users = forbidden.items.device, forbidden.n_users
     mass = _allowed_mass(forbidden, weights)
     _check_enough(forbidden, mass, weights, n, replace)
     generator = torch.Generator(device=device).manual_seed(seed)

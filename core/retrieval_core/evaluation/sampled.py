@@ -5,6 +5,7 @@ the correction of Krichene & Rendle (2020) that estimates the full-ranking metri
 
 Example:
     >>> import torch
+    >>> from retrieval_core import sample_negatives
     >>> truth = torch.tensor([[0, 1], [2, 0]])                  # (user, item) pairs
     >>> users, items = torch.randn(2, 4), torch.randn(5, 4)     # a two-tower model
     >>> neg = sample_negatives(truth, 5, 3, seed=0)             # [2, 3] item ids
@@ -25,17 +26,14 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..metrics.keys import parse_metrics
-from ..metrics.sampled import CORRECTABLE, CORRECTIONS, correction_table, sampled_rank_values
+from ..inputs.sampled import sampled_inputs
+from ..inputs.scores import score_value_inputs
+from ..metrics.keys import depth_needed, ranking_values
+from ..ranking.dense import rank_dense
+from ..metrics.sampled import correction_table, sampled_rank_values
 from ..stats.aggregate import MetricResults
-from ..validate import (
-    as_categories, as_tensors, check_categories, check_correction, check_sampled_scores, check_score_options,
-    check_stats_options, check_user_items,
-)
 from ..validate.stats import N_RESAMPLES
-from .negatives import sample_negatives
 from .ranked import _aggregate
-from .scores import score_values
 
 __all__ = ["evaluate_sampled"]
 
@@ -56,6 +54,28 @@ def _corrected(positive_scores: Tensor, negative_scores: Tensor, users: Tensor, 
     tied = (negatives == score.unsqueeze(1)).sum(1)
     table = correction_table(keys, n_items, m, correction, gamma, device=users.device)
     return sampled_rank_values(table, above, tied, ties, relevant=counts == 1)
+
+
+def _sampled(positive_scores: Tensor, negative_scores: Tensor, users: Tensor, keys, ties: str) -> Tensor:
+    """``[U, K]``: the sampled metrics, each user's row its ``m`` negatives then its positives (padded,
+    masked), ranked whole (a sampled list is short)."""
+    n_users, m = negative_scores.shape
+    counts = torch.bincount(users, minlength=n_users)
+    width = m + (int(counts.max()) if users.numel() else 0)
+    order = torch.sort(users, stable=True).indices
+    slot = torch.arange(users.numel(), device=users.device) - (torch.cumsum(counts, 0) - counts)[users[order]]
+    dtype = torch.promote_types(positive_scores.dtype, negative_scores.dtype)
+    preds = torch.zeros(n_users, width, dtype=dtype, device=users.device)
+    preds[:, :m] = negative_scores
+    preds[users[order], m + slot] = positive_scores[order].to(dtype)
+    target = torch.zeros(n_users, width, dtype=torch.int64, device=users.device)
+    target[users[order], m + slot] = 1
+    mask = torch.arange(width, device=users.device) < (m + counts).unsqueeze(1)
+    inputs = score_value_inputs(preds, target, keys, mask=mask, ties=ties)
+    depth, at_r, whole = depth_needed(inputs.keys)
+    ranking = rank_dense(inputs.preds, inputs.target, width if whole else depth, mask=inputs.mask, at_r=at_r,
+                         need_ideal=any(k.spec.needs_ideal for k in keys), ties=ties)
+    return ranking_values(ranking, inputs.keys)
 
 
 def evaluate_sampled(
@@ -100,29 +120,13 @@ def evaluate_sampled(
     Returns:
         :class:`MetricResults` over the U users (a user without a positive is empty).
     """
-    positive_scores, negative_scores, truth = as_tensors(positive_scores=positive_scores,
-                                                         negative_scores=negative_scores, truth=truth)
-    check_score_options(ties=ties, empty=empty, reduce=reduce)
-    keys = tuple(parse_metrics(metrics))
-    check_correction(correction, gamma, keys, n_items, CORRECTABLE, CORRECTIONS)
-    stats = check_stats_options(keys, reduce=reduce, ci=ci, ci_method=ci_method, n_resamples=n_resamples,
-                                seed=seed, keep_per_query=keep_per_query)
-    n_pairs = truth.shape[1] if isinstance(truth, Tensor) and truth.ndim == 2 else -1
-    check_sampled_scores(positive_scores, negative_scores, n_pairs)
-    n_users, m = negative_scores.shape
-    check_user_items("truth", truth.to(negative_scores.device), n_users,
-                     n_items if n_items is not None else (2**63 - 1) // max(n_users, 1))
-    users = truth[0].to(device=negative_scores.device, dtype=torch.int64)  # in the pairs' order
-    categories = as_categories(categories, negative_scores.device)
-    if categories is not None:
-        check_categories(categories, n_users, "user (row of negative_scores)")
-    if correction is not None:
-        values = _corrected(positive_scores, negative_scores, users, keys, n_items, correction, float(gamma), ties)
-        return _aggregate(values, keys, categories, None, dict(stats, empty=empty, reduce=reduce))
-    dtype = torch.promote_types(positive_scores.dtype, negative_scores.dtype)
-    preds = torch.cat([negative_scores.reshape(-1).to(dtype), positive_scores.to(dtype)])
-    target = torch.cat([torch.zeros(n_users * m, dtype=torch.int64, device=preds.device),
-                        torch.ones(users.numel(), dtype=torch.int64, device=preds.device)])
-    indexes = torch.cat([torch.arange(n_users, device=preds.device).repeat_interleave(m), users])
-    values = score_values(preds, target, keys, indexes=indexes, ties=ties).values
-    return _aggregate(values, keys, categories, None, dict(stats, empty=empty, reduce=reduce))
+    inputs = sampled_inputs(positive_scores, negative_scores, truth, metrics, n_items=n_items, correction=correction,
+                            gamma=gamma, ties=ties, empty=empty, reduce=reduce, categories=categories, ci=ci,
+                            ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
+    options = inputs.options
+    if options["correction"] is None:
+        values = _sampled(inputs.positive_scores, inputs.negative_scores, inputs.users, inputs.keys, ties)
+    else:
+        values = _corrected(inputs.positive_scores, inputs.negative_scores, inputs.users, inputs.keys,
+                            options["n_items"], options["correction"], options["gamma"], ties)
+    return _aggregate(values, inputs.keys, inputs.categories, None, options)

@@ -20,12 +20,11 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from .keys import MetricKey
 
 __all__ = ["CORRECTIONS", "CORRECTABLE", "binomial_rows", "bv_table", "correction_table", "rank_metric",
            "sampled_rank_values"]
@@ -36,14 +35,14 @@ CORRECTABLE = ("hit_rate", "recall", "precision", "f1", "ndcg", "mrr", "map", "m
 _ROWS = 1 << 16  # full ranks per block of the binomial matrix (its memory: _ROWS x (m + 1) float64)
 
 
-def _cut(key: MetricKey) -> float:
+def _cut(key: Any) -> float:
     """The key's cutoff k as a number (the whole list: inf; ``@r`` with one relevant item: 1)."""
     if key.cutoff is None:
         return math.inf
     return 1.0 if key.cutoff == "r" else float(key.cutoff)
 
 
-def rank_metric(ranks: Tensor, keys: Sequence[MetricKey], n: int) -> Tensor:
+def rank_metric(ranks: Tensor, keys: Sequence[Any], n: int) -> Tensor:
     """``[len(ranks), K]`` float64: each key's value when the one relevant item of ``n`` ranked
     items is at rank ``ranks`` (float64 >= 1; a real rank, as the MLE's, is allowed):
     ``[r <= k]`` times 1 (hit_rate, recall), 1/k (precision), 2/(k+1) (f1), 1/log2(r+1)
@@ -77,7 +76,7 @@ def binomial_rows(ranks: Tensor, n: int, m: int) -> Tensor:
     return torch.exp(log_choose + torch.xlogy(j, p) + torch.xlogy(m - j, 1.0 - p))
 
 
-def bv_table(keys: Sequence[MetricKey], n: int, m: int, gamma: float, device=None) -> Tensor:
+def bv_table(keys: Sequence[Any], n: int, m: int, gamma: float, device=None) -> Tensor:
     """``[m + 1, K]``: the bias-variance corrected value of each sampled rank (row ``s - 1``).
 
     With ``p(r) = 1/n`` (uniform full ranks), ``A[r, j] = P(s - 1 = j | r)`` and
@@ -98,7 +97,7 @@ def bv_table(keys: Sequence[MetricKey], n: int, m: int, gamma: float, device=Non
     return torch.linalg.pinv(system, hermitian=True) @ rhs
 
 
-def correction_table(keys: Sequence[MetricKey], n: int, m: int, correction: str, gamma: float = 0.01,
+def correction_table(keys: Sequence[Any], n: int, m: int, correction: str, gamma: float = 0.01,
                      device=None) -> Tensor:
     """``[m + 1, K]`` float64: the corrected value of each sampled rank ``s = 1..m+1`` (row ``s - 1``).
     ``"mle"``: the metric at the maximum-likelihood full rank ``r^ = 1 + (s - 1)(n - 1)/m``

@@ -57,9 +57,16 @@ def check_popularity(popularity, n_items: int, alpha: float) -> Tensor:
 
 
 @check
-def check_sampled_scores(positive_scores, negative_scores, n_pairs: int) -> None:
-    """``positive_scores`` ``[E]`` (one per truth pair, in its order) and ``negative_scores``
-    ``[U, m]`` (m >= 1): real tensors on one device, without NaN."""
+def check_sampled_scores(positive_scores, negative_scores, truth) -> None:
+    """``positive_scores`` ``[E]`` (one per pair of ``truth``, ``[2, E]``, in its order) and
+    ``negative_scores`` ``[U, m]`` (m >= 1): real tensors on one device, without NaN."""
+    if isinstance(truth, Tensor) and truth.layout != torch.strided:
+        raise ValueError("truth must be [2, E] (user, item) pairs here, in the order of positive_scores (a sparse "
+                         "tensor's pairs: truth.coalesce().indices())")
+    if not isinstance(truth, Tensor) or truth.ndim != 2 or truth.shape[0] != 2:
+        raise ValueError(f"truth must be [2, E] (user, item) pairs; got "
+                         f"{tuple(truth.shape) if isinstance(truth, Tensor) else type(truth).__name__}")
+    n_pairs = truth.shape[1]
     for name, value, ndim in (("positive_scores", positive_scores, 1), ("negative_scores", negative_scores, 2)):
         if not isinstance(value, Tensor):
             raise TypeError(f"{name} must be a tensor; got {type(value).__name__}")
