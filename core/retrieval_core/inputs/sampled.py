@@ -90,7 +90,7 @@ def sampling_inputs(truth, n_items: int, n: int, *, n_users: Optional[int] = Non
     positives = user_items("truth", truth, n_users, n_items, repeats=True)
     device = positives.items.device
     seen = None if exclude is None else user_items("exclude", exclude, n_users, n_items, repeats=True, device=device)
-    weights = None if popularity is None else check_popularity(popularity.to(device), n_items, alpha)
+    weights = None if popularity is None else check_popularity(popularity, n_items, alpha).to(device)
     return SamplingInputs(_forbidden(positives, seen), weights, n, replace, seed)
 
 
