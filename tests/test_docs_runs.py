@@ -67,3 +67,14 @@ def test_metrics_doc_two_tower_example_runs():
     runner = doctest.DocTestRunner()
     runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+def test_metrics_doc_sampled_protocols_example_runs():
+    text = (DOCS / "metrics.md").read_text(encoding="utf-8")
+    section = text.split("## Sampled protocols", 1)[1].split("\n## ", 1)[0]
+    section = re.sub(r"^```.*$", "", section, flags=re.M)
+    test = doctest.DocTestParser().get_doctest(section, {}, "metrics.md: Sampled protocols", None, 0)
+    assert len(test.examples) >= 8
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
