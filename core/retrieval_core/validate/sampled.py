@@ -101,7 +101,9 @@ def check_correction(correction, gamma, keys: Sequence, n_items: Optional[int], 
                          f"{n_items!r}")
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma <= 1:
         raise ValueError(f"gamma must be a number in [0, 1]; got {gamma!r}")
-    refused = [m.key for m in keys if m.confidence or m.spec.name not in correctable or m.form not in ("k", "whole", "r")]
+    refused = [m.key for m in keys
+               if m.confidence or m.spec.name not in correctable or m.form not in ("k", "whole", "r")
+               or (m.spec.name == "auroc" and m.form != "whole")]
     if refused:
         raise ValueError(f"correction={correction!r} takes the keys {', '.join(correctable)} (with @k, @r or "
-                         f"none); got {', '.join(refused)}")
+                         f"none; auroc without a cutoff); got {', '.join(refused)}")
