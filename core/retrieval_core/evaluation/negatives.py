@@ -115,7 +115,9 @@ def sample_negatives(truth, n_items: int, n: int, *, n_users: Optional[int] = No
     out = torch.empty(n_users, n, dtype=torch.int64, device=device)
     users = torch.arange(n_users, device=device)
     sequence = torch.empty(n_users, 0, dtype=torch.int64, device=device)
-    width = max(8, math.ceil(2 * n / max(float(mass.mean()) if n_users else 1.0, 1e-3)))  # pending users: doubled
+    # enough draws for most users at once (n kept, 4 binomial deviations of slack, at the mean
+    # allowed share); the users left continue their sequence, doubled each round
+    width = math.ceil((n + 4 * math.sqrt(n) + 8) / max(float(mass.mean()) if n_users else 1.0, 1e-3))
     while users.numel():
         sequence = torch.cat([sequence, _draw(users.numel(), width, n_items, weights, generator)], dim=1)
         keep = _kept(sequence, users, forbidden, replace)
