@@ -131,6 +131,18 @@ def test_options_pass_to_the_aggregation():
     assert r.per_query["ndcg@5"].shape == (6,)
 
 
+def test_numpy_inputs_and_a_user_without_a_positive():
+    """NumPy arrays evaluate as tensors; a user without a positive is empty (NaN, skipped)."""
+    pos, neg, truth = _leave_one_out(torch.tensor([1, 5, 9, 30]), 40, 8, seed=3)
+    neg = torch.cat([neg, torch.zeros(1, 8, dtype=torch.float64)])  # a fifth user, no positive
+    for correction in (None, "bv"):
+        r = rc.evaluate_sampled(pos, neg, truth, ["ndcg@5"], n_items=40, correction=correction, reduce="none")
+        n = rc.evaluate_sampled(pos.numpy(), neg.numpy(), truth.numpy(), ["ndcg@5"], n_items=40,
+                                correction=correction, reduce="none")
+        torch.testing.assert_close(r["ndcg@5"], n["ndcg@5"], equal_nan=True)
+        assert math.isnan(r["ndcg@5"][4]) and not r["ndcg@5"][:4].isnan().any()
+
+
 PAIRS = torch.tensor([[0, 1], [2, 0]])
 POS, NEG = torch.tensor([0.5, 0.1]), torch.rand(2, 3, generator=G)
 
