@@ -112,7 +112,8 @@ def evaluate_sampled(
             maximum-likelihood full rank; ``"bv"``: the bias-variance correction with
             ``gamma`` (0: least bias, 1: least mean squared error). A correction needs one
             positive per user and the keys ``hit_rate``, ``recall``, ``precision``, ``f1``,
-            ``ndcg``, ``mrr``, ``map``, ``map_capped`` (``@k`` or none) or ``auroc``; it
+            ``ndcg``, ``ndcg_exp``, ``mrr``, ``map``, ``map_capped`` (``@k``, ``@r`` or none)
+            or ``auroc`` (the specs' ``at_rank``); it
             models negatives drawn uniformly with replacement (docs/metrics.md, "Sampled protocols").
         ties, empty, reduce, categories (one per user), ci, ci_method, n_resamples, seed,
             keep_per_query: as :func:`~retrieval_core.evaluate_scores`.

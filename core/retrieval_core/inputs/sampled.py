@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from ..metrics.keys import MetricKey, parse_metrics
-from ..metrics.sampled import CORRECTABLE, CORRECTIONS
+from ..metrics.spec import REGISTRY
 from ..validate import (
     as_categories, as_tensors, check_categories, check_correction, check_popularity, check_sampled_scores,
     check_sampling, check_score_options, check_stats_options,
@@ -104,7 +104,7 @@ def sampled_inputs(positive_scores, negative_scores, truth, metrics, *, n_items:
                                                          negative_scores=negative_scores, truth=truth)
     check_score_options(ties=ties, empty=empty, reduce=reduce)
     keys = tuple(parse_metrics(metrics))
-    check_correction(correction, gamma, keys, n_items, CORRECTABLE, CORRECTIONS)
+    check_correction(correction, gamma, keys, n_items, tuple(n for n, s in REGISTRY.items() if s.at_rank))
     stats = check_stats_options(keys, reduce=reduce, ci=ci, ci_method=ci_method, n_resamples=n_resamples,
                                 seed=seed, keep_per_query=keep_per_query)
     check_sampled_scores(positive_scores, negative_scores, truth)

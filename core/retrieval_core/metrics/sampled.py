@@ -20,51 +20,34 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
 
+from .keys import MetricKey
+from .spec import AT_R, WHOLE
 
-__all__ = ["CORRECTIONS", "CORRECTABLE", "binomial_rows", "bv_table", "correction_table", "rank_metric",
+
+__all__ = ["binomial_rows", "bv_table", "correction_table", "rank_metric",
            "sampled_rank_values"]
 
-CORRECTIONS = ("mle", "bv")
-# the keys whose value is a function of the one relevant item's rank r (its gain left out)
-CORRECTABLE = ("hit_rate", "recall", "precision", "f1", "ndcg", "mrr", "map", "map_capped", "auroc")
 _ROWS = 1 << 16  # full ranks per block of the binomial matrix (its memory: _ROWS x (m + 1) float64)
 
 
-def _cut(key: Any) -> float:
+def _cut(key: MetricKey) -> float:
     """The key's cutoff k as a number (the whole list: inf; ``@r`` with one relevant item: 1)."""
-    if key.cutoff is None:
+    depth = key.depth
+    if depth == WHOLE:
         return math.inf
-    return 1.0 if key.cutoff == "r" else float(key.cutoff)
+    return 1.0 if depth == AT_R else float(depth)
 
 
-def rank_metric(ranks: Tensor, keys: Sequence[Any], n: int) -> Tensor:
+def rank_metric(ranks: Tensor, keys: Sequence[MetricKey], n: int) -> Tensor:
     """``[len(ranks), K]`` float64: each key's value when the one relevant item of ``n`` ranked
-    items is at rank ``ranks`` (float64 >= 1; a real rank, as the MLE's, is allowed):
-    ``[r <= k]`` times 1 (hit_rate, recall), 1/k (precision), 2/(k+1) (f1), 1/log2(r+1)
-    (ndcg), 1/r (mrr, map, map_capped); auroc (n - r)/(n - 1)."""
-    columns = []
-    for key in keys:
-        name, k = key.spec.name, _cut(key)
-        inside = (ranks <= k).to(torch.float64)
-        if name in ("hit_rate", "recall"):
-            value = inside
-        elif name == "precision":
-            value = inside / k
-        elif name == "f1":
-            value = inside * 2.0 / (k + 1.0)
-        elif name == "ndcg":
-            value = inside / torch.log2(ranks + 1.0)
-        elif name in ("mrr", "map", "map_capped"):
-            value = inside / ranks
-        else:  # auroc: the share of the n - 1 other items ranked below
-            value = (n - ranks) / max(n - 1, 1)
-        columns.append(value)
-    return torch.stack(columns, dim=1)
+    items is at rank ``ranks`` (float64 >= 1; a real rank, as the MLE's, is allowed): its
+    spec's ``at_rank`` (:mod:`retrieval_core.metrics.one_relevant`)."""
+    return torch.stack([key.spec.at_rank(ranks, _cut(key), n) for key in keys], dim=1)
 
 
 def binomial_rows(ranks: Tensor, n: int, m: int) -> Tensor:
@@ -76,7 +59,7 @@ def binomial_rows(ranks: Tensor, n: int, m: int) -> Tensor:
     return torch.exp(log_choose + torch.xlogy(j, p) + torch.xlogy(m - j, 1.0 - p))
 
 
-def bv_table(keys: Sequence[Any], n: int, m: int, gamma: float, device=None) -> Tensor:
+def bv_table(keys: Sequence[MetricKey], n: int, m: int, gamma: float, device=None) -> Tensor:
     """``[m + 1, K]``: the bias-variance corrected value of each sampled rank (row ``s - 1``).
 
     With ``p(r) = 1/n`` (uniform full ranks), ``A[r, j] = P(s - 1 = j | r)`` and
@@ -97,7 +80,7 @@ def bv_table(keys: Sequence[Any], n: int, m: int, gamma: float, device=None) -> 
     return torch.linalg.pinv(system, hermitian=True) @ rhs
 
 
-def correction_table(keys: Sequence[Any], n: int, m: int, correction: str, gamma: float = 0.01,
+def correction_table(keys: Sequence[MetricKey], n: int, m: int, correction: str, gamma: float = 0.01,
                      device=None) -> Tensor:
     """``[m + 1, K]`` float64: the corrected value of each sampled rank ``s = 1..m+1`` (row ``s - 1``).
     ``"mle"``: the metric at the maximum-likelihood full rank ``r^ = 1 + (s - 1)(n - 1)/m``

@@ -18,7 +18,10 @@ from torch import Tensor
 
 from .counting import check
 
-__all__ = ["check_correction", "check_popularity", "check_sampled_scores", "check_sampling"]
+# the corrections of Krichene & Rendle (2020): docs/metrics.md, "Sampled protocols"
+CORRECTIONS = ("mle", "bv")
+
+__all__ = ["CORRECTIONS", "check_correction", "check_popularity", "check_sampled_scores", "check_sampling"]
 
 
 def _positive_int(name: str, value) -> int:
@@ -87,23 +90,22 @@ def check_sampled_scores(positive_scores, negative_scores, truth) -> None:
 
 
 @check
-def check_correction(correction, gamma, keys: Sequence, n_items: Optional[int], correctable: Sequence[str],
-                     corrections: Sequence[str]) -> None:
-    """``correction`` None or one of ``corrections``; with one, ``n_items`` (n, at least 2),
-    ``gamma`` in [0, 1] and keys whose value is a function of the one relevant item's rank."""
+def check_correction(correction, gamma, keys: Sequence, n_items: Optional[int], correctable: Sequence[str]) -> None:
+    """``correction`` None, ``"mle"`` or ``"bv"``; with one, ``n_items`` (n, at least 2), ``gamma``
+    in [0, 1] and keys whose spec gives the value of one relevant item at rank r (``at_rank``,
+    in the key's form; ``correctable``: those metrics' names, for the message)."""
     if correction is None:
         return
-    if correction not in corrections:
-        raise ValueError(f"correction must be None or one of {', '.join(repr(c) for c in corrections)}; "
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be None or one of {', '.join(repr(c) for c in CORRECTIONS)}; "
                          f"got {correction!r}")
     if isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 2:
         raise ValueError(f"correction={correction!r} needs n_items, the catalogue size n (an int >= 2); got "
                          f"{n_items!r}")
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0 <= gamma <= 1:
         raise ValueError(f"gamma must be a number in [0, 1]; got {gamma!r}")
-    refused = [m.key for m in keys
-               if m.confidence or m.spec.name not in correctable or m.form not in ("k", "whole", "r")
-               or (m.spec.name == "auroc" and m.form != "whole")]
+    refused = [m.key for m in keys if m.confidence or m.spec.at_rank is None or m.form == "x"
+               or (m.spec.at_rank_forms is not None and m.form not in m.spec.at_rank_forms)]
     if refused:
         raise ValueError(f"correction={correction!r} takes the keys {', '.join(correctable)} (with @k, @r or "
                          f"none; auroc without a cutoff); got {', '.join(refused)}")
