@@ -46,10 +46,11 @@ def _corrected(positive_scores: Tensor, negative_scores: Tensor, users: Tensor, 
     if bool((counts > 1).any()):
         raise ValueError(f"correction={correction!r} estimates the metric of one relevant item per user (the "
                          f"paper's leave-one-out protocol); user {int((counts > 1).nonzero()[0, 0])} has "
-                         f"{int(counts.max())} at most")
-    score = torch.zeros(n_users, dtype=torch.float64, device=users.device)
-    score[users] = positive_scores.to(torch.float64)
-    negatives = negative_scores.to(torch.float64)
+                         f"several ({int((counts > 1).sum())} users do, up to {int(counts.max())} each)")
+    dtype = torch.promote_types(positive_scores.dtype, negative_scores.dtype)  # compared exactly
+    score = torch.zeros(n_users, dtype=dtype, device=users.device)
+    score[users] = positive_scores.to(dtype)
+    negatives = negative_scores.to(dtype)
     above = (negatives > score.unsqueeze(1)).sum(1)
     tied = (negatives == score.unsqueeze(1)).sum(1)
     table = correction_table(keys, n_items, m, correction, gamma, device=users.device)
