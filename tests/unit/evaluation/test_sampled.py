@@ -177,3 +177,12 @@ POS, NEG = torch.tensor([0.5, 0.1]), torch.rand(2, 3, generator=G)
 def test_bad_inputs(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_integer_scores_are_compared_exactly():
+    """2**53 + 1 and 2**53 are one float64: compared as int64, the positive is above the negative."""
+    pos, neg = torch.tensor([2**53 + 1]), torch.tensor([[2**53, 0]])
+    for correction in (None, "mle"):
+        r = rc.evaluate_sampled(pos, neg, torch.tensor([[0], [0]]), ["mrr"], n_items=3, correction=correction,
+                                ties="pessimistic")
+        assert r["mrr"].item() == 1.0, correction
