@@ -14,6 +14,8 @@ when the weights are equal. A user whose sequence is too short draws more of it 
 sequence continued: no restart, so nothing conditions the result), twice as many each round.
 One ``torch.Generator`` on the tensors' device, seeded with ``seed``, draws everything:
 equal inputs and seed give equal negatives on a device (another device may draw others).
+Sampling is a preparation step, not a hot path: it reads the device a few times per round
+(the users left), and most users finish in the first round.
 
 Example:
     >>> import torch
