@@ -451,7 +451,7 @@ def test_a_misplaced_test_is_caught(tmp_path):
 # the score sequences (dense, flat, R given, an accumulator's batch) in inputs.scores, the
 # ranked lists' in inputs.ranked (an adapter's embedding batch is checked per update by the
 # accumulator, the values once, at compute; the flat drop-ins' entries by accumulator.flat)
-SCORE_OWNERS = {"inputs.scores", "inputs.ranked", "inputs.topk"}
+SCORE_OWNERS = {"inputs.scores", "inputs.ranked", "inputs.topk", "inputs.sampled"}
 CHECK_OWNERS = {
     "check_score_options": SCORE_OWNERS,
     "check_per_query_keys": SCORE_OWNERS,

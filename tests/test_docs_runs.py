@@ -49,26 +49,24 @@ def test_compat_doc_names_pml_tests_by_their_tag_and_counts_ours_only():
     assert "11 passed, 0 failed, 0 skipped**, and 5 more passed without building ours, not counted" in text
 
 
-def test_architecture_doc_plain_loop_adapter_runs():
-    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
-    section = text.split("## Adding an adapter", 1)[1].split("\n## ", 1)[0]
+def _run_section(doc: str, heading: str, min_examples: int, flags: int = 0) -> None:
+    """Run the examples of ``doc``'s section under ``heading`` (to the next ``## ``) as doctests."""
+    text = (DOCS / doc).read_text(encoding="utf-8")
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
     section = re.sub(r"^```.*$", "", section, flags=re.M)  # a fence ends an example's output
-    test = doctest.DocTestParser().get_doctest(section, {}, "architecture.md: Adding an adapter", None, 0)
-    assert len(test.examples) >= 5
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    test = doctest.DocTestParser().get_doctest(section, {}, f"{doc}: {heading}", None, 0)
+    assert len(test.examples) >= min_examples
+    runner = doctest.DocTestRunner(optionflags=flags)
     runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+def test_architecture_doc_plain_loop_adapter_runs():
+    _run_section("architecture.md", "## Adding an adapter", 5, doctest.ELLIPSIS)
 
 
 def test_metrics_doc_two_tower_example_runs():
-    text = (DOCS / "metrics.md").read_text(encoding="utf-8")
-    section = text.split("## Seen items and two-tower models", 1)[1].split("\n## ", 1)[0]
-    section = re.sub(r"^```.*$", "", section, flags=re.M)
-    test = doctest.DocTestParser().get_doctest(section, {}, "metrics.md: Seen items and two-tower models", None, 0)
-    assert len(test.examples) >= 8
-    runner = doctest.DocTestRunner()
-    runner.run(test)
-    assert runner.summarize(verbose=False).failed == 0
+    _run_section("metrics.md", "## Seen items and two-tower models", 8)
 
 
 @pytest.mark.parametrize("doc, section", [("ignite.md", "## Recommenders: top-k lists with sparse truth"),
@@ -76,11 +74,8 @@ def test_metrics_doc_two_tower_example_runs():
 def test_adapter_docs_topk_snippets_run(doc, section):
     pytest.importorskip("ignite")
     pytest.importorskip("torchmetrics")
-    text = (DOCS / doc).read_text(encoding="utf-8")
-    body = text.split(section, 1)[1].split("\n## ", 1)[0]
-    body = re.sub(r"^```.*$", "", body, flags=re.M)
-    test = doctest.DocTestParser().get_doctest(body, {}, f"{doc}: {section}", None, 0)
-    assert len(test.examples) >= 6
-    runner = doctest.DocTestRunner()
-    runner.run(test)
-    assert runner.summarize(verbose=False).failed == 0
+    _run_section(doc, section, 6)
+
+
+def test_metrics_doc_sampled_protocols_example_runs():
+    _run_section("metrics.md", "## Sampled protocols", 8)

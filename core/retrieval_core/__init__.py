@@ -25,6 +25,8 @@ from .evaluation.scores import QueryValues, evaluate_scores, score_values
 from .ranking import Ranking
 from .evaluation.ranked import evaluate_ranked
 from .evaluation.topk import evaluate_topk
+from .evaluation.negatives import sample_negatives
+from .evaluation.sampled import evaluate_sampled
 from .metrics.keys import MetricKey, known_metrics, metric_key, parse_metrics, ranking_values
 from .metrics.spec import ALIASES, REGISTRY
 from .validate.stats import N_RESAMPLES
@@ -45,6 +47,7 @@ __all__ = [
     "compare_many",
     "evaluate_embeddings",
     "evaluate_ranked",
+    "evaluate_sampled",
     "evaluate_scores",
     "evaluate_topk",
     "group_flat",
@@ -56,6 +59,7 @@ __all__ = [
     "rank_flat",
     "ranking_values",
     "reduce_values",
+    "sample_negatives",
     "score_values",
 ]
 

@@ -29,6 +29,7 @@ from torch import Tensor
 from ..ranking.ranking import Ranking
 from . import items as I
 from . import kernels as K
+from . import one_relevant as O
 from . import set_level
 from . import tie_kernels as T
 
@@ -113,6 +114,11 @@ class MetricSpec:
     items: bool = False
     item_kernel: Optional[Callable] = None
     item_data: Tuple[str, ...] = ()
+    # the value of one relevant item at rank r of n, f(ranks, k, n) (k = inf: the whole list;
+    # metrics.one_relevant), for the forms at_rank_forms (None: every form but @x): what the
+    # sampled-metric corrections estimate (docs/metrics.md, "Sampled protocols")
+    at_rank: Optional[Callable] = None
+    at_rank_forms: Optional[frozenset] = None
 
     @property
     def per_query(self) -> bool:
@@ -153,8 +159,10 @@ REGISTRY: Dict[str, MetricSpec] = {
     s.name: s
     for s in [
         _spec("hit_rate", K.hit_rate, {AT_K}, expected=T.hit_rate, binary=True, order_free=True,
+              at_rank=O.hit,
               names=Names((None, "success"), "Success", "RetrievalHitRate", "precision_at_1", "cmc")),
         _spec("precision", K.precision, {AT_K, AT_R}, expected=T.precision, binary_at_one=True, order_free=True,
+              at_rank=O.precision,
               names=Names((None, "P"), "P", "RetrievalPrecision")),
         _spec("precision_adaptive", K.precision_adaptive, {AT_K}, expected=T.precision_adaptive,
               empty=K.no_relevant_or_candidate, binary_at_one=True, order_free=True,
@@ -163,22 +171,28 @@ REGISTRY: Dict[str, MetricSpec] = {
               order_free=True,
               names=Names(oml="precision")),
         _spec("recall", K.recall, {AT_K, AT_R}, expected=T.recall, order_free=True,
+              at_rank=O.hit,
               names=Names((None, "recall"), "R", "RetrievalRecall")),
-        _spec("f1", K.f1, {AT_K, AT_R}, expected=T.f1, order_free=True),
+        _spec("f1", K.f1, {AT_K, AT_R}, expected=T.f1, order_free=True, at_rank=O.f1),
         _spec("map", K.average_precision, {AT_K, AT_R}, plain=WHOLE, expected=T.average_precision,
+              at_rank=O.reciprocal,
               names=Names(("map", "map_cut"), "AP", pml="mean_average_precision")),
         _spec("map_capped", K.average_precision_capped, {AT_K}, expected=T.average_precision_capped,
+              at_rank=O.reciprocal,
               names=Names(torch_geometric="LinkPredMAP")),
         _spec("map_hits", K.average_precision_hits, {AT_K}, expected=T.average_precision_hits,
               names=Names(torchmetrics="RetrievalMAP", oml="map")),
         _spec("r_precision", K.precision, set(), plain=AT_R, expected=T.precision,
               names=Names(("Rprec", None), "Rprec", "RetrievalRPrecision", "r_precision")),
         _spec("mrr", K.reciprocal_rank, {AT_K}, plain=WHOLE, expected=T.reciprocal_rank, binary_at_one=True,
+              at_rank=O.reciprocal,
               names=Names(("recip_rank", None), "RR", "RetrievalMRR", "mean_reciprocal_rank")),
         _spec("ndcg", K.ndcg, {AT_K, AT_R}, plain=WHOLE, expected=T.ndcg, needs_ideal=True, trec_gains=True,
+              at_rank=O.ndcg,
               names=Names(("ndcg", "ndcg_cut"), "nDCG", "RetrievalNormalizedDCG")),
         _spec("ndcg_exp", K.ndcg_exp, {AT_K, AT_R}, plain=WHOLE, expected=T.ndcg_exp, needs_ideal=True,
               trec_gains=True,
+              at_rank=O.ndcg,
               names=Names(ir_measures="nDCG(dcg='exp-log2')")),
         _spec("dcg", K.dcg, {AT_K}, plain=WHOLE, expected=T.dcg, bounded=False, trec_gains=True, names=Names(("dcg", None))),
         _spec("dcg_exp", K.dcg_exp, {AT_K}, plain=WHOLE, expected=T.dcg_exp, bounded=False, trec_gains=True),
@@ -188,6 +202,7 @@ REGISTRY: Dict[str, MetricSpec] = {
         _spec("wap", K.wap, {AT_K}, expected=T.wap, bounded=False),
         _spec("auroc", K.auroc, {AT_K}, plain=WHOLE, expected=T.auroc, expected_forms=frozenset({WHOLE}),
               no_expected=_NO_EXPECTED_AT_K, empty=K.no_relevant_or_irrelevant, needs_all_candidates=True,
+              at_rank=O.area_under_roc, at_rank_forms=frozenset({WHOLE}),
               names=Names(torchmetrics="RetrievalAUROC")),
         _spec("rbp", K.rbp, {AT_X}, expected=T.rbp, param_name="p", param_range=(0.0, 1.0), param_example=0.8,
               names=Names(ir_measures="RBP(p=p)")),

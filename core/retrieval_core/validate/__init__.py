@@ -49,6 +49,7 @@ from .embeddings import (  # noqa: F401
     check_batch_like_earlier, check_embedding_values, check_embeddings, check_labels, check_pairs,
     check_per_class, check_query_gallery,
 )
+from .sampled import check_correction, check_popularity, check_sampled_scores, check_sampling  # noqa: F401
 from .stats import (  # noqa: F401
     CI_METHODS, N_RESAMPLES, check_ci_keys, check_ci_options, check_confidence, check_confidence_range,
     check_confidence_values,

@@ -112,6 +112,13 @@ CALLS: Dict[str, Callable[[], object]] = {
                                      n_resamples=20),
     "topk_sparse_numpy": lambda: rc.evaluate_topk(TOPK.numpy(), T.double().to_sparse_csr(), ["recall@3", "gini@2"],
                                                   keep_per_query=True),
+    "negatives": lambda: rc.sample_negatives(TWO_TOWER_TRUTH, 12, 3, exclude=TWO_TOWER_SEEN[:, :12].to_sparse(),
+                                             popularity=torch.arange(12.0), replace=False, seed=1),
+    "sampled": lambda: rc.evaluate_sampled(torch.rand(4, generator=G), torch.rand(6, 3, generator=G), TWO_TOWER_TRUTH,
+                                           ["ndcg@2", "map"], categories=CATEGORIES, ci=0.9, n_resamples=20),
+    "sampled_corrected": lambda: rc.evaluate_sampled(torch.rand(3, generator=G), torch.rand(6, 3, generator=G),
+                                                     torch.tensor([[0, 2, 5], [1, 0, 7]]), ["ndcg@2", "mrr"],
+                                                     n_items=12, correction="bv", ties="expected"),
     "aggregate": lambda: rc.aggregate(torch.rand(4, 2, dtype=torch.float64), ["a", "b"], ci=0.9, n_resamples=20),
 }
 
@@ -182,6 +189,12 @@ EXPECTED = {
              "check_item_data", "check_topk_keys", "check_categories", "check_user_items(history)"} | AGGREGATED,
     "topk_sparse_numpy": {"check_score_options", "check_stats_options", "check_topk", "check_user_items(truth)",
                           "check_item_data", "check_topk_keys"} | AGGREGATED,
+    "negatives": {"check_sampling", "check_user_items(truth)", "check_user_items(exclude)", "check_popularity"},
+    "sampled": {"check_score_options", "check_correction", "check_stats_options", "check_sampled_scores",
+                "check_user_items(truth)", "check_categories", "check_ties(stable)", "check_per_query_keys",
+                "check_tie_keys", "check_scores"} | AGGREGATED,
+    "sampled_corrected": {"check_score_options", "check_correction(bv)", "check_stats_options", "check_sampled_scores",
+                          "check_user_items(truth)"} | AGGREGATED,
     "trec_dicts": {"check_relevance_level", "check_per_query_keys", "check_choice(empty)", "check_choice(reduce)",
                    "check_ci_options", "check_keep_per_query", "check_representable"},
 }
