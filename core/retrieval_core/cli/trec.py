@@ -103,7 +103,7 @@ def measure_list(text: str) -> List[str]:
     out: List[str] = []
     for part in text.split(","):
         if out and part and (part[0] in "0123456789.+" or part[:2].lstrip("-")[:1].isdigit()
-                             or "=" in part):  # a gain table's pair, rbp's p=
+                             or "=" in part and "." not in part.partition("=")[0]):  # a pair: 2=9, p=0.8
             out[-1] += "," + part
         elif part:
             out.append(part)
