@@ -168,7 +168,8 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     cols: Dict[str, Tensor] = {}
     exact = [k for k in keys if is_exact(k)] + [v for k, v in GEOMETRIC.items() if k in keys and v not in keys]
     cols.update(trec_values(al, exact, _judged_nonrel(qrels, al) if "bpref" in exact else None))
-    cols.update(gain_values(al, qrels, [k for k in keys if is_gain_key(k)]))
+    placeholder = complete and max_per_query != 0  # trec_eval -c: a lacking query "retrieves" one document
+    cols.update(gain_values(al, qrels, [k for k in keys if is_gain_key(k)], placeholder=placeholder))
     levels = [float(k.partition("@")[2]) for k in keys if k.startswith("iprec_at_recall@")]
     if levels:
         got = iprec_at_recall(al.relevant, al.offsets, al.n_relevant, levels, rule=iprec_rule)
@@ -179,7 +180,8 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
         cols.update(_ranked(al, rest))
     cols.update({k: cols[v] for k, v in GEOMETRIC.items() if k in keys})
     values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
-    res = aggregate(values, keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
+    finite = torch.where(torch.isinf(values), torch.nan, values)  # (G, ndcg_rel: C's inf, printed as such)
+    res = aggregate(finite, keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
     means = sequential_mean(values)  # trec_eval's order: query after query, then / num_q
     summary = {k: means[j] for j, k in enumerate(keys)}
     for k in keys:

@@ -40,6 +40,7 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Dict, List, Sequence, Tuple
 
@@ -66,11 +67,11 @@ def is_gain_key(key: str) -> bool:
 
 def c_log2(x: Tensor) -> Tensor:
     """C's ``log2`` of every entry of ``x`` (float64): the C library's (Python's ``math.log2``, once
-    per distinct value), -inf at 0, NaN below 0."""
+    per distinct value), -inf at 0, and below 0 glibc's NaN (its sign bit set: printed ``-nan``)."""
     if x.numel() == 0:
         return x.clone()
     values, inverse = torch.unique(x, return_inverse=True)
-    logs = [math.log2(v) if v > 0 else -math.inf if v == 0 else math.nan for v in values.tolist()]
+    logs = [math.log2(v) if v > 0 else -math.inf if v == 0 else -math.nan for v in values.tolist()]
     return torch.tensor(logs, dtype=torch.float64)[inverse]
 
 
@@ -152,13 +153,15 @@ class _Table:
 
     def rbp_gains(self) -> Tensor:
         """The gains mapped to [0, 1] (m_rbp.c): ``(g - min) / (max - min)`` per query when the
-        table's smallest gain is below 0 or its largest above 1; 0 outside the table."""
+        table's smallest gain is below 0 or its largest above 1; 0 outside the table. m_rbp.c
+        leaves min and max uninitialised before its loop over the table; trec_eval 10 built from
+        its sources (gcc, its Makefile's flags) starts them at 0, checked by hand: ``rbp.0=2,1=3``
+        maps 2 to 2/3, not 0, and ``rbp.0=-1,1=-2`` maps -1 to 1/2. So do we: min <= 0 <= max."""
         lo = torch.zeros(len(self.m), dtype=torch.float64)
         hi = torch.zeros(len(self.m), dtype=torch.float64)
         for mm, table in self._tables().items():
-            if table:
-                lo[self.m == mm] = min(g for _, g in table)
-                hi[self.m == mm] = max(g for _, g in table)
+            lo[self.m == mm] = min([0.0] + [g for _, g in table])
+            hi[self.m == mm] = max([0.0] + [g for _, g in table])
         lo, hi = lo[self.al.query], hi[self.al.query]
         mapped = torch.where((lo < 0) | (hi > 1), (self.gain - lo) / (hi - lo), self.gain)
         listed = {lv for lv, _ in self.params.gains}
@@ -294,12 +297,36 @@ def _infAP(al) -> Tensor:
     return torch.where(al.n_relevant > 0, total / big_r.clamp_min(1.0), total)
 
 
-def gain_values(al, qrels, keys: Sequence[str]) -> Dict[str, Tensor]:
+def with_placeholder(al):
+    """``al`` where each query without a retrieved document retrieves one document outside the
+    qrels at rank 1: trec_eval's ``-c`` evaluates a query the run lacks on such a ranking (its
+    ``bogus_ranking``, ``ceci_nest_pas_un_docno``), which a gain given to level -1 sees."""
+    empty = torch.nonzero(al.num_ret == 0).squeeze(1)
+    if not len(empty):
+        return al
+    k = len(empty)
+    query = torch.cat([al.query, empty])
+    order = torch.argsort(query, stable=True)
+    offsets = torch.zeros_like(al.offsets)
+    offsets[1:] = torch.cumsum(torch.bincount(query, minlength=len(al.query_ids)), 0)
+
+    def add(values: Tensor, fill) -> Tensor:
+        return torch.cat([values, torch.full((k,), fill, dtype=values.dtype)])[order]
+
+    return dataclasses.replace(
+        al, offsets=offsets, query=query[order], rank=add(al.rank, 1), doc=add(al.doc, -1), score=add(al.score, 1.0),
+        rel=add(al.rel, NONPOOL), pooled=add(al.pooled, False), gain=add(al.gain, 0.0), judged=add(al.judged, False),
+        relevant=add(al.relevant, False))
+
+
+def gain_values(al, qrels, keys: Sequence[str], *, placeholder: bool = False) -> Dict[str, Tensor]:
     """``{key: [Q] float64}`` for the keys :func:`is_gain_key` accepts (``base`` or ``base.params``),
-    from an aligned run ``al`` and its ``qrels`` (the judgements of each level)."""
+    from an aligned run ``al`` and its ``qrels`` (the judgements of each level). ``placeholder``:
+    a query without a retrieved document retrieves one outside the qrels (trec_eval's ``-c``
+    without ``-M0``, :func:`with_placeholder`), seen by a gain table giving level -1 a gain."""
     out: Dict[str, Tensor] = {}
     counts = None
-    lists: Dict[Tuple[str, ...], _Lists] = {}
+    lists: Dict[Tuple[Tuple[Tuple[int, float], ...], bool], _Lists] = {}
     for key in keys:
         base, _, text = key.partition(".")
         if base == "binG":
@@ -310,10 +337,14 @@ def gain_values(al, qrels, keys: Sequence[str]) -> Dict[str, Tensor]:
             continue
         params = parse_gain_params(base, text or None)
         table_key = params.gains if base in GAIN_MEASURES else ()
-        if table_key not in lists:
+        # the placeholder changes a value where level -1 has a gain, and rbp_resid's unless named bare
+        # (trec_eval zeroes "rbp_resid" after its placeholder ranking, not "rbp_resid_p=0.8")
+        seen = placeholder and (any(lv == NONPOOL for lv, _ in table_key) or base == "rbp_resid" and bool(text))
+        if (table_key, seen) not in lists:
             counts = level_counts(qrels, al) if counts is None else counts
-            lists[table_key] = _Lists(al, _Table(al, counts, GainParams(params.text, table_key)))
-        ls = lists[table_key]
+            run = with_placeholder(al) if seen else al
+            lists[table_key, seen] = _Lists(run, _Table(run, counts, GainParams(params.text, table_key)))
+        ls = lists[table_key, seen]
         if base in P_MEASURES:
             out[key] = ls.rbp(params.p, resid=base == "rbp_resid")
         else:
