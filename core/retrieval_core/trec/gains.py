@@ -86,8 +86,7 @@ def parse_gain_params(base: str, text: Optional[str]) -> GainParams:
                 raise ValueError(f"relevance level {level} is given twice")
             gains.append((level, float(value)))
         else:
-            takes = " and p=" if base == "rbp" else "" if base in GAIN_MEASURES else ""
-            what = "rel_level=gain pairs" + takes if base in GAIN_MEASURES else "p= alone"
+            what = {"rbp": "rel_level=gain pairs and p=", "rbp_resid": "p= alone"}.get(base, "rel_level=gain pairs")
             raise ValueError(f"{name}={value}: {base} takes {what} (a relevance level is an integer)")
     return GainParams(text, tuple(gains), DEFAULT_P if p is None else p)
 
