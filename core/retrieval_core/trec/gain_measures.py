@@ -47,7 +47,7 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from .exact import after, running_sums
+from .exact import after, layout, running_sums
 from .gains import GAIN_MEASURES, P_MEASURES, GainParams, parse_gain_params, table_order
 
 __all__ = ["GAIN_KEYS", "is_gain_key", "gain_values", "c_log2", "trec_codes"]
@@ -70,6 +70,9 @@ def c_log2(x: Tensor) -> Tensor:
     per distinct value), -inf at 0, and below 0 glibc's NaN (its sign bit set: printed ``-nan``)."""
     if x.numel() == 0:
         return x.clone()
+    top = float(x.max())
+    if float(x.min()) >= 1.0 and top <= min(x.numel(), 1 << 20) and bool((x == torch.floor(x)).all()):
+        return _log2_ints(int(top))[x.to(torch.int64)]  # integers (default gains): a table of log2(k)
     values, inverse = torch.unique(x, return_inverse=True)
     logs = [math.log2(v) if v > 0 else -math.inf if v == 0 else -math.nan for v in values.tolist()]
     return torch.tensor(logs, dtype=torch.float64)[inverse]
@@ -93,8 +96,10 @@ def level_counts(qrels, al) -> Tuple[Tensor, Tensor, Tensor]:
     to_eval = torch.tensor([pos.get(qid, -1) for qid in qrels.query_ids], dtype=torch.int64)
     eq = to_eval[qrels.query] if len(qrels.query_ids) else qrels.query
     keep = (eq >= 0) & (qrels.rel >= 0)
-    pairs, counts = torch.unique(torch.stack([eq[keep], qrels.rel[keep]], 1), dim=0, return_counts=True)
-    q, level = pairs[:, 0], pairs[:, 1]
+    levels, code = torch.unique(qrels.rel[keep], return_inverse=True)
+    width = max(len(levels), 1)  # (query, level) as one int64: Q * width <= the judgements squared
+    pairs, counts = torch.unique(eq[keep] * width + code, return_counts=True)
+    q, level = pairs // width, levels[pairs % width] if len(levels) else pairs
     m = torch.zeros(len(al.query_ids), dtype=torch.int64).scatter_reduce(0, q, level + 1, "amax")
     return q, level, counts, m
 
@@ -180,8 +185,8 @@ def _at(running: Tensor, offsets: Tensor, q: Tensor, k: Tensor) -> Tensor:
 class _Lists:
     """The running sums of one gain table over the run and its ideal, each computed once."""
 
-    def __init__(self, al, table: _Table):
-        self.al, self.t = al, table
+    def __init__(self, al, table: _Table, blocks: list):
+        self.al, self.t, self.blocks = al, table, blocks
         self.n = al.num_ret
         self.pos = al.rank - 1                       # 0-based rank of each retrieved document
         io = table.ideal_offsets
@@ -191,10 +196,14 @@ class _Lists:
         top = max(int(self.n.max()) if len(self.n) else 0, int(self.L.max()) if len(self.L) else 0)
         self.logs = _log2_ints(top + 2)              # log2(i + 2) is logs[i + 2]
         g = table.gain
-        self.D = running_sums(torch.where(g != 0, g / self.logs[self.pos + 2], torch.zeros_like(g)), al.offsets)
+        self.D = self.sums(torch.where(g != 0, g / self.logs[self.pos + 2], torch.zeros_like(g)))
         self.ID = running_sums(table.ideal / self.logs[self.ipos + 2], io)
         self.d_end = after(self.D, al.offsets, self.n)
         self.id_end = after(self.ID, io, self.L)
+
+    def sums(self, values: Tensor) -> Tensor:
+        """Running sums along each query's retrieved documents."""
+        return running_sums(values, self.al.offsets, self.blocks)
 
     def ndcg(self) -> Tensor:
         ok = self.id_end > 0
@@ -207,9 +216,9 @@ class _Lists:
         ideal_at = t.ideal[(t.ideal_offsets[q] + self.pos).clamp(0, max(t.ideal.numel() - 1, 0))] \
             if t.ideal.numel() else torch.zeros_like(t.gain)
         cost = torch.where(inside, ideal_at.clamp_min(1.0), torch.ones_like(t.gain))
-        arg = (2.0 + running_sums(cost, al.offsets)) - running_sums(t.gain, al.offsets)
+        arg = (2.0 + self.sums(cost)) - self.sums(t.gain)
         term = torch.where(t.gain != 0, t.gain / c_log2(arg), torch.zeros_like(t.gain))
-        total = after(running_sums(term, al.offsets), al.offsets, self.n)
+        total = after(self.sums(term), al.offsets, self.n)
         ideal = after(running_sums(t.ideal, t.ideal_offsets), t.ideal_offsets, self.L)
         ok = ideal > 0
         return torch.where(ok, total / torch.where(ok, ideal, 1.0), torch.zeros_like(total))
@@ -220,7 +229,7 @@ class _Lists:
         ideal_at = _at(self.ID, t.ideal_offsets, q, torch.minimum(self.pos + 1, self.L[q]))
         positive = t.gain > 0
         term = torch.where(positive, self.D / ideal_at, torch.zeros_like(self.D))
-        total = after(running_sums(term, al.offsets), al.offsets, self.n)
+        total = after(self.sums(term), al.offsets, self.n)
         found = torch.zeros(len(self.n), dtype=torch.int64).index_add_(0, q, positive.to(torch.int64))
         total = total + ((self.L - found).to(torch.float64) * self.d_end) / self.id_end
         return torch.where(total > 0.0, total / self.L.to(torch.float64), torch.zeros_like(total))
@@ -259,27 +268,26 @@ class _Lists:
         if not resid:
             g = self.t.rbp_gains()
             term = torch.where(g != 0, g * power[self.pos], torch.zeros_like(g))
-            return (1.0 - p) * after(running_sums(term, al.offsets), al.offsets, self.n)
+            return (1.0 - p) * after(self.sums(term), al.offsets, self.n)
         unjudged = self.t.codes < 0
-        total = after(running_sums(torch.where(unjudged, power[self.pos], torch.zeros_like(self.D)), al.offsets),
-                      al.offsets, self.n)
+        total = after(self.sums(torch.where(unjudged, power[self.pos], torch.zeros_like(self.D))), al.offsets, self.n)
         any_unjudged = torch.zeros(len(self.n), dtype=torch.int64).index_add_(0, al.query, unjudged.long()) > 0
         return torch.where(any_unjudged, power[self.n] + (1.0 - p) * total, torch.zeros_like(total))
 
 
-def _binG(al) -> Tensor:
+def _binG(al, blocks: list) -> Tensor:
     """m_binG.c: ``1 / log2(3 + i - r)`` at each relevant retrieved (0-based rank i, r relevant so
     far with it), summed, over R; 0 when none is retrieved."""
     found = running_sums(al.relevant.to(torch.int64), al.offsets)
     arg = 3 + (al.rank - 1) - found
     logs = _log2_ints(int(arg.max()) if arg.numel() else 2)
     term = torch.where(al.relevant, 1.0 / logs[arg.clamp_min(0)], torch.zeros(arg.shape, dtype=torch.float64))
-    total = after(running_sums(term, al.offsets), al.offsets, al.num_ret)
+    total = after(running_sums(term, al.offsets, blocks), al.offsets, al.num_ret)
     r = al.n_relevant.to(torch.float64)
     return torch.where(al.num_rel_ret > 0, total / r.clamp_min(1.0), torch.zeros_like(total))
 
 
-def _infAP(al) -> Tensor:
+def _infAP(al, blocks: list) -> Tensor:
     """m_infap.c (module doc), its terms in C's order of operations."""
     f64 = torch.float64
     rel, nonrel = al.relevant, al.judged & ~al.relevant
@@ -292,7 +300,7 @@ def _infAP(al) -> Tensor:
         ((r - 1).to(f64) + INFAP_EPSILON) / ((r - 1 + n).to(f64) + 2 * INFAP_EPSILON))
     term = torch.where(al.rank == 1, torch.ones_like(term), term)
     term = torch.where(rel, term, torch.zeros_like(term))
-    total = after(running_sums(term, al.offsets), al.offsets, al.num_ret)
+    total = after(running_sums(term, al.offsets, blocks), al.offsets, al.num_ret)
     big_r = al.n_relevant.to(f64)
     return torch.where(al.n_relevant > 0, total / big_r.clamp_min(1.0), total)
 
@@ -326,14 +334,15 @@ def gain_values(al, qrels, keys: Sequence[str], *, placeholder: bool = False) ->
     without ``-M0``, :func:`with_placeholder`), seen by a gain table giving level -1 a gain."""
     out: Dict[str, Tensor] = {}
     counts = None
+    blocks = layout(al.offsets) if keys else []
     lists: Dict[Tuple[Tuple[Tuple[int, float], ...], bool], _Lists] = {}
     for key in keys:
         base, _, text = key.partition(".")
         if base == "binG":
-            out[key] = _binG(al)
+            out[key] = _binG(al, blocks)
             continue
         if base == "infAP":
-            out[key] = _infAP(al)
+            out[key] = _infAP(al, blocks)
             continue
         params = parse_gain_params(base, text or None)
         table_key = params.gains if base in GAIN_MEASURES else ()
@@ -343,7 +352,8 @@ def gain_values(al, qrels, keys: Sequence[str], *, placeholder: bool = False) ->
         if (table_key, seen) not in lists:
             counts = level_counts(qrels, al) if counts is None else counts
             run = with_placeholder(al) if seen else al
-            lists[table_key, seen] = _Lists(run, _Table(run, counts, GainParams(params.text, table_key)))
+            table = _Table(run, counts, GainParams(params.text, table_key))
+            lists[table_key, seen] = _Lists(run, table, layout(run.offsets) if seen else blocks)
         ls = lists[table_key, seen]
         if base in P_MEASURES:
             out[key] = ls.rbp(params.p, resid=base == "rbp_resid")
