@@ -97,7 +97,9 @@ def level_counts(qrels, al) -> Tuple[Tensor, Tensor, Tensor]:
     eq = to_eval[qrels.query] if len(qrels.query_ids) else qrels.query
     keep = (eq >= 0) & (qrels.rel >= 0)
     levels, code = torch.unique(qrels.rel[keep], return_inverse=True)
-    width = max(len(levels), 1)  # (query, level) as one int64: Q * width <= the judgements squared
+    # (query, level) as one int64: Q <= N (each evaluated query has a judgement) and width <= N, the
+    # judgements: Q * width <= N**2 < 2**63 for N < 3e9
+    width = max(len(levels), 1)
     pairs, counts = torch.unique(eq[keep] * width + code, return_counts=True)
     q, level = pairs // width, levels[pairs % width] if len(levels) else pairs
     m = torch.zeros(len(al.query_ids), dtype=torch.int64).scatter_reduce(0, q, level + 1, "amax")
