@@ -18,12 +18,14 @@ runs' letter groups.
 Example:
     >>> expand_measures(["official"])[0][:4]
     ['num_q', 'num_ret', 'num_rel', 'num_rel_ret']
-    >>> expand_measures(["map", "infAP", "all_trec"])[1][:3]
-    ['infAP', 'rbp', 'rbp_resid']
+    >>> expand_measures(["map", "prefs_simp", "all_trec"])[1][:1]
+    ['prefs_simp']
     >>> expand_measures(["official", "P.5", "P.10"])[0][-1]  # trec_eval: the first parameters given, anywhere
     'P.5'
     >>> measure_list("P.5,10,map,iprec_at_recall.1,.5,utility.2,-1,0")
     ['P.5,10', 'map', 'iprec_at_recall.1,.5', 'utility.2,-1,0']
+    >>> measure_list("rbp.2=1,p=0.8,ndcg.1=3,-1=2,G")
+    ['rbp.2=1,p=0.8', 'ndcg.1=3,-1=2', 'G']
 """
 from __future__ import annotations
 
@@ -103,11 +105,13 @@ def expand_measures(names: Sequence[str]) -> Tuple[List[str], List[str], bool]:
 
 
 def measure_list(text: str) -> List[str]:
-    """Names separated by commas, a comma followed by a parameter continuing the name before
-    (``"P.5,10,map"`` -> ``["P.5,10", "map"]``, as trec_eval's ``-m P.5,10``)."""
+    """Names separated by commas, a comma followed by a parameter (a number, or a ``name=value``
+    pair) continuing the name before (``"P.5,10,map"`` -> ``["P.5,10", "map"]``, as trec_eval's
+    ``-m P.5,10``)."""
     out: List[str] = []
     for part in text.split(","):
-        if out and part and (part[0] in "0123456789.+" or part[:2].lstrip("-")[:1].isdigit()):
+        if out and part and (part[0] in "0123456789.+" or part[:2].lstrip("-")[:1].isdigit()
+                             or "=" in part and "." not in part.partition("=")[0]):  # a pair: 2=9, p=0.8
             out[-1] += "," + part
         elif part:
             out.append(part)

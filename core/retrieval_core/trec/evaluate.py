@@ -45,6 +45,7 @@ from .align import Aligned, align
 from .files import Qrels, Run
 from .exact import is_exact, length_groups, sequential_gm, sequential_mean, trec_values
 from .kernels import IPREC_RULES, iprec_at_recall
+from .gain_measures import gain_values, is_gain_key
 from .measures import TREC_EVAL_MEASURES, parse_measures
 from .set_measures import is_key as is_set_key, set_values
 
@@ -52,8 +53,9 @@ __all__ = ["TrecEvaluation", "evaluate_trec", "COUNTS", "TREC_ORDER"]
 
 COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
 # trec_eval's output order (its measure table), by base name
-TREC_ORDER = tuple(m for m in TREC_EVAL_MEASURES if m != "runid")
-SUMMARY_ONLY = ("num_q", "gm_map")
+TREC_ORDER = tuple(name for name in TREC_EVAL_MEASURES if name != "runid")
+SUMMARY_ONLY = ("num_q", "gm_map", "gm_bpref")
+GEOMETRIC = {"gm_map": "map", "gm_bpref": "bpref"}  # summary: the geometric mean of these per-query values
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]*)?")  # trec_eval prints them in the summary alone
 
 
@@ -114,11 +116,15 @@ def _line(name: str, query: str, value: Union[float, str]) -> str:
         text = f"'{value}'"
     elif name in COUNTS:
         text = str(int(round(value)))
-    elif math.isnan(value):  # C's printf: the sign too (0.0 / 0.0 is -nan on x86-64)
-        text = f"{'-nan' if math.copysign(1.0, value) < 0 else 'nan':>6}"
     else:
-        text = f"{value:.4f}"
+        text = f"{value:.4f}" if math.isfinite(value) else _c_text(value)
     return f"{name:<22}\t{query}\t{text}"
+
+
+def _c_text(value: float) -> str:
+    """C's ``%6.4f`` of an infinity or a NaN (its sign shown: ``-nan`` for 0.0 / 0)."""
+    text = "nan" if math.isnan(value) else "inf"
+    return f"{'-' + text if math.copysign(1.0, value) < 0 else text:>6}"
 
 
 def _rows(flat: Tensor, offsets: Tensor, rows: Tensor) -> Tuple[Tensor, Tensor]:
@@ -174,23 +180,24 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
         raise ValueError(f"the run has none of the qrels' {len(qrels.query_ids)} queries (trec_eval evaluates the "
                          "queries both have; complete=True, -c, counts every qrels query)")
     keys = [k for k, _ in pairs]
-    cols, texts = _columns(qrels, run, al, keys, iprec_rule, num_docs, max_per_query)
+    cols, texts = _columns(qrels, run, al, keys, iprec_rule, num_docs, max_per_query, complete)
     values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
     numeric = [j for j, k in enumerate(keys) if k not in texts]
     keys = [keys[j] for j in numeric]
-    res = aggregate(values[:, numeric], keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
+    finite = torch.where(torch.isinf(values[:, numeric]), torch.nan, values[:, numeric])  # G, ndcg_rel: C's inf
+    res = aggregate(finite, keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
     means = sequential_mean(values[:, numeric])  # trec_eval's order: query after query, then / num_q
     summary = {k: means[j] for j, k in enumerate(keys)}
     for k in keys:
         if k in COUNTS:
             summary[k] = torch.cumsum(cols[k], 0)[-1]
-        elif k == "gm_map":
+        elif k in GEOMETRIC:
             summary[k] = torch.tensor(sequential_gm(cols[k]), dtype=torch.float64)
     if "num_rel" in keys and complete:  # trec_eval -c: every qrels judgement with rel > 0, whatever -l
         summary["num_rel"] = (qrels.rel > 0).sum().to(torch.float64)
     out = res.with_values(summary)
     for k in keys:  # an interval of the mean is not one of a sum or of a geometric mean
-        if k in COUNTS or k == "gm_map":
+        if k in COUNTS or k in GEOMETRIC:
             out.ci.pop(k, None)
     names = dict(pairs)
     return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag,
@@ -198,11 +205,13 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
 
 
 def _columns(qrels: Qrels, run: Run, al: Aligned, keys: Sequence[str], iprec_rule: str, num_docs: int,
-             max_per_query: Optional[int]) -> Tuple[Dict[str, Tensor], Dict[str, List[str]]]:
+             max_per_query: Optional[int], complete: bool) -> Tuple[Dict[str, Tensor], Dict[str, List[str]]]:
     """``({key: [Q] values}, {key: [Q] strings})``: each key by the module that computes it."""
     cols: Dict[str, Tensor] = {}
-    exact = [k for k in keys if is_exact(k)] + (["map"] if "gm_map" in keys and "map" not in keys else [])
-    cols.update(trec_values(al, exact, _judged_nonrel(qrels, al) if "bpref" in keys else None))
+    exact = [k for k in keys if is_exact(k)] + [v for k, v in GEOMETRIC.items() if k in keys and v not in keys]
+    cols.update(trec_values(al, exact, _judged_nonrel(qrels, al) if "bpref" in exact else None))
+    placeholder = complete and max_per_query != 0  # trec_eval -c: a lacking query "retrieves" one document
+    cols.update(gain_values(al, qrels, [k for k in keys if is_gain_key(k)], placeholder=placeholder))
     levels = [float(k.partition("@")[2]) for k in keys if k.startswith("iprec_at_recall@")]
     if levels:
         got = iprec_at_recall(al.relevant, al.offsets, al.n_relevant, levels, rule=iprec_rule)
@@ -216,12 +225,11 @@ def _columns(qrels: Qrels, run: Run, al: Aligned, keys: Sequence[str], iprec_rul
                                                                           max_per_query),
                                 num_docs=num_docs, rule=iprec_rule)
         cols.update(got)
-    rest = [k for k in keys if not is_exact(k) and k != "gm_map" and not k.startswith("iprec_at_recall@")
-            and not is_set_key(k)]
+    rest = [k for k in keys if not is_exact(k) and k not in GEOMETRIC and not is_gain_key(k)
+            and not k.startswith("iprec_at_recall@") and not is_set_key(k)]
     if rest:
         cols.update(_ranked(al, rest))
-    if "gm_map" in keys:
-        cols["gm_map"] = cols["map"]
+    cols.update({k: cols[v] for k, v in GEOMETRIC.items() if k in keys})
     return cols, texts
 
 

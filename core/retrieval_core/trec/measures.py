@@ -7,7 +7,10 @@ name raises, listing every one of them (``split_measures`` returns them instead)
 * trec_eval: ``map``, ``P_5`` / ``P.5`` / ``P.5,10`` / ``P`` (its default cutoffs), ``recall``,
   ``ndcg``, ``ndcg_cut``, ``map_cut``, ``success``, ``recip_rank``, ``Rprec``, ``bpref``,
   ``gm_map``, ``num_q``, ``num_ret``, ``num_rel``, ``num_rel_ret``, ``num_nonrel_judged_ret``,
-  ``iprec_at_recall_0.10``, and the sets ``official`` and ``all_trec`` (also written ``-m official``).
+  ``iprec_at_recall_0.10``, ``infAP``, ``gm_bpref``, ``binG``, ``G``, ``ideal_dcg``, ``ndcg_rel``, ``Rndcg``,
+  ``rbp``, ``rbp_resid``, gain tables (``ndcg.1=3,2=9``: ``G``, ``dcg``, ``ideal_dcg``, ``ndcg``,
+  ``ndcg_rel``, ``Rndcg``, ``rbp``) and ``p`` (``rbp.p=0.8``, ``rbp_resid.p=0.8``), and the sets
+  ``official`` and ``all_trec`` (also written ``-m official``).
   ``runid`` is the run's tag (:attr:`Run.tag`), not a measure: the sets leave it out and the
   name alone is refused.
 * ir_measures: ``AP``, ``AP@10``, ``P@5``, ``R@100``, ``nDCG``, ``nDCG@10``,
@@ -22,8 +25,10 @@ Example:
     [('precision@5', 'P_5'), ('precision@10', 'P_10'), ('mrr', 'recip_rank'), ('map@10', 'map_cut_10')]
     >>> parse_measures("iprec_at_recall..1")
     [('iprec_at_recall@0.1', 'iprec_at_recall_0.10')]
-    >>> split_measures(["ndcg_cut.5,10", "infAP", "ERR@20"])
-    ([('ndcg@5', 'ndcg_cut_5'), ('ndcg@10', 'ndcg_cut_10')], ['infAP', 'ERR@20'])
+    >>> split_measures(["ndcg_cut.5,10", "prefs_simp", "ERR@20"])
+    ([('ndcg@5', 'ndcg_cut_5'), ('ndcg@10', 'ndcg_cut_10')], ['prefs_simp', 'ERR@20'])
+    >>> parse_measures(["ndcg.1=3,2=9", "rbp.p=0.8", "infAP"])
+    [('ndcg.1=3,2=9', 'ndcg_1=3,2=9'), ('rbp.p=0.8', 'rbp_p=0.8'), ('infAP', 'infAP')]
 """
 from __future__ import annotations
 
@@ -35,6 +40,8 @@ from retrieval_core import parse_metrics
 from retrieval_core.metrics.spec import ALIASES, REGISTRY
 
 from . import set_measures
+from .gain_measures import GAIN_KEYS
+from .gains import GAIN_MEASURES, P_MEASURES, parse_gain_params
 
 __all__ = ["parse_measures", "parse_one", "split_measures", "MeasureError", "Unsupported", "CUTOFFS", "NEW_KEYS",
            "SETS", "TREC_EVAL_MEASURES"]
@@ -49,12 +56,15 @@ RECALL_LEVELS = tuple(i / 10 for i in range(11))
 PLAIN = {spec.names.trec_eval[0]: name for name, spec in REGISTRY.items() if spec.names.trec_eval[0]}
 PLAIN.update({"bpref": "bpref", "gm_map": "gm_map", "num_q": "num_q", "num_ret": "num_ret", "num_rel": "num_rel",
               "num_rel_ret": "num_rel_ret", "num_nonrel_judged_ret": "num_nonrel_judged_ret"})
+GAIN_ONLY = tuple(k for k in GAIN_KEYS if k not in ("dcg", "ndcg")) + ("gm_bpref",)
+PLAIN.update({name: name for name in GAIN_ONLY})  # gain_measures.py; gm_bpref: bpref's geometric mean
 # trec_eval measures with integer cutoffs: name -> (our key's name, default cutoffs)
 CUT = {trec: (name, SUCCESS_CUTOFFS if trec == "success" else CUTOFFS)
        for name, spec in REGISTRY.items() for trec in spec.names.trec_eval[1:] if trec}
 # keys that evaluate_trec computes itself, not the core (docs/trec.md)
 NEW_KEYS = ("bpref", "gm_map", "num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret",
             "iprec_at_recall")
+NEW_KEYS += GAIN_ONLY
 # trec_eval's measure sets (measures.c); runid left out (not a measure)
 SETS = {
     "official": ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
@@ -157,6 +167,8 @@ def _trec(base: str, params: Optional[str], name: str) -> List[Pair]:
         return out
     if base in PLAIN and params is None:
         return [(PLAIN[base], base)]
+    if base in GAIN_MEASURES + P_MEASURES:
+        return [_gain_pair(base, params, name)]
     if base in CUT:
         ours, defaults = CUT[base]
         ks = defaults if params is None else sorted(_params(params, name, lambda p, n: _cutoff(p, n, trec=True)))
@@ -174,6 +186,16 @@ def _trec(base: str, params: Optional[str], name: str) -> List[Pair]:
         raise Unsupported(name if params is None else f"{name!r}: trec_eval's {base} with parameters is not "
                                                       "supported")
     raise Unsupported(name)
+
+
+def _gain_pair(base: str, params: str, name: str) -> Pair:
+    """A measure with a gain table or p (``ndcg.1=3,2=9``, ``rbp.p=0.8``): key ``base.params``, printed
+    ``base_params`` as trec_eval prints it."""
+    try:
+        parse_gain_params(base, params)
+    except ValueError as err:
+        raise MeasureError(f"{name!r}: {err}") from None
+    return f"{base}.{params}", f"{base}_{params}"
 
 
 def _from_trec(name: str, command_line: bool = False) -> Optional[List[Pair]]:

@@ -25,6 +25,14 @@ meas_avg.c, m_*.c):
   parameters read from the output name (``Rprec_mult_0.20``, ``utility_2,-1,0,0``,
   ``11pt_avg_.25,.5,.75``), ``num_docs`` for ``-N``; ``relstring`` printed per query only.
 
+* the graded and sampled-pool measures (m_G.c, m_binG.c, m_ndcg.c, m_ndcg_rel.c, m_Rndcg.c,
+  m_rbp.c, m_rbp_resid.c, m_infap.c, m_gm_bpref.c): their loops as written there, with the gain
+  table of gain_init.c (the pairs given, then the levels 0 .. M - 1 not given, sorted by glibc's
+  merge sort with trec_eval's comparator ``(int) (gain1 - gain2)``); rbp's min and max start at
+  0 (trec_eval 10's binary: m_rbp.c leaves them uninitialised); ``-c``: a query the run lacks
+  retrieves one document outside the qrels (trec_eval's ``bogus_ranking``), whose ``num_ret``
+  and bare ``rbp_resid`` are then set to 0.
+
 ``lines(...)`` gives trec_eval's output lines for the measures asked (trec_eval names:
 ``P_5``, ``ndcg_cut_10``, ``iprec_at_recall_0.10``...), in the order asked.
 """
@@ -51,7 +59,11 @@ class Query:
     """One query as trec_eval's measures see it: ``rels`` in rank order, ``levels[v]`` the
     qrels' judgements of rel v >= 0, ``num_rel`` (rel >= level)."""
 
-    def __init__(self, judged: Dict[str, int], scores: Dict[str, float], level: int, max_per_query: Optional[int]):
+    def __init__(self, judged: Dict[str, int], scores: Dict[str, float], level: int, max_per_query: Optional[int],
+                 placeholder: bool = False):
+        self.placeholder = placeholder  # -c, a query the run lacks: one document outside the qrels
+        if placeholder:
+            scores = {"ceci_nest_pas_un_docno": 1.0}
         by_id = sorted(scores, key=_key, reverse=True)  # ties: doc id descending
         ranked = sorted(by_id, key=lambda d: -scores[d])  # stable
         if max_per_query is not None:
@@ -65,9 +77,10 @@ class Query:
         self.level = level
         self.num_rel = sum(c for v, c in enumerate(self.levels) if v >= level)
         self.num_ret = len(self.rels)
-        self.made_up = False  # the run lacks it (complete): MADE_UP retrieved
+        self.made_up = placeholder  # the run lacks it (complete): one made-up document retrieved
         self.num_docs = 0  # -N
         self.rule = "lround"  # 11pt_avg's count of relevant documents at x (v9: trec_eval 9)
+        self.num_rel_levels = max([v + 1 for v, c in enumerate(self.levels) if c] or [0])
 
     def is_rel(self, i: int) -> bool:
         return self.rels[i] >= self.level
@@ -265,6 +278,9 @@ def value(q: Query, name: str) -> float:
         return got
     if name == "num_ret" and q.made_up:
         return 0.0
+    graded = _graded(q, name)
+    if graded is not None:
+        return graded
     base, _, param = name.rpartition("_") if name[-1].isdigit() and "_" in name else (name, "", "")
     if param and base not in ("P", "recall", "success", "map_cut", "ndcg_cut", "iprec_at_recall"):
         raise KeyError(name)
@@ -277,6 +293,8 @@ def value(q: Query, name: str) -> float:
         return float({"num_ret": q.num_ret, "num_rel": r, "num_rel_ret": rel_ret}[name])
     if name == "num_nonrel_judged_ret":
         return float(sum(1 for v in q.rels if 0 <= v < q.level))
+    if name == "gm_bpref":
+        return _bpref(q)
     if name in ("map", "gm_map"):
         return _ap_upto(q, q.num_ret) / float(r) if rel_ret else 0.0
     if base == "map_cut":
@@ -307,6 +325,278 @@ def value(q: Query, name: str) -> float:
     raise KeyError(name)
 
 
+GAIN_NAMES = ("G", "dcg", "ideal_dcg", "ndcg", "ndcg_rel", "Rndcg", "rbp", "rbp_resid")
+INFAP_EPSILON = .00001
+
+
+def _c_log2(x: float) -> float:
+    if x > 0:
+        return math.log2(x)
+    return -math.inf if x == 0 else -math.nan  # glibc: log2(0) = -inf, below 0 a NaN with its sign bit set
+
+
+def _to_int(x: float) -> int:  # C's (int) of a double on x86-64: out of range or NaN gives INT_MIN
+    return int(x) if x == x and -2147483649.0 < x < 2147483648.0 else -2147483648
+
+
+def _msort(a: list, cmp) -> list:
+    """glibc's msort_with_tmp: n1 = n / 2 first, then merge taking the left while cmp <= 0."""
+    if len(a) < 2:
+        return a
+    b1, b2 = _msort(a[:len(a) // 2], cmp), _msort(a[len(a) // 2:], cmp)
+    out = []
+    while b1 and b2:
+        out.append(b1.pop(0) if cmp(b1[0], b2[0]) <= 0 else b2.pop(0))
+    return out + b1 + b2
+
+
+def _pairs(params: str):
+    """(name, value) pairs of 'name=value,...' as get_param_pairs reads them (well-formed here)."""
+    return [(part.split("=")[0], float(part.split("=")[1])) for part in params.split(",")] if params else []
+
+
+def _setup_gains(q: Query, params: str):
+    """gain_init.c's setup_gains: [rel_level, gain, num_at_level] entries, sorted."""
+    gains = []
+    for name, v in _pairs(params):
+        body = name[1:] if name[:1] in "+-" else name
+        if body.isdigit():
+            gains.append([int(name), v, 0])
+    given = len(gains)
+    for i in range(q.num_rel_levels):
+        j = 0
+        while j < given and gains[j][0] != i:
+            j += 1
+        if j < given:
+            gains[j][2] = q.levels[i]
+        else:
+            gains.append([i, float(i), q.levels[i]])
+    return _msort(gains, lambda a, b: _to_int(a[1] - b[1]))
+
+
+def _get_gain(rel: int, gains) -> float:
+    for level, gain, _ in gains:
+        if level == rel:
+            return gain
+    return 0.0
+
+
+def _div(a: float, b: float) -> float:
+    """C's ``a / b`` in IEEE arithmetic: x / 0 is an infinity, 0 / 0 the x86 default NaN (-nan)."""
+    if b != 0.0 or b != b or a != a:
+        return a / b if b != 0.0 else a
+    if a == 0.0:
+        return -math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
+class _Walk:
+    """The ideal gain as m_ndcg.c's loops step it: ``gain`` (0 past the table), ``step()`` one rank on."""
+
+    def __init__(self, gains):
+        self.gains, self.cur, self.num_at_level = gains, len(gains) - 1, 0
+        self.gain = gains[self.cur][1] if self.cur >= 0 else 0.0
+
+    def step(self) -> None:
+        self.num_at_level += 1
+        while self.cur >= 0 and self.num_at_level > self.gains[self.cur][2]:
+            self.num_at_level = 1
+            self.cur -= 1
+            self.gain = self.gains[self.cur][1] if self.cur >= 0 else 0.0
+
+
+def _G(q: Query, gains) -> float:
+    walk = _Walk(gains)
+    results_g = sum_results = sum_ideal = sum_cost = 0.0
+    i = 0
+    while i < q.num_ret and walk.gain > 0.0:
+        results_gain = _get_gain(q.rels[i], gains)
+        sum_results += results_gain
+        walk.step()
+        if walk.gain > 0.0:
+            sum_ideal += walk.gain
+        sum_cost += walk.gain if walk.gain >= 1.0 else 1.0
+        if results_gain != 0:
+            results_g += _div(results_gain, _c_log2(2 + sum_cost - sum_results))
+        i += 1
+    while i < q.num_ret:
+        results_gain = _get_gain(q.rels[i], gains)
+        sum_results += results_gain
+        sum_cost += 1.0
+        if results_gain != 0:
+            results_g += _div(results_gain, _c_log2(2 + sum_cost - sum_results))
+        i += 1
+    while walk.gain > 0.0:
+        walk.step()
+        if walk.gain > 0.0:
+            sum_ideal += walk.gain
+    return results_g / sum_ideal if sum_ideal > 0.0 else 0.0
+
+
+def _dcgs(q: Query, gains):
+    """m_ndcg.c: the results' DCG and the ideal DCG."""
+    walk = _Walk(gains)
+    dcg = idcg = 0.0
+    i = 0
+    while i < q.num_ret or walk.gain > 0.0:
+        if i < q.num_ret:
+            g = _get_gain(q.rels[i], gains)
+            if g != 0:
+                dcg += g / math.log2(i + 2)
+        if walk.gain > 0.0:
+            walk.step()
+            if walk.gain > 0.0:
+                idcg += walk.gain / math.log2(i + 2)
+        i += 1
+    return dcg, idcg
+
+
+def _ndcg_rel(q: Query, gains) -> float:
+    walk = _Walk(gains)
+    dcg = idcg = total = 0.0
+    num_rel = num_rel_ret = 0
+    i = 0
+    while i < q.num_ret and walk.gain > 0.0:
+        g = _get_gain(q.rels[i], gains)
+        if g != 0:
+            dcg += g / math.log2(i + 2)
+        walk.step()
+        if walk.gain > 0.0:
+            num_rel += 1
+            idcg += walk.gain / math.log2(i + 2)
+        if g > 0:
+            total += _div(dcg, idcg)
+            num_rel_ret += 1
+        i += 1
+    while i < q.num_ret:
+        g = _get_gain(q.rels[i], gains)
+        if g != 0:
+            dcg += g / math.log2(i + 2)
+        if g > 0:
+            total += _div(dcg, idcg)
+            num_rel_ret += 1
+        i += 1
+    while walk.gain > 0.0:
+        walk.step()
+        if walk.gain > 0.0:
+            num_rel += 1
+            idcg += walk.gain / math.log2(i + 2)
+        i += 1
+    total += _div(float(num_rel - num_rel_ret) * dcg, idcg)
+    return _div(total, float(num_rel)) if total > 0.0 else 0.0
+
+
+def _Rndcg(q: Query, gains) -> float:
+    if q.num_rel == 0:
+        return 0.0
+    walk = _Walk(gains)
+    old = walk.gain
+    dcg = idcg = total = 0.0
+    points = i = 0
+    while i < q.num_ret and walk.gain > 0.0:
+        g = _get_gain(q.rels[i], gains)
+        walk.step()
+        if old != walk.gain:
+            if idcg > 0.0:
+                total += dcg / idcg
+                points += 1
+            old = walk.gain
+        if g != 0:
+            dcg += g / math.log2(i + 2)
+        if walk.gain > 0.0:
+            idcg += walk.gain / math.log2(i + 2)
+        i += 1
+    if i < q.num_ret:
+        while i < q.num_ret:
+            g = _get_gain(q.rels[i], gains)
+            if g != 0:
+                dcg += g / math.log2(i + 2)
+            i += 1
+        if idcg > 0.0:
+            total += dcg / idcg
+            points += 1
+    while walk.gain > 0.0:
+        walk.step()
+        if old != walk.gain:
+            if idcg > 0.0:
+                total += dcg / idcg
+                points += 1
+            old = walk.gain
+        if walk.gain > 0.0:
+            idcg += walk.gain / math.log2(i + 2)
+        i += 1
+    return _div(total, float(points))
+
+
+def _rbp(q: Query, gains, p: float, resid: bool) -> float:
+    lo = hi = 0.0
+    for _, g, _ in gains:
+        lo, hi = min(lo, g), max(hi, g)
+    if lo < 0 or hi > 1:
+        gains = [[lv, (g - lo) / (hi - lo), c] for lv, g, c in gains]
+    total, cur_p, unjudged = 0.0, 1.0, 0
+    for i in range(q.num_ret):
+        if resid and q.rels[i] < 0:
+            unjudged += 1
+            total += cur_p
+        g = _get_gain(q.rels[i], gains)
+        if not resid and g != 0:
+            total += g * cur_p
+        cur_p = cur_p * p
+    if resid:
+        return cur_p + (1 - p) * total if unjudged else 0.0
+    return (1.0 - p) * total
+
+
+def _binG(q: Query) -> float:
+    total, found = 0.0, 0
+    for i in range(q.num_ret):
+        if q.rels[i] >= q.level:
+            found += 1
+            total += 1.0 / math.log2(3 + i - found)
+    return total / q.num_rel if found else 0.0
+
+
+def _infAP(q: Query) -> float:
+    inf_ap, rel, nonrel, unjudged = 0.0, 0, 0, 0
+    for j, v in enumerate(q.rels):
+        if v == NONPOOL:
+            continue
+        if v == UNJUDGED:
+            unjudged += 1
+        elif v < q.level:
+            nonrel += 1
+        else:
+            rel += 1
+            fj = float(j)
+            inf_ap += 1.0 if j == 0 else 1.0 / (fj + 1.0) + (fj / (fj + 1.0)) * ((rel - 1 + nonrel + unjudged) / fj) \
+                * ((rel - 1 + INFAP_EPSILON) / (rel - 1 + nonrel + 2 * INFAP_EPSILON))
+    return inf_ap / q.num_rel if q.num_rel else inf_ap
+
+
+def _graded(q: Query, name: str) -> Optional[float]:
+    """The measures above by output name (``G``, ``ndcg_1=3,2=9``, ``rbp_p=0.8``...); None for another."""
+    if name in ("binG", "infAP"):
+        return _binG(q) if name == "binG" else _infAP(q)
+    base = next((b for b in sorted(GAIN_NAMES, key=len, reverse=True)
+                 if name == b or name.startswith(b + "_") and "=" in name), None)
+    if base is None or base in ("dcg", "ndcg") and name == base:
+        return None  # the default dcg, ndcg: value() below
+    params = name[len(base) + 1:]
+    p = ([v for k, v in _pairs(params) if k == "p"] or [0.9])[-1]
+    gains = _setup_gains(q, params)
+    if base in ("rbp", "rbp_resid"):
+        return _rbp(q, gains, p, base == "rbp_resid")
+    if base == "G":
+        return _G(q, gains)
+    if base == "ndcg_rel":
+        return _ndcg_rel(q, gains)
+    if base == "Rndcg":
+        return _Rndcg(q, gains)
+    dcg, idcg = _dcgs(q, gains)
+    return {"dcg": dcg, "ideal_dcg": idcg, "ndcg": dcg / idcg if idcg > 0.0 else 0.0}[base]
+
+
 def evaluate(qrels: Dict[str, Dict[str, int]], run: Dict[str, Dict[str, float]], names: Sequence[str], *,
              level: int = 1, complete: bool = False, max_per_query: Optional[int] = None, num_docs: int = 0,
              rule: str = "lround"):
@@ -314,18 +604,19 @@ def evaluate(qrels: Dict[str, Dict[str, int]], run: Dict[str, Dict[str, float]],
     qids = sorted((q for q in qrels if complete or q in run), key=_key)
     queries = []
     for qid in qids:
-        query = Query(qrels[qid], run.get(qid, {MADE_UP: 1.0}), level, max_per_query)
-        query.made_up, query.num_docs, query.rule = qid not in run, num_docs, rule
+        query = Query(qrels[qid], run.get(qid, {}), level, max_per_query, placeholder=qid not in run)
+        query.num_docs, query.rule = num_docs, rule
         queries.append(query)
-    per = {n: [value(q, n) for q in queries] for n in names}
+    per = {n: [0.0 if q.placeholder and n in ("num_ret", "rbp_resid") else value(q, n) for q in queries]
+           for n in names}
     summary: Dict[str, float] = {}
     for n in names:
         if n.startswith("relstring"):
             continue
         total = 0.0
         for v in per[n]:
-            total += math.log(max(v, MIN_GEO_MEAN)) if n == "gm_map" else v
-        if n == "gm_map":
+            total += math.log(max(v, MIN_GEO_MEAN)) if n in ("gm_map", "gm_bpref") else v
+        if n in ("gm_map", "gm_bpref"):
             summary[n] = math.exp(total / len(qids))
         elif n in COUNTS:
             summary[n] = total
@@ -345,8 +636,8 @@ def lines(qrels, run, names: Sequence[str], *, per_query: bool = False, **option
             text = f"'{v}'"
         elif name in COUNTS:
             text = str(int(v))
-        elif v != v:  # printf's %6.4f of a NaN: its sign, right-aligned
-            text = ("-nan" if math.copysign(1.0, v) < 0 else "nan").rjust(6)
+        elif not math.isfinite(v):  # printf's %6.4f of a NaN or an infinity: its sign, right-aligned
+            text = f"{('-' if math.copysign(1.0, v) < 0 else '') + ('nan' if v != v else 'inf'):>6}"
         else:
             text = f"{v:.4f}"
         return f"{name:<22}\t{qid}\t{text}"
@@ -354,6 +645,6 @@ def lines(qrels, run, names: Sequence[str], *, per_query: bool = False, **option
     out: List[str] = []
     if per_query:
         for i, qid in enumerate(qids):
-            out.extend(line(n, qid, per[n][i]) for n in names if n not in ("num_q", "gm_map"))
+            out.extend(line(n, qid, per[n][i]) for n in names if n not in ("num_q", "gm_map", "gm_bpref"))
     out.extend(line(n, "all", summary[n]) for n in names if n in summary)
     return out
