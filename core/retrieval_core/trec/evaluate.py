@@ -44,7 +44,8 @@ from .align import Aligned, align
 from .files import Qrels, Run
 from .exact import is_exact, length_groups, sequential_gm, sequential_mean, trec_values
 from .kernels import IPREC_RULES, iprec_at_recall
-from .measures import parse_measures
+from .ir_measures_kernels import is_ir_measures_key, ir_measures_value
+from .measures import parse_measures, split_options
 
 __all__ = ["TrecEvaluation", "evaluate_trec", "COUNTS", "TREC_ORDER"]
 
@@ -93,17 +94,18 @@ class TrecEvaluation:
         summary when asked): ``measure<TAB>query<TAB>value``, the name padded to 22,
         4 decimals, the counts as integers."""
         out: List[str] = []
+        counts = {name for key, name in self.measures if split_options(key)[0] in COUNTS}
         if per_query:
             for q, row in self.per_query().items():
-                out.extend(_line(name, q, v) for name, v in row.items())
+                out.extend(_line(name, q, v, name in counts) for name, v in row.items())
         if runid:
             out.append(f"{'runid':<22}\tall\t{self.tag}")
-        out.extend(_line(name, "all", v) for name, v in self.summary().items())
+        out.extend(_line(name, "all", v, name in counts) for name, v in self.summary().items())
         return out
 
 
-def _line(name: str, query: str, value: float) -> str:
-    text = str(int(round(value))) if name in COUNTS else f"{value:.4f}"
+def _line(name: str, query: str, value: float, count: bool) -> str:
+    text = str(int(round(value))) if count else f"{value:.4f}"
     return f"{name:<22}\t{query}\t{text}"
 
 
@@ -133,7 +135,7 @@ def _ordered(pairs: Sequence[Tuple[str, Optional[str]]]) -> List[Tuple[str, str]
 
 def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = "official", *, level: int = 1,
                   max_per_query: Optional[int] = None, complete: bool = False, ci: Optional[float] = None,
-                  seed: int = 0, iprec_rule: str = "lround") -> TrecEvaluation:
+                  seed: int = 0, iprec_rule: str = "lround", judged_only: bool = False) -> TrecEvaluation:
     """Evaluate ``run`` against ``qrels`` with trec_eval's semantics (module doc).
 
     Args:
@@ -147,17 +149,56 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
         ci, seed: a confidence level for bootstrap intervals of the means (``results.ci``).
         iprec_rule: the relevant documents needed at recall x: ``"lround"``, ``lround(x R)`` as
             trec_eval 10; ``"v9"``, ``floor(x R + 0.9)`` as trec_eval 9 and pytrec_eval.
+        judged_only: the entries not judged are removed before evaluation (``-J``, :func:`align`).
+
+    A measure's own relevance level or judged-only choice (ir_measures' ``P(rel=2)@5``,
+    ``AP(judged_only=True)``) overrides ``level`` / ``judged_only`` for it: the measures are
+    evaluated in groups of one setting each, into one table in trec_eval's order.
     """
     if iprec_rule not in IPREC_RULES:
         raise ValueError(f"iprec_rule must be one of {list(IPREC_RULES)} (trec_eval 10, trec_eval 9); "
                          f"got {iprec_rule!r}")
     pairs = _ordered(parse_measures(measures))
-    al = align(run, qrels, level=level, max_per_query=max_per_query, complete=complete)
-    q = len(al.query_ids)
-    if q == 0:
-        raise ValueError(f"the run has none of the qrels' {len(qrels.query_ids)} queries (trec_eval evaluates the "
-                         "queries both have; complete=True, -c, counts every qrels query)")
     keys = [k for k, _ in pairs]
+    cols: Dict[str, Tensor] = {}
+    for (lv, jo), group in _option_groups(keys, level, judged_only).items():
+        al = align(run, qrels, level=lv, max_per_query=max_per_query, complete=complete, judged_only=jo)
+        q = len(al.query_ids)
+        if q == 0:
+            raise ValueError(f"the run has none of the qrels' {len(qrels.query_ids)} queries (trec_eval evaluates "
+                             "the queries both have; complete=True, -c, counts every qrels query)")
+        got = _columns(qrels, al, list(dict.fromkeys(group.values())), iprec_rule)
+        cols.update({k: got[b] for k, b in group.items()})
+    values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
+    res = aggregate(values, keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
+    means = sequential_mean(values)  # trec_eval's order: query after query, then / num_q
+    summary = {k: means[j] for j, k in enumerate(keys)}
+    for k in keys:
+        if split_options(k)[0] in COUNTS:
+            summary[k] = torch.cumsum(cols[k], 0)[-1]
+        elif split_options(k)[0] == "gm_map":
+            summary[k] = torch.tensor(sequential_gm(cols[k]), dtype=torch.float64)
+    if "num_rel" in keys and complete:  # trec_eval -c: every qrels judgement with rel > 0, whatever -l
+        summary["num_rel"] = (qrels.rel > 0).sum().to(torch.float64)
+    out = res.with_values(summary)
+    for k in keys:  # an interval of the mean is not one of a sum or of a geometric mean
+        if split_options(k)[0] in COUNTS + ("gm_map",):
+            out.ci.pop(k, None)
+    return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag)
+
+
+def _option_groups(keys: Sequence[str], level: int, judged_only: bool) -> Dict[Tuple[int, bool], Dict[str, str]]:
+    """The keys by the evaluation each needs, ``(level, judged_only)`` (a key's own ``rel=`` /
+    ``judged_only=`` over the call's), as ``{key: key without options}``; the call's first."""
+    groups: Dict[Tuple[int, bool], Dict[str, str]] = {(level, judged_only): {}}
+    for k in keys:
+        base, rel, judged = split_options(k)
+        groups.setdefault((level if rel is None else rel, judged_only if judged is None else judged), {})[k] = base
+    return {g: members for g, members in groups.items() if members or g == (level, judged_only)}
+
+
+def _columns(qrels: Qrels, al: Aligned, keys: Sequence[str], iprec_rule: str) -> Dict[str, Tensor]:
+    """``{key: [Q] float64}`` of keys without options on one aligned run."""
     cols: Dict[str, Tensor] = {}
     exact = [k for k in keys if is_exact(k)] + (["map"] if "gm_map" in keys and "map" not in keys else [])
     cols.update(trec_values(al, exact, _judged_nonrel(qrels, al) if "bpref" in keys else None))
@@ -165,27 +206,13 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     if levels:
         got = iprec_at_recall(al.relevant, al.offsets, al.n_relevant, levels, rule=iprec_rule)
         cols.update({f"iprec_at_recall@{x:g}": got[:, i] for i, x in enumerate(levels)})
-    rest = [k for k in keys if not is_exact(k) and k != "gm_map" and not k.startswith("iprec_at_recall@")]
+    cols.update({k: ir_measures_value(al, k) for k in keys if is_ir_measures_key(k)})
+    rest = [k for k in keys if k not in cols and k != "gm_map"]
     if rest:
         cols.update(_ranked(al, rest))
     if "gm_map" in keys:
         cols["gm_map"] = cols["map"]
-    values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
-    res = aggregate(values, keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
-    means = sequential_mean(values)  # trec_eval's order: query after query, then / num_q
-    summary = {k: means[j] for j, k in enumerate(keys)}
-    for k in keys:
-        if k in COUNTS:
-            summary[k] = torch.cumsum(cols[k], 0)[-1]
-        elif k == "gm_map":
-            summary[k] = torch.tensor(sequential_gm(cols[k]), dtype=torch.float64)
-    if "num_rel" in keys and complete:  # trec_eval -c: every qrels judgement with rel > 0, whatever -l
-        summary["num_rel"] = (qrels.rel > 0).sum().to(torch.float64)
-    out = res.with_values(summary)
-    for k in keys:  # an interval of the mean is not one of a sum or of a geometric mean
-        if k in COUNTS or k == "gm_map":
-            out.ci.pop(k, None)
-    return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag)
+    return cols
 
 
 def _ranked(al: Aligned, keys: Sequence[str]) -> Dict[str, Tensor]:
