@@ -20,6 +20,8 @@ Example:
     'P.5'
     >>> measure_list("P.5,10,map,iprec_at_recall.1,.5,utility.2,-1,0")
     ['P.5,10', 'map', 'iprec_at_recall.1,.5', 'utility.2,-1,0']
+    >>> measure_list("RBP(p=0.8,rel=2),P(rel=2)@5")
+    ['RBP(p=0.8,rel=2)', 'P(rel=2)@5']
 """
 from __future__ import annotations
 
@@ -98,12 +100,23 @@ def measure_list(text: str) -> List[str]:
     """Names separated by commas, a comma followed by a parameter continuing the name before
     (``"P.5,10,map"`` -> ``["P.5,10", "map"]``, as trec_eval's ``-m P.5,10``)."""
     out: List[str] = []
-    for part in text.split(","):
+    for part in _top_level_commas(text):
         if out and part and (part[0] in "0123456789.+" or part[:2].lstrip("-")[:1].isdigit()):
             out[-1] += "," + part
         elif part:
             out.append(part)
     return out
+
+
+def _top_level_commas(text: str) -> List[str]:
+    """``text`` split at the commas outside brackets (ir_measures' ``RBP(p=0.8,rel=2)`` stays whole)."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += (c in "([{") - (c in ")]}")
+        if c == "," and depth <= 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
 
 
 def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
@@ -121,6 +134,9 @@ def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
                    help="average over every qrels query, 0 where a run has none")
     p.add_argument("-M", dest="max_per_query", type=_count, metavar="N", help="keep the first N entries of each query")
     p.add_argument("-l", dest="level", type=_level, default=1, metavar="N", help="rel >= N is relevant")
+    p.add_argument("-J", dest="judged_only", action="store_true",
+                   help="remove the documents that are not judged (absent from the qrels, or a negative rel) from "
+                        "each ranking before evaluation, as trec_eval -J")
     p.add_argument("--iprec-rule", choices=IPREC_RULES, default="lround",
                    help="relevant documents needed at recall x in iprec_at_recall: lround(x R) as trec_eval 10, "
                         "or v9: floor(x R + 0.9) as trec_eval 9 and pytrec_eval")
@@ -166,7 +182,7 @@ def _evaluate(qrels, path: str, good: List[str], args: argparse.Namespace) -> Tr
     run = read_run(path, docs=qrels.docs, duplicates=True)  # trec_eval refuses only the duplicates it evaluates
     try:
         return evaluate_trec(qrels, run, good, level=args.level, max_per_query=args.max_per_query,
-                             complete=args.complete, iprec_rule=args.iprec_rule)
+                             complete=args.complete, iprec_rule=args.iprec_rule, judged_only=args.judged_only)
     except DuplicateError as err:
         raise DuplicateError(f"{args.qrels if err.source == 'qrels' else path}: {err}") from None
 
@@ -207,6 +223,11 @@ def cmd_trec(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_count(measure: str) -> bool:
+    """trec_eval's counts and ir_measures' (``NumRet(rel=2)``): summed, printed as integers, not tested."""
+    return measure.startswith(("num_", "NumQ", "NumRet", "NumRel"))
+
+
 def _run_names(paths: Sequence[str]) -> List[str]:
     names = [os.path.basename(p) for p in paths]
     if len(set(names)) < len(names):
@@ -220,7 +241,7 @@ def _tests(evals: Dict[str, TrecEvaluation], alpha: float, seed: int) -> Dict[st
     base = evals[names[0]]
     out: Dict[str, Dict[str, Dict[str, float]]] = {}
     for j, (_, measure) in enumerate(base.measures):
-        if measure.startswith("num_"):
+        if _is_count(measure):
             continue  # counts: no test
         systems = {}
         common = set(base.query_ids)
@@ -263,7 +284,7 @@ def runs_table(evals: Dict[str, TrecEvaluation], *, fmt: str = "markdown", alpha
         cells = []
         for m in measures:
             v = values[name][m]
-            text = str(int(round(v))) if m.startswith("num_") else f"{v:.4f}"
+            text = str(int(round(v))) if _is_count(m) else f"{v:.4f}"
             mark = "".join(sorted(beats.get((name, m), [])))
             cells.append(text + (f"^{mark}" if mark and fmt == "markdown" else
                                  f"$^{{{mark}}}$" if mark else ""))
