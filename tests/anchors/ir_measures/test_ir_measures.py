@@ -47,6 +47,7 @@ SETS = ["SetP", "SetP(rel=2)", "SetP(judged_only=True)", "SetRelP", "SetR", "Set
         "SetF(rel=2,beta=0.5)", "SetAP", "SetAP(judged_only=True)", "infAP", "infAP(rel=2)"]
 TIE_ORDER = ["Judged@5", "Judged@10", "Judged", "Compat", "Compat(p=0.8)", "Compat(p=0.5,normalize=False)",
              "RBP(rel=1)", "RBP(p=0.5,rel=2)", "RR@5", "RR(rel=2)@3"]
+RANX = ["nDCG(dcg='exp-log2')"]  # ranx ranks ties its own way (tests/anchors/ranx)
 GDEVAL = ["ERR@5", "ERR@10", "nDCG(dcg='exp-log2')@10"]
 SEEDS = range(3)
 
@@ -106,6 +107,22 @@ def test_pytrec_eval_measures(seed, ties):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_ir_measures_own_measures_without_ties(seed):
     assert_same(TIE_ORDER, *random_case(seed, ties=False))
+
+
+@pytest.mark.parametrize("seed", [0])  # ranx compiles its kernels first (seconds)
+def test_ranx_measures_without_ties(seed):
+    """ir_measures' ranx provider fails with the pandas installed here (its query ids' dtype): ranx itself."""
+    ranx = pytest.importorskip("ranx")
+    qrels_d, run_d = random_case(seed, ties=False)
+    with pytest.raises(AssertionError, match="Query IDs column dtype"):
+        theirs(RANX, qrels_d, run_d)
+    positive = {q: {d: r for d, r in docs.items() if r > 0} for q, docs in qrels_d.items()}
+    got = ranx.evaluate(ranx.Qrels({q: d for q, d in positive.items() if d}), ranx.Run(run_d), "ndcg_burges",
+                        return_mean=False, threads=1, make_comparable=True)
+    _, our = ours(RANX, qrels_d, run_d, complete=True)
+    assert len(got) >= 5
+    for q, v in zip(sorted(q for q, d in positive.items() if d), got):  # ranx's order: sorted query ids
+        assert math.isclose(our[RANX[0]][q], float(v), abs_tol=1e-12), q
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -193,3 +210,13 @@ def test_iprec_judged_only_is_0_where_pytrec_eval_divides_0_by_0(seed):
     assert nan and all(our["NumRet"][q] == our["NumRel"][q] == 0 for q in nan)
     for q, v in their[names[0]].items():
         assert our[names[0]][q] == (0.0 if q in nan else pytest.approx(v, abs=1e-12)), q
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_compat_with_negative_scores(seed):
+    """A document not retrieved counts 0.0 in the ideal's order: retrieved ones with a negative
+    score come after it."""
+    qrels_d, run_d = random_case(seed, ties=False)
+    shifted = {q: {d: s - 300.0 for d, s in docs.items()} for q, docs in run_d.items()}
+    assert any(s < 0 for docs in shifted.values() for s in docs.values())
+    assert_same(["Compat", "Compat(p=0.7,normalize=False)"], qrels_d, shifted)
