@@ -360,7 +360,8 @@ TEST_FOLDERS = {"unit", "anchors", "adapters", "distributed"}
 ANCHORS = {  # folder -> the library its tests compare with
     "torchmetrics": "torchmetrics", "ignite": "pytorch-ignite", "sklearn": "scikit-learn", "ranx": "ranx",
     "trec_eval": "trec_eval (its outputs, pytrec_eval)", "pml": "pytorch-metric-learning",
-    "oml": "open-metric-learning", "suites": "the anchors' own test suites, run against our drop-ins"}
+    "oml": "open-metric-learning", "ir_measures": "ir_measures (its providers: pytrec_eval, cwl_eval, gdeval...)",
+    "suites": "the anchors' own test suites, run against our drop-ins"}
 CROSS_ANCHOR_TESTS = {"test_empty_queries.py"}
 PROJECT_TESTS = {"test_architecture.py", "test_bench_distributed.py", "test_bench_gpu.py", "test_devices.py",
                  "test_docs_runs.py", "test_doctests.py", "test_fixtures.py", "test_make_test.py",
