@@ -10,9 +10,12 @@ name raises, listing every one of them (``split_measures`` returns them instead)
   ``iprec_at_recall_0.10``, and the sets ``official`` and ``all_trec`` (also written ``-m official``).
   ``runid`` is the run's tag (:attr:`Run.tag`), not a measure: the sets leave it out and the
   name alone is refused.
-* ir_measures: ``AP``, ``AP@10``, ``P@5``, ``R@100``, ``nDCG``, ``nDCG@10``,
-  ``nDCG(dcg='exp-log2')@10``, ``RR``, ``RR@10``, ``Rprec``, ``Success@1``, ``Bpref``,
-  ``NumQ``, ``NumRet``, ``NumRel``, ``NumRelRet``, ``IPrec@0.1``.
+* ir_measures (its language: :mod:`retrieval_core.trec.ir_measures_names`): ``AP``, ``AP@10``,
+  ``P@5``, ``R@100``, ``nDCG``, ``nDCG@10``, ``nDCG(dcg='exp-log2')@10``, ``RR``, ``RR@10``,
+  ``Rprec``, ``Success@1``, ``Bpref``, ``NumQ``, ``NumRet``, ``NumRel``, ``NumRelRet``,
+  ``IPrec@0.1``, ``Judged@10``, ``ERR@20``, ``Compat(p=0.8)``, ``RBP(p=0.8,rel=2)``, ``SetP``,
+  ``SetR``, ``SetF``, ``SetAP``, ``infAP``; a measure's own ``rel=`` / ``judged_only=``
+  (``P(rel=2)@5``) makes a key with options (:func:`with_options`).
 * ours: every key :func:`retrieval_core.parse_metrics` accepts, and the keys only
   :func:`retrieval_core.trec.evaluate_trec` computes: ``bpref``, ``gm_map``, ``num_q``, ``num_ret``, ``num_rel``,
   ``num_rel_ret``, ``num_nonrel_judged_ret``, ``iprec_at_recall@x``.
