@@ -189,12 +189,12 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
 
 def _option_groups(keys: Sequence[str], level: int, judged_only: bool) -> Dict[Tuple[int, bool], Dict[str, str]]:
     """The keys by the evaluation each needs, ``(level, judged_only)`` (a key's own ``rel=`` /
-    ``judged_only=`` over the call's), as ``{key: key without options}``; the call's first."""
-    groups: Dict[Tuple[int, bool], Dict[str, str]] = {(level, judged_only): {}}
+    ``judged_only=`` over the call's), as ``{key: key without options}`` (no key: the call's setting alone)."""
+    groups: Dict[Tuple[int, bool], Dict[str, str]] = {}
     for k in keys:
         base, rel, judged = split_options(k)
         groups.setdefault((level if rel is None else rel, judged_only if judged is None else judged), {})[k] = base
-    return {g: members for g, members in groups.items() if members or g == (level, judged_only)}
+    return groups or {(level, judged_only): {}}
 
 
 def _columns(qrels: Qrels, al: Aligned, keys: Sequence[str], iprec_rule: str) -> Dict[str, Tensor]:
