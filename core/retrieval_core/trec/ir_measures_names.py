@@ -17,10 +17,10 @@ Example:
     'RBP(p=0.5,rel=2)'
     >>> read_ir_measure("map") is None   # not ir_measures' language
     True
-    >>> read_ir_measure("P(rell=2)@5")
+    >>> read_ir_measure("P(rel=True)@5")
     Traceback (most recent call last):
     ...
-    retrieval_core.trec.ir_measures_names.LanguageError: 'P(rell=2)@5': ir_measures' P takes no parameter rell (it takes cutoff, rel, judged_only)
+    retrieval_core.trec.ir_measures_names.LanguageError: 'P(rel=True)@5': rel must be an integer; got True
 """
 from __future__ import annotations
 
