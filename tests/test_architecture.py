@@ -360,7 +360,8 @@ TEST_FOLDERS = {"unit", "anchors", "adapters", "distributed"}
 ANCHORS = {  # folder -> the library its tests compare with
     "torchmetrics": "torchmetrics", "ignite": "pytorch-ignite", "sklearn": "scikit-learn", "ranx": "ranx",
     "trec_eval": "trec_eval (its outputs, pytrec_eval)", "pml": "pytorch-metric-learning",
-    "oml": "open-metric-learning", "ir_measures": "ir_measures (its providers: pytrec_eval, cwl_eval, gdeval...)",
+    "oml": "open-metric-learning", "torch_geometric": "torch-geometric (its LinkPred* metrics)",
+    "ir_measures": "ir_measures (its providers: pytrec_eval, cwl_eval, gdeval...)",
     "suites": "the anchors' own test suites, run against our drop-ins"}
 CROSS_ANCHOR_TESTS = {"test_empty_queries.py"}
 PROJECT_TESTS = {"test_architecture.py", "test_bench_distributed.py", "test_bench_gpu.py", "test_devices.py",
@@ -450,7 +451,7 @@ def test_a_misplaced_test_is_caught(tmp_path):
 # the score sequences (dense, flat, R given, an accumulator's batch) in inputs.scores, the
 # ranked lists' in inputs.ranked (an adapter's embedding batch is checked per update by the
 # accumulator, the values once, at compute; the flat drop-ins' entries by accumulator.flat)
-SCORE_OWNERS = {"inputs.scores", "inputs.ranked"}
+SCORE_OWNERS = {"inputs.scores", "inputs.ranked", "inputs.topk"}
 CHECK_OWNERS = {
     "check_score_options": SCORE_OWNERS,
     "check_per_query_keys": SCORE_OWNERS,
@@ -465,6 +466,12 @@ CHECK_OWNERS = {
     "check_query_gallery": {"inputs.embeddings"},
     "check_pairs": {"inputs.embeddings"},
     "check_embedding_options": {"inputs.embeddings", "evaluation.accumulator.embeddings"},
+    "check_topk": {"inputs.topk"},
+    "check_truth": {"inputs.topk"},
+    "check_item_data": {"inputs.topk"},
+    "check_topk_keys": {"inputs.topk"},
+    "check_user_items": {"inputs.pairs"},
+    "check_truth_mode": {"inputs.embeddings"},
 }
 
 

@@ -56,3 +56,14 @@ def test_architecture_doc_plain_loop_adapter_runs():
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+def test_metrics_doc_two_tower_example_runs():
+    text = (DOCS / "metrics.md").read_text(encoding="utf-8")
+    section = text.split("## Seen items and two-tower models", 1)[1].split("\n## ", 1)[0]
+    section = re.sub(r"^```.*$", "", section, flags=re.M)
+    test = doctest.DocTestParser().get_doctest(section, {}, "metrics.md: Seen items and two-tower models", None, 0)
+    assert len(test.examples) >= 8
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0

@@ -18,11 +18,13 @@ from .ranking.dense import rank_dense
 from .ranking.flat import rank_flat
 from .ranking.groups import group_flat
 from .stats.comparison import Comparison, compare, compare_many
+from .stats.allpairs import AllPairs, compare_all
 from .stats.correlation import rank_correlation
 from .evaluation.embeddings import evaluate_embeddings
 from .evaluation.scores import QueryValues, evaluate_scores, score_values
 from .ranking import Ranking
 from .evaluation.ranked import evaluate_ranked
+from .evaluation.topk import evaluate_topk
 from .metrics.keys import MetricKey, known_metrics, metric_key, parse_metrics, ranking_values
 from .metrics.spec import ALIASES, REGISTRY
 from .validate.stats import N_RESAMPLES
@@ -30,6 +32,7 @@ from .validate.stats import N_RESAMPLES
 __all__ = [
     "N_RESAMPLES",
     "ALIASES",
+    "AllPairs",
     "Comparison",
     "REGISTRY",
     "MetricKey",
@@ -38,10 +41,12 @@ __all__ = [
     "Ranking",
     "aggregate",
     "compare",
+    "compare_all",
     "compare_many",
     "evaluate_embeddings",
     "evaluate_ranked",
     "evaluate_scores",
+    "evaluate_topk",
     "group_flat",
     "known_metrics",
     "metric_key",

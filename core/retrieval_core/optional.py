@@ -26,9 +26,11 @@ from types import ModuleType
 from typing import Optional
 
 # the extra of pyproject.toml that installs each optional package (named in the errors)
-EXTRAS = {"matplotlib": "plot", "faiss-cpu": "faiss", "tqdm": "cli", "numpy": "cli", "scikit-learn": "demo"}
+EXTRAS = {"matplotlib": "plot", "faiss-cpu": "faiss", "tqdm": "cli", "numpy": "cli", "scikit-learn": "demo",
+          "pandas": "frames", "pyarrow": "frames"}
 
-__all__ = ["EXTRAS", "install_hint", "require", "faiss", "tqdm", "progress_bar", "pyplot", "figure"]
+__all__ = ["EXTRAS", "install_hint", "require", "faiss", "tqdm", "progress_bar", "pyplot", "figure", "pandas",
+           "pyarrow"]
 
 
 def install_hint(package: str) -> str:
@@ -62,6 +64,16 @@ def numpy(path: str) -> ModuleType:
 def faiss() -> ModuleType:
     """The faiss module, for ``backend='faiss'``."""
     return require("faiss", feature="backend='faiss'", package="faiss-cpu")
+
+
+def pandas(feature: str) -> ModuleType:
+    """pandas, for ``feature`` (qrels and runs as DataFrames)."""
+    return require("pandas", feature=feature, package="pandas")
+
+
+def pyarrow(module: str, feature: str) -> ModuleType:
+    """The pyarrow module ``module`` (``"pyarrow.csv"``...), for ``feature`` (reading or writing a table file)."""
+    return require(module, feature=feature, package="pyarrow")
 
 
 def tqdm():

@@ -191,6 +191,73 @@ CASES["rounded_dot_ties_pessimistic"] = _case(PER_QUERY + K_WHOLE, distance="dot
                                               ties="pessimistic")
 
 
+# issue 30: relevance pairs (two-tower) and exclude=, each rank passing its own queries' pairs (rows from 0,
+# items by position in the whole gallery)
+TWO_TOWER_KEYS = PER_QUERY + K_WHOLE
+
+
+def _pairs(n_users: int, n_items: int, n: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randint(0, n_users, (n,), generator=g), torch.randint(0, n_items, (n,), generator=g)])
+
+
+def _local_pairs(pairs: torch.Tensor, rank: int, world: int, layout: str, n_users: int = N) -> torch.Tensor:
+    b = bounds(world, layout, n_users)
+    mine = (pairs[0] >= b[rank]) & (pairs[0] < b[rank + 1])
+    return torch.stack([pairs[0, mine] - b[rank], pairs[1, mine]])
+
+
+def _sparse(pairs: torch.Tensor, n_users: int, n_items: int) -> torch.Tensor:
+    dense = torch.zeros(n_users, n_items)
+    dense[pairs[0], pairs[1]] = 1.0 + pairs[1].remainder(3).float()  # graded gains 1..3
+    return dense.to_sparse_csr()
+
+
+def _two_tower(layout: str = "uneven", sparse: bool = False, shard: bool = False, keys=TWO_TOWER_KEYS,
+               none_on_rank_0: bool = False, **options):
+    """Users against 40 items (rounded embeddings: exact ties), test pairs relevant, seen pairs excluded
+    (``none_on_rank_0``: rank 0 passes ``exclude=None``, its users' seen items not excluded)."""
+
+    def case(rank: int, world: int) -> Dict[str, Any]:
+        x, _, _, _ = _data()
+        users, items = torch.round(x), torch.round(x[:40].flip(0) * 0.7)
+        truth = _pairs(N, 40, 150, 1).unique(dim=1)
+        seen = _pairs(N, 40, 200, 2)
+        my_users, my_items = _rows(users, rank, world, layout), _rows(items, rank, world, layout)
+        my_truth, my_seen = (_local_pairs(p, rank, world, layout) for p in (truth, seen))
+        if sparse:
+            truth, my_truth = _sparse(truth, N, 40), _sparse(my_truth, my_users.shape[0], 40)
+        if none_on_rank_0:
+            my_seen = None if rank == 0 else my_seen
+            seen = seen[:, seen[0] >= bounds(world, layout)[1]]
+        got = D.evaluate_embeddings_across_ranks(my_users, None, keys, gallery=my_items, distance="dot",
+                                                 relevance=my_truth, exclude=my_seen, shard_gallery=shard, **options)
+        one = retrieval_core.evaluate_embeddings(users, None, keys, gallery=items, distance="dot",
+                                                 relevance=truth, exclude=seen, **options)
+        return {"dist": plain(got), "one": plain(one), "gathered_embeddings": []}
+
+    return case
+
+
+def _self_exclude(rank: int, world: int) -> Dict[str, Any]:
+    """Class labels, the query set its own gallery, seen items excluded (items: global positions)."""
+    x, labels, _, _ = _data()
+    seen = _pairs(N, N, 120, 3)
+    got = D.evaluate_embeddings_across_ranks(_rows(x, rank, world), _rows(labels, rank, world), PER_QUERY + K_WHOLE,
+                                             exclude=_local_pairs(seen, rank, world, "uneven"), ties="optimistic",
+                                             keep_per_query=True, return_neighbours=4)
+    one = retrieval_core.evaluate_embeddings(x, labels, PER_QUERY + K_WHOLE, exclude=seen, ties="optimistic",
+                                             keep_per_query=True, return_neighbours=4)
+    return {"dist": plain(got), "one": plain(one), "gathered_embeddings": []}
+
+
+CASES["two_tower_gallery_pairs"] = _two_tower(keep_per_query=True, return_neighbours=5)
+CASES["two_tower_gallery_sparse_first_empty_expected"] = _two_tower("first_empty", sparse=True, ties="expected")
+CASES["two_tower_gallery_narrow_small_chunks"] = _two_tower("narrow", memory_budget=4096)
+CASES["two_tower_gallery_exclude_none_on_rank_0"] = _two_tower(none_on_rank_0=True)
+CASES["self_gallery_exclude"] = _self_exclude
+
+
 # -- errors: the same on every rank -------------------------------------------------------
 
 def _nan_on_rank_1(rank: int, world: int):
@@ -296,6 +363,8 @@ ERRORS: Dict[str, tuple] = {
                                       True),
     "error_split_sizes_differ": (_split_sizes_differ, "ValueError",
                                  "evaluate_split needs the same rows on every rank (gathered states)", False),
+    "error_exclude_sharded": (_two_tower(shard=True, keys=PER_QUERY), "ValueError",
+                              "relevance pairs and exclude= need shard_gallery=False", False),
     "error_unknown_type": (_unknown_error_type, "RuntimeError", "KeyError: 'missing on purpose' (raised on rank 0",
                            False),
 }

@@ -11,7 +11,7 @@ import torch
 import retrieval_core as rc
 from retrieval_core import optional, search
 
-OPTIONAL_MODULES = ("faiss", "tqdm", "matplotlib")
+OPTIONAL_MODULES = ("faiss", "tqdm", "matplotlib", "pandas", "pyarrow")
 
 
 def hide(monkeypatch, *modules):

@@ -17,9 +17,11 @@ from .parser import CI_RESAMPLES, CommandError, PROG, REPORT_FILES, TEST_NAMES, 
 from ..evaluation.embeddings import evaluate_embeddings
 from ..metrics.neighbours import neighbour_agreement
 from ..metrics.keys import CONFIDENCE_KINDS, parse_metrics
+from ..reporting.pairs import correction_of, groups_table, pairs_table
 from ..reporting.plot import at_k_keys
 from ..reporting.report import format_p_value, format_value, number_or_list, text_table, write_report
 from ..stats import comparison
+from ..stats.allpairs import compare_all
 from ..stats.results import MetricResults, plain
 
 __all__ = ["print_results", "run_record", "cmd_eval", "MAX_CLASS_VIEW", "cmd_report", "cmd_demo"]
@@ -283,6 +285,8 @@ def _report_runs(args) -> int:
         if rows:
             tables.append((f"Paired tests against {base} ({TEST_NAMES[args.test]} over queries, Holm-corrected "
                            "p-values)", ["metric", "run", "run - base", "95% interval", "p-value", "n"], rows))
+        if args.all_pairs or args.correction != "holm":
+            tables += _all_pairs_tables(args, records, names, paired)
     settings = {"runs": ", ".join(args.inputs), "pairing": "by query id, else by position with equal query "
                 "fingerprints" + (" (--by-position: by position)" if args.by_position else "")}
     paths = write_report(runs, args.output, metrics=metrics, title=args.title, settings=settings,
@@ -293,6 +297,19 @@ def _report_runs(args) -> int:
         print(text_table(header, rows))
     print(f"report written to {paths['markdown'].parent}: " + ", ".join(sorted(p.name for p in paths.values())))
     return 0
+
+
+def _all_pairs_tables(args, records, names: List[str], keys: List[str]) -> list:
+    """``report --all-pairs``: every pair of runs per key (the queries in the first run's order)."""
+    base, path = names[0], dict(zip(names, args.inputs))
+    by_key = {}
+    for key in keys:
+        values = {name: _paired_values(records[base], records[name], key, path[base], path[name], args.by_position)
+                  for name in names}
+        by_key[key] = compare_all(values, method=correction_of(args.correction), test=args.test, alpha=args.alpha,
+                                  seed=args.seed, n_resamples=TEST_RESAMPLES if args.n_resamples is None
+                                  else args.n_resamples)
+    return [pairs_table(by_key), groups_table(by_key)] if by_key else []
 
 
 def cmd_demo(args) -> int:

@@ -9,6 +9,7 @@ from typing import List, Optional, Sequence
 from .. import validate
 from .io import TENSOR_SUFFIXES, CommandError, is_tensor_file
 from .trec import add_trec_parser
+from ..reporting.pairs import CORRECTION_CHOICES
 from ..version import __version__
 
 __all__ = [
@@ -189,7 +190,8 @@ DESCRIPTIONS = {
                   "the measures supported here; a measure that is not supported is named on stderr.",
                   "Several runs print a table of runs x measures (--format markdown, latex or json): each run is "
                   "compared with the first by a paired test over the queries both have, Holm-corrected over the "
-                  "runs, at --alpha."),
+                  "runs, at --alpha; --all-pairs compares every pair of runs, --correction tukey (or "
+                  "tukey_paired) by Tukey's HSD."),
 }
 EXAMPLES = {
     "top": _examples("demo", "eval emb.npy labels.npy --metrics cmc@1 map@r --output a.json",
@@ -200,11 +202,13 @@ EXAMPLES = {
                       "eval emb.pt names.txt --ci 0.95 --output run.json",
                       "eval q.npy q_labels.npy --gallery g.npy --gallery-labels g_labels.npy --distance euclidean"),
     "report": _examples("report emb.pt labels.npy --metrics cmc@1 map@r ndcg@10 --ci 0.95 --output report/",
-                        "report a.json b.json c.json --output cmp/     # b and c tested against a"),
+                        "report a.json b.json c.json --output cmp/     # b and c tested against a",
+                        "report a.json b.json c.json --output cmp/ --correction tukey   # and every pair"),
     "compare": _examples("compare a.json b.json", "compare a.json b.json --test paired_t --metrics map@r --json",
                          "compare a.json b.json --by-position      # the same queries in the same order"),
     "trec": _examples("trec qrels.txt run.txt", "trec -q -c -M1000 -l2 -m map -m P.5,10 -m nDCG@10 qrels.txt run.txt",
-                      "trec -m map,ndcg_cut.10 qrels.txt base.run new.run --format latex"),
+                      "trec -m map,ndcg_cut.10 qrels.txt base.run new.run --format latex",
+                      "trec -m map qrels.txt a.run b.run c.run --all-pairs --test paired_t"),
 }
 
 
@@ -248,6 +252,15 @@ def build_parser() -> argparse.ArgumentParser:
                           help="names drawn over k (name@1..name@K, evaluated in the same pass)")
     p_report.add_argument("--max-k", type=int, default=10, help="largest k of the curves")
     _test_options(p_report, n_resamples=None)  # --n-resamples and --seed: the data options'
+    p_report.add_argument("--all-pairs", action="store_true",
+                          help="eval --output files: also compare every pair of runs (a table of the pairs with "
+                               "their effect sizes, and the runs' letter groups)")
+    p_report.add_argument("--correction", choices=CORRECTION_CHOICES, default="holm",
+                          help="the all-pairs table's multiple comparisons (implies --all-pairs unless holm): "
+                               "holm, bonferroni or none adjust the --test p-values over the pairs; tukey (as "
+                               "ranx) and tukey_paired (two-way ANOVA) use Tukey's HSD")
+    p_report.add_argument("--alpha", type=_float_level, default=0.05,
+                          help="level at which two runs are separable in the all-pairs table")
 
 
     p_cmp = _sub(sub, "compare", "paired test of two `eval --output` files (same queries)")

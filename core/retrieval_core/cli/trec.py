@@ -9,7 +9,11 @@ trec_eval's output names (``P_5``) are errors. Several runs, or ``--format`` wit
 print a table runs x measures (``--format markdown|latex|json``) where each cell
 says which runs it beats: every run is compared with the first (the baseline) by a
 paired test over the queries both runs have, Holm-corrected over the runs per measure,
-at ``--alpha``.
+at ``--alpha``; with ``--all-pairs`` every pair of runs is compared (as ranx's ``compare``),
+the p-values adjusted over the pairs (``--correction holm|bonferroni|none``), or by
+Tukey's HSD (``--correction tukey``: ranx's; ``tukey_paired``: on the two-way ANOVA,
+which implies ``--all-pairs``), and the JSON table adds each pair's effect size and the
+runs' letter groups.
 
 Example:
     >>> expand_measures(["official"])[0][:4]
@@ -29,16 +33,19 @@ import argparse
 import json
 import os
 import sys
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .. import compare_many
+from .. import compare_all, compare_many
 from .io import CommandError
 from ..trec import TrecEvaluation, evaluate_trec, read_qrels, read_run
 from ..trec.align import DuplicateError
 from ..trec.kernels import IPREC_RULES
 from ..trec.measures import SETS, TREC_EVAL_MEASURES, MeasureError, Unsupported, parse_one
+from ..reporting.pairs import CORRECTION_CHOICES, correction_of, method_text, pair_records
+from ..stats.allpairs import AllPairs
+from ..stats.comparison import TESTS
 
 __all__ = ["add_trec_parser", "cmd_trec", "expand_measures", "measure_list", "runs_table"]
 
@@ -47,6 +54,7 @@ PROG = "retrieval-metrics trec"
 INT64 = 2**63
 FORMATS = ("markdown", "latex", "json")
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
+TEST_TEXT = {"permutation": "permutation test", "paired_t": "t-test", "bootstrap": "bootstrap test"}
 
 
 def first_parameters(names: Sequence[str]) -> Tuple[Dict[str, str], List[str]]:
@@ -145,6 +153,14 @@ def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
                         "lines unless said)")
     p.add_argument("--alpha", type=float, default=0.05, help="level of the paired tests of several runs")
     p.add_argument("--seed", type=int, default=0, help="seed of the permutation tests")
+    p.add_argument("--test", choices=TESTS, default="permutation",
+                   help="the paired test of several runs (not used by Tukey's HSD)")
+    p.add_argument("--all-pairs", action="store_true",
+                   help="several runs: compare every pair of runs, not each run with the first")
+    p.add_argument("--correction", choices=CORRECTION_CHOICES, default="holm",
+                   help="multiple comparisons: adjust the paired tests' p-values (holm, bonferroni, none) or use "
+                        "Tukey's HSD over all pairs (tukey: as ranx, runs as independent samples; tukey_paired: "
+                        "two-way ANOVA over queries and runs)")
     return p
 
 
@@ -218,8 +234,8 @@ def cmd_trec(args: argparse.Namespace) -> int:
         _write("".join(line + "\n" for line in evals[0].lines(per_query=args.per_query, runid=runid)))
         return 0
     names = _run_names(args.runs)
-    _write(runs_table(dict(zip(names, evals)), fmt=args.format or "markdown", alpha=args.alpha, seed=args.seed)
-           + "\n")
+    _write(runs_table(dict(zip(names, evals)), fmt=args.format or "markdown", alpha=args.alpha, seed=args.seed,
+                      test=args.test, correction=correction_of(args.correction), all_pairs=args.all_pairs) + "\n")
     return 0
 
 
@@ -235,49 +251,98 @@ def _run_names(paths: Sequence[str]) -> List[str]:
     return names
 
 
-def _tests(evals: Dict[str, TrecEvaluation], alpha: float, seed: int) -> Dict[str, Dict[str, Dict[str, float]]]:
+def _aligned(evals: Dict[str, TrecEvaluation], j: int) -> Dict[str, torch.Tensor]:
+    """Each run's values of measure ``j`` over the queries every run has, in the first run's order."""
+    base = next(iter(evals.values()))
+    common = set(base.query_ids)
+    for ev in evals.values():
+        common &= set(ev.query_ids)
+    order = [q for q in base.query_ids if q in common]
+    out = {}
+    for name, ev in evals.items():
+        pos = {q: i for i, q in enumerate(ev.query_ids)}
+        out[name] = ev.values[torch.tensor([pos[q] for q in order], dtype=torch.long), j]
+    return out
+
+
+def _tests(evals: Dict[str, TrecEvaluation], alpha: float, seed: int, test: str = "permutation",
+           correction: Optional[str] = "holm") -> Dict[str, Dict[str, Dict[str, float]]]:
     """``{measure: {run: {"p_value", "mean_difference", "n"}}}`` of each run against the first."""
     names = list(evals)
-    base = evals[names[0]]
     out: Dict[str, Dict[str, Dict[str, float]]] = {}
-    for j, (_, measure) in enumerate(base.measures):
-        if _is_count(measure):
+    for j, (_, measure) in enumerate(evals[names[0]].measures):
+        systems = _aligned(evals, j)
+        if _is_count(measure) or systems[names[0]].numel() < 2:
             continue  # counts: no test
-        systems = {}
-        common = set(base.query_ids)
-        for ev in evals.values():
-            common &= set(ev.query_ids)
-        order = [q for q in base.query_ids if q in common]
-        if len(order) < 2:
-            continue
-        for name, ev in evals.items():
-            pos = {q: i for i, q in enumerate(ev.query_ids)}
-            systems[name] = ev.values[torch.tensor([pos[q] for q in order]), j]
-        got = compare_many(systems, baseline=names[0], seed=seed)
+        got = compare_many(systems, baseline=names[0], seed=seed, test=test, correction=correction)
         out[measure] = {name: {"p_value": c.p_value, "mean_difference": c.mean_difference, "n": c.n,
                                "significant": bool(c.p_value < alpha)} for name, c in got.items()}
     return out
 
 
-def runs_table(evals: Dict[str, TrecEvaluation], *, fmt: str = "markdown", alpha: float = 0.05,
-               seed: int = 0) -> str:
-    """The table of several runs' summaries; a cell lists the letters of the runs it beats
-    (paired test against the first run, Holm-corrected, at ``alpha``)."""
+def _all_pairs(evals: Dict[str, TrecEvaluation], alpha: float, seed: int, test: str,
+               correction: Optional[str]) -> Dict[str, AllPairs]:
+    """``{measure: AllPairs}`` of every pair of runs (the queries every run has)."""
+    out: Dict[str, AllPairs] = {}
+    for j, (_, measure) in enumerate(next(iter(evals.values())).measures):
+        systems = _aligned(evals, j)
+        if measure.startswith("num_") or next(iter(systems.values())).numel() < 2:
+            continue  # counts: no test
+        out[measure] = compare_all(systems, method=correction, test=test, alpha=alpha, seed=seed)
+    return out
+
+
+def _beats(evals, alpha, seed, test, correction, all_pairs) -> Tuple[Dict[Tuple[str, str], List[str]], dict]:
+    """``({(run, measure): letters of the runs it beats}, the JSON's test records)``."""
     names = list(evals)
-    if len(names) > len(LETTERS):
-        raise ValueError(f"at most {len(LETTERS)} runs in one table; got {len(names)}")
-    tests = _tests(evals, alpha, seed) if len(names) > 1 else {}  # one run: its summary, nothing to test
-    measures = [m for _, m in evals[names[0]].measures]
     beats: Dict[Tuple[str, str], List[str]] = {}
+    if all_pairs:
+        pairs = _all_pairs(evals, alpha, seed, test, correction)
+        for measure, result in pairs.items():
+            for name, losers in result.better.items():
+                if losers:
+                    beats[(name, measure)] = [LETTERS[names.index(n)] for n in losers]
+        return beats, {"tests": {m: pair_records(r) for m, r in pairs.items()},
+                       "groups": {m: r.groups for m, r in pairs.items()}}
+    tests = _tests(evals, alpha, seed, test, correction)
     for measure, by_run in tests.items():
         for name, t in by_run.items():
             if t["significant"]:
                 winner, loser = (name, names[0]) if t["mean_difference"] > 0 else (names[0], name)
                 beats.setdefault((winner, measure), []).append(LETTERS[names.index(loser)])
+    return beats, {"tests": tests}
+
+
+def _note(alpha: float, test: str, correction: Optional[str], all_pairs: bool) -> str:
+    if not all_pairs:
+        how = {"holm": "Holm-corrected", "bonferroni": "Bonferroni-corrected", None: "not corrected"}[correction]
+        return (f"x^a: better than run (a) by a paired {TEST_TEXT[test]} against the baseline (a), {how} over the "
+                f"runs, p < {alpha}")
+    return f"x^b: better than run (b) over every pair of runs by {method_text(correction, test)}, p < {alpha}"
+
+
+def runs_table(evals: Dict[str, TrecEvaluation], *, fmt: str = "markdown", alpha: float = 0.05,
+               seed: int = 0, test: str = "permutation", correction: Optional[str] = "holm",
+               all_pairs: bool = False) -> str:
+    """The table of several runs' summaries; a cell lists the letters of the runs it beats
+    (paired ``test`` against the first run, p-values adjusted by ``correction``, at ``alpha``;
+    ``all_pairs``: every pair of runs, by :func:`~retrieval_core.stats.allpairs.compare_all`
+    with ``method=correction``; Tukey's methods imply it)."""
+    names = list(evals)
+    if len(names) > len(LETTERS):
+        raise ValueError(f"at most {len(LETTERS)} runs in one table; got {len(names)}")
+    all_pairs = all_pairs or correction in ("tukey", "tukey_paired")
+    beats, records = (_beats(evals, alpha, seed, test, correction, all_pairs) if len(names) > 1
+                      else ({}, {"tests": {}}))  # one run: its summary, nothing to test
+    measures = [m for _, m in evals[names[0]].measures]
     values = {name: ev.summary() for name, ev in evals.items()}
     if fmt == "json":
-        return json.dumps({"runs": names, "baseline": names[0], "alpha": alpha, "measures": measures,
-                           "values": values, "tests": tests,
+        head = {"runs": names, "baseline": names[0], "alpha": alpha, "measures": measures, "values": values}
+        if all_pairs:
+            used = None if correction in ("tukey", "tukey_paired") else test
+            head = {"runs": names, "comparison": "all pairs", "method": correction, "test": used, "alpha": alpha,
+                    "measures": measures, "values": values}
+        return json.dumps({**head, **records,
                            "beats": {n: {m: beats.get((n, m), []) for m in measures} for n in names}}, indent=2)
     rows = []
     for i, name in enumerate(names):
@@ -290,8 +355,7 @@ def runs_table(evals: Dict[str, TrecEvaluation], *, fmt: str = "markdown", alpha
                                  f"$^{{{mark}}}$" if mark else ""))
         rows.append([f"({LETTERS[i]}) {name}"] + cells)
     header = ["run"] + measures
-    note = (f"x^a: better than run (a) by a paired permutation test against the baseline (a), Holm-corrected "
-            f"over the runs, p < {alpha}")
+    note = _note(alpha, test, correction, all_pairs)
     if fmt == "latex":
         esc = [h.replace("_", r"\_") for h in header]
         lines = [r"\begin{tabular}{l" + "r" * len(measures) + "}", " & ".join(esc) + r" \\", r"\hline"]

@@ -21,7 +21,10 @@ __all__ = ["evaluate_embeddings_across_ranks", "evaluate_split"]
 
 def _agreed(metrics, options, **more) -> Dict[str, Any]:
     """What every rank must pass alike: the metrics (in order) and every option but
-    ``progress`` (which only decides who prints); the other arguments are data."""
+    ``progress`` (which only decides who prints); the other arguments are data (relevance
+    pairs too: each rank passes those of its own queries; only their presence is compared)."""
+    if isinstance(options.get("relevance"), Tensor):
+        options = dict(options, relevance="(query, item) pairs")
     if isinstance(metrics, str):
         metrics = [metrics]
     if isinstance(metrics, (list, tuple)):
@@ -29,16 +32,26 @@ def _agreed(metrics, options, **more) -> Dict[str, Any]:
     return dict(metrics=metrics, **{k: v for k, v in options.items() if k != "progress"}, **more)
 
 
+def _gallery_rows(query, gallery) -> int:
+    """This rank's gallery rows (its queries' with ``gallery=None``): the items that pairs count.
+    Never raises (0 for what is not an array: the checks that follow name the input)."""
+    x = query if gallery is None else gallery
+    shape = getattr(x, "shape", None)
+    return int(shape[0]) if isinstance(shape, tuple) and len(shape) >= 1 else 0
+
+
 def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids, categories,
-                 shard_gallery, options, confidence=None):
+                 shard_gallery, options, confidence=None, exclude=None, n_items=None):
     """This rank's inputs, checked as the single-process evaluator checks them
     (:func:`~retrieval_core.inputs.embedding_inputs`, zero rows allowed):
     ``(checked inputs, signature for the other ranks)``."""
 
     inputs = embedding_inputs(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
                               query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
-                              confidence=confidence, local=True, **options)
+                              confidence=confidence, local=True, exclude=exclude, n_items=n_items, **options)
     _check_shard_options(inputs.keys, inputs.options, shard_gallery)
+    if shard_gallery is True and (inputs.truth is not None or inputs.exclude is not None):
+        raise ValueError("relevance pairs and exclude= need shard_gallery=False (the gallery gathered on every rank)")
     query, query_labels, gallery = inputs.query, inputs.query_labels, inputs.gallery
     signature = {
         "rows": query.shape[0], "gallery_rows": None if gallery is None else gallery.shape[0],
@@ -49,6 +62,23 @@ def _check_local(query, query_labels, metrics, gallery, gallery_labels, query_id
         "confidence": inputs.confidence is not None,
     }
     return inputs, signature
+
+
+def _check_ranks(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids, categories,
+                 shard_gallery, options, confidence, exclude, group, device):
+    """Every rank's inputs checked once, their options and signatures compared (an error on
+    every rank): ``(this rank's checked inputs, every rank's signature)``. Relevance pairs
+    and ``exclude`` name items of the whole gallery: its size is exchanged first, by every
+    rank whatever it passes (a rank may pass ``exclude=None``: no item excluded for its
+    queries; an exchange made by some ranks only would leave the others waiting)."""
+    n_items = sum(agree(lambda: (None, _gallery_rows(query, gallery)), group=group, device=device)[1])
+    inputs, signatures = agree(
+        lambda: _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids,
+                             categories, shard_gallery, options, confidence, exclude, n_items), group=group,
+        device=device, options=_agreed(metrics, options, shard_gallery=shard_gallery),
+        what="distributed.evaluate_embeddings_across_ranks")
+    _check_signatures(signatures)
+    return inputs, signatures
 
 
 def _check_shard_options(keys, options, shard_gallery) -> None:
@@ -126,6 +156,7 @@ def evaluate_embeddings_across_ranks(
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,
     confidence: Optional[Tensor] = None,
+    exclude=None,
 ):
     """:func:`retrieval_core.evaluate_embeddings` with the rows spread over the ranks
     of ``group``, the work divided between them.
@@ -138,6 +169,9 @@ def evaluate_embeddings_across_ranks(
 
     * ``group``: the process group (default: the whole world). Without an
       initialised process group this is the single-process call.
+    * ``relevance`` pairs and ``exclude``: each rank passes those of its own queries, rows
+      numbered from 0 on each rank, items by their position in the whole gallery (every
+      rank's gallery rows in rank order); ``shard_gallery=False`` only.
     * ``shard_gallery``: False (default): the gallery is gathered to every rank and
       each rank evaluates its own queries against it. True: the gallery never
       leaves its rank; queries are broadcast chunk by chunk, each rank ranks them
@@ -170,17 +204,13 @@ def evaluate_embeddings_across_ranks(
     if world_size(group) == 1:
         inputs = embedding_inputs(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
                                   query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
-                                  confidence=confidence, **options)
+                                  confidence=confidence, exclude=exclude, **options)
         if shard_gallery is not False:  # one process: the sharded mode's limits but the tie modes' apply
             _check_shard_options(inputs.keys, dict(inputs.options, ties="stable"), shard_gallery)
         return evaluate_embedding_inputs(inputs)
     device = _comm_device(query if isinstance(query, Tensor) else None, group)
-    inputs, signatures = agree(
-        lambda: _check_local(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids,
-                             categories, shard_gallery, options, confidence), group=group, device=device,
-        options=_agreed(metrics, options, shard_gallery=shard_gallery),
-        what="distributed.evaluate_embeddings_across_ranks")
-    _check_signatures(signatures)
+    inputs, signatures = _check_ranks(query, query_labels, metrics, gallery, gallery_labels, query_ids, gallery_ids,
+                                      categories, shard_gallery, options, confidence, exclude, group, device)
     keys, options, categories = inputs.keys, inputs.options, inputs.categories
     query, query_labels, query_ids, confidence = inputs.query, inputs.query_labels, inputs.query_ids, inputs.confidence
     gallery, gallery_labels, gallery_ids = inputs.gallery, inputs.gallery_labels, inputs.gallery_ids
@@ -190,6 +220,7 @@ def evaluate_embeddings_across_ranks(
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
                             query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
                             confidence=confidence, **options)
+    truth, excluded = inputs.truth, inputs.exclude
     query_keys, set_keys = split_scopes(keys)
     self_gallery = gallery is None
     per_query_ids = gather_cat(query_ids, group) if keep_per_query and query_ids is not None else None
@@ -221,7 +252,7 @@ def evaluate_embeddings_across_ranks(
                            gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=all_query,
                            all_labels=all_labels, all_ids=all_ids, categories=categories, n_queries=n_queries,
                            options=options, group=group, device=device, per_query_ids=per_query_ids,
-                           confidence=confidence)
+                           confidence=confidence, truth=truth, exclude=excluded)
 
 
 def evaluate_split(
@@ -301,4 +332,5 @@ def evaluate_split(
         gallery_labels=gallery_labels, gallery_ids=gallery_ids, self_gallery=self_gallery, all_query=query,
         all_labels=query_labels, all_ids=query_ids, categories=categories, n_queries=query.shape[0],
         options=options, group=group, device=device, per_query_ids=per_query_ids,
-        confidence=inputs.confidence)
+        confidence=inputs.confidence, truth=None if inputs.truth is None else inputs.truth.rows(part),
+        exclude=None if inputs.exclude is None else inputs.exclude.rows(part))

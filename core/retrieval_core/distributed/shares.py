@@ -41,7 +41,7 @@ def _share(n: int, rank: int, world: int) -> slice:
 
 
 def _share_values(query, query_labels, query_keys, gallery, gallery_labels, query_ids, gallery_ids, options,
-                  show: bool, neighbours: Optional[list] = None) -> Tensor:
+                  show: bool, neighbours: Optional[list] = None, truth=None, exclude=None) -> Tensor:
     """``[q, M]`` per-query values of this rank's queries against the whole gallery
     (the single-process engine, checked inputs, no aggregation; NaN = undefined). With
     ``neighbours`` (a list), appends this rank's ``(ids or positions, scores)``."""
@@ -55,7 +55,8 @@ def _share_values(query, query_labels, query_keys, gallery, gallery_labels, quer
     share = EmbeddingInputs(  # checked by the entry point: this rank's queries against the whole gallery
         tuple(query_keys), query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, given_ids=query_ids,
         self_gallery=False, categories=None, confidence=None,
-        options=dict(options, progress=show, return_neighbours=k if neighbours is not None and k else 0))
+        options=dict(options, progress=show, return_neighbours=k if neighbours is not None and k else 0),
+        truth=truth, exclude=exclude)
     values, found = query_values(share)
     if found is not None:
         neighbours.append(found)
@@ -101,9 +102,10 @@ def _combine(keys, values: Optional[Tensor], set_values: Optional[Dict[str, Tens
 
 def _evaluate_share(keys, query, query_labels, query_ids, *, gallery, gallery_labels, gallery_ids, self_gallery: bool,
                     all_query, all_labels, all_ids, categories, n_queries: int, options, group, device,
-                    per_query_ids=None, confidence: Optional[Tensor] = None):
+                    per_query_ids=None, confidence: Optional[Tensor] = None, truth=None, exclude=None):
     """This rank's queries against the whole gallery (held by every rank), rank 0's
-    set-level values, then :func:`_combine`."""
+    set-level values, then :func:`_combine`. ``truth``, ``exclude``: the relevance pairs and
+    excluded items of this rank's queries (rows numbered from 0), or None."""
 
     query_keys, set_keys = split_scopes(keys)
     rank = rank_of(group)
@@ -115,7 +117,8 @@ def _evaluate_share(keys, query, query_labels, query_ids, *, gallery, gallery_la
         neighbours.clear()
         if query_keys:
             values = _share_values(query, query_labels, query_keys, gallery, gallery_labels, query_ids, gallery_ids,
-                                   options, show=bool(options["progress"]) and rank == 0, neighbours=neighbours)
+                                   options, show=bool(options["progress"]) and rank == 0, neighbours=neighbours,
+                                   truth=truth, exclude=exclude)
         set_values = None
         if set_keys and rank == 0:
             set_values = _set_values(set_keys, all_query, all_labels, all_ids, None if self_gallery else gallery,

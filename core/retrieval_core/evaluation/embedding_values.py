@@ -7,6 +7,7 @@ import torch
 from torch import Tensor
 
 from .. import optional, search, sizing
+from ..inputs.pairs import UserItems
 from ..metrics.keys import MetricKey, depth_needed, ranking_values
 from ..ranking.dense import block_depth as _depth, count_relevant as _count_relevant, rank_binary, rank_dense
 
@@ -46,12 +47,15 @@ def embedding_values(
     backend: str = "torch",
     ties: str = "stable",
     neighbours: Optional[list] = None,
+    truth: Optional[UserItems] = None,
+    exclude: Optional[UserItems] = None,
 ) -> Tensor:
     """Per-query values ``[Q, M]`` (NaN = undefined) of per-query ``keys``, chunk by chunk.
 
     ``neighbours``: a list of length 3 ``[k, None, None]`` (filled here with the
     ``[Q, k]`` gallery positions and scores of each query's first ``k`` ranked items,
-    -1 and -inf past the candidates).
+    -1 and -inf past the candidates). ``truth``: the relevance of (query, gallery item)
+    pairs (the labels then unread); ``exclude``: each query's excluded gallery items.
 
     Inputs are assumed checked (see :func:`evaluate_embeddings`). ``memory_budget``:
     bytes of scratch per chunk; None: the device's share (``sizing.memory_budget``).
@@ -63,7 +67,7 @@ def embedding_values(
     distances under a tie mode other than "stable" read each chunk's error window.)
     """
     walk = _ChunkWalk(query, query_labels, keys, gallery, gallery_labels, distance, query_ids, gallery_ids,
-                      relevance, memory_budget, backend, ties, neighbours[0] if neighbours else 0)
+                      relevance, memory_budget, backend, ties, neighbours[0] if neighbours else 0, truth, exclude)
     values = torch.empty(walk.n_query, len(keys), dtype=torch.float64, device=walk.device)
     flags = []
     for part in _progress(walk.chunks, progress, len(walk.chunks)):
@@ -102,8 +106,9 @@ class _ChunkWalk:
     buffer, and the neighbours' buffers. :meth:`rank` ranks one chunk of queries."""
 
     def __init__(self, query, query_labels, keys, gallery, gallery_labels, distance, query_ids, gallery_ids,
-                 relevance, memory_budget, backend, ties, n_neighbours):
+                 relevance, memory_budget, backend, ties, n_neighbours, truth=None, exclude=None):
         self.query, self.query_labels, self.gallery_labels = query, query_labels, gallery_labels
+        self.truth, self.excluded = truth, exclude
         self.query_ids, self.gallery_ids, self.relevance = query_ids, gallery_ids, relevance
         self.distance, self.ties, self.n_neighbours = distance, ties, n_neighbours
         self.depth, self.at_r, self.whole = depth_needed(keys)
@@ -118,7 +123,11 @@ class _ChunkWalk:
         # 1-D labels: R and candidate counts from label counts, relevance read at the
         # ranked positions only, exclusion written into the scores: no [c, G] gains.
         # (tie modes other than "stable" read the gains of tied candidates past the cut: [c, G] gains)
-        self.binary = relevance is None and query_labels.ndim == 1 and ties == "stable"
+        # (exclude= goes through the [c, G] mask with labels; relevance pairs of gain 1, by the scores:
+        # excluded items' scores -inf, relevance looked up at the ranked positions, R and candidates counted)
+        self.binary = relevance is None and query_labels.ndim == 1 and ties == "stable" and truth is None \
+            and exclude is None
+        self.truth_binary = truth is not None and truth.binary and ties == "stable" and not self.euclidean
         self._count_labels()
         self._plan_chunks(memory_budget, backend)
         # sync-free: the callables' outputs are tested once, after the loop
@@ -156,12 +165,26 @@ class _ChunkWalk:
         """1-D labels: ``n_relevant``, ``n_candidates`` from label counts, the ``exclusion``
         (host reads only) and ``largest_r``, the largest R of the call (``@r`` keys: one host read)."""
         self.exclusion = self.largest_r = self.n_relevant = self.n_candidates = None
+        if self.truth_binary:
+            self._count_truth()
+            return
         if not self.binary:
             return
         self.n_relevant, self.n_candidates = search.label_counts(self.query_labels, self.gallery_labels,
                                                                  self.query_ids, self.gallery_ids)
         if self.query_ids is not None and not self.sync_free:  # sync-free: an id comparison per chunk (no host read)
             self.exclusion = search.Exclusion(self.query_ids, self.gallery_ids)
+        if self.at_r:
+            self.largest_r = int(self.n_relevant.max()) if self.n_query else 0
+
+    def _count_truth(self) -> None:
+        """Relevance pairs of gain 1: R, the query's relevant items but the excluded ones, and the
+        candidates, the gallery but the excluded items (each query's pairs are distinct)."""
+        self.n_relevant = self.truth.counts()
+        self.n_candidates = torch.full_like(self.n_relevant, self.n_gallery)
+        if self.excluded is not None:
+            self.n_relevant = self.n_relevant - self.truth.overlap(self.excluded)
+            self.n_candidates = self.n_candidates - self.excluded.counts()
         if self.at_r:
             self.largest_r = int(self.n_relevant.max()) if self.n_query else 0
 
@@ -172,7 +195,7 @@ class _ChunkWalk:
         # Only whole-list rankings, and @r ones with a [c, G] gain matrix, hold the deep
         # per-pair scratch; the 1-D-label path keeps the scores and a top-k (or top-R) per row.
         budget = sizing.memory_budget(self.device, memory_budget)
-        if self.binary and not self.whole:
+        if (self.binary or self.truth_binary) and not self.whole:
             ranked = min(n_gallery, max(self.depth, n_neighbours, self.largest_r or 0))
             rows = sizing.chunk_rows(n_gallery, False, budget, ranked=ranked)
         else:
@@ -196,7 +219,7 @@ class _ChunkWalk:
         """Sync-free ``@r``: the largest R of the call, read once (else None: each block reads its own)."""
         if not (self.sync_free and self.at_r):
             return None
-        if self.binary:
+        if self.binary or self.truth_binary:
             return self.largest_r
         maxima = []
         for part in self.chunks:
@@ -205,9 +228,17 @@ class _ChunkWalk:
         return int(torch.stack(maxima).max()) if maxima else 0
 
     def _gains_of(self, part):
-        """``(gains [c, G], eligible mask or None)`` of the queries ``part``."""
-        gain = search.gains(self.query_labels[part], self.gallery_labels, self.relevance, checks=self.checks)
-        return gain, search.eligible(None if self.query_ids is None else self.query_ids[part], self.gallery_ids)
+        """``(gains [c, G], eligible mask or None)`` of the queries ``part``: relevance pairs or labels;
+        not eligible, the query's own id and its excluded items."""
+        if self.truth is not None:
+            gain = self.truth.dense(part)
+        else:
+            gain = search.gains(self.query_labels[part], self.gallery_labels, self.relevance, checks=self.checks)
+        mask = search.eligible(None if self.query_ids is None else self.query_ids[part], self.gallery_ids)
+        if self.excluded is not None:
+            kept = ~self.excluded.dense(part)
+            mask = kept if mask is None else mask & kept
+        return gain, mask
 
     def rank(self, part, select):
         """The Ranking of the queries ``part`` (a slice, or positions when re-ranking)."""
@@ -216,7 +247,12 @@ class _ChunkWalk:
         else:
             scores = search.similarity(self.q_all[part], self.g, self.distance, self.g_sq, out=self.buffer,
                                        checks=self.checks, fused=self.fused)
-            ranking = self._rank_binary(part, select, scores) if self.binary else self._rank_dense(part, select, scores)
+            if self.binary:
+                ranking = self._rank_binary(part, select, scores)
+            elif self.truth_binary:
+                ranking = self._rank_truth(part, select, scores)
+            else:
+                ranking = self._rank_dense(part, select, scores)
         if self.n_neighbours:
             self._keep_neighbours(part, ranking, scores)
         return ranking
@@ -249,6 +285,16 @@ class _ChunkWalk:
         return rank_binary(scores, self.depth_or_all, lambda idx: gallery_labels[idx] == labels,
                            self.n_relevant[part], self.n_candidates[part], at_r=self.at_r, need_ideal=self.need_ideal,
                            top=top, select=select, max_relevant=self.max_relevant)
+
+    def _rank_truth(self, part, select, scores):
+        """Relevance pairs of gain 1: the excluded items' scores -inf, relevance looked up at the
+        ranked positions (no [c, G] gains nor mask)."""
+        if self.excluded is not None:
+            rows, items, _ = self.excluded.pairs(part)
+            scores.index_put_((rows, items), torch.tensor(float("-inf"), dtype=scores.dtype))
+        return rank_binary(scores, self.depth_or_all, lambda idx: self.truth.contains(part, idx),
+                           self.n_relevant[part], self.n_candidates[part], at_r=self.at_r, need_ideal=self.need_ideal,
+                           select=select, max_relevant=self.max_relevant)
 
     def _rank_dense(self, part, select, scores):
         """Gains ``[c, G]`` (multi-label, relevance callables, tie modes): a dense ranking."""

@@ -78,6 +78,7 @@ def evaluate_embeddings(
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,
     confidence: Optional[Tensor] = None,
+    exclude=None,
 ) -> MetricResults:
     """Evaluate retrieval of ``gallery`` items by ``query`` embeddings (exact k-NN).
 
@@ -95,7 +96,12 @@ def evaluate_embeddings(
             distances (smaller = closer).
         query_ids, gallery_ids: ``[Q]``, ``[G]`` ints; a gallery item with the query's
             id is never retrieved nor counted in R (self-match, same sequence).
-        relevance: ``f(query_labels[c], gallery_labels) -> gains[c, G]`` (>= 0).
+        relevance: ``f(query_labels[c], gallery_labels) -> gains[c, G]`` (>= 0); or the
+            relevance judgements themselves (a two-tower model's users against its items):
+            ``[2, E]`` (query row, gallery item) pairs (gain 1) or a sparse ``[Q, G]`` tensor
+            (COO or CSR) of graded gains (> 0: relevant), with ``query_labels`` and
+            ``gallery_labels`` None. R counts every relevant item of the query (not only
+            the retrieved ones), but for the excluded ones.
         ties, empty, reduce, categories: as :func:`evaluate_scores`.
         per_class: ``"macro"``: average per label, then over labels (PML
             avg_of_avgs); ``"all"``: also ``"{key}/class={label}"`` entries. Labels
@@ -123,6 +129,11 @@ def evaluate_embeddings(
         confidence: ``[Q]`` finite floats, one per query (higher = more
             confident), for the confidence keys (``"erc:cmc@1"``, ``"conf:map@r"``,
             ``"spearman:..."``, ``"kendall:..."``; see :func:`evaluate_scores`).
+        exclude: gallery items removed from each query's ranking (a recommender's seen
+            items): ``[2, E]`` (query row, gallery item) pairs or a sparse ``[Q, G]`` tensor
+            (non-zero entries); neither relevant nor irrelevant, they take no rank and are
+            not counted in R (as ``mask=`` of :func:`evaluate_scores`). Written into each
+            chunk's scores (no ``[Q, G]`` mask); ``backend="torch"``.
 
     Example:
         >>> import torch
@@ -134,13 +145,25 @@ def evaluate_embeddings(
         >>> r = evaluate_embeddings(x, labels, ["spearman:map@r"], confidence=torch.tensor([0.9, 0.2, 0.5, 0.7]))
         >>> r["spearman:map@r"].item()  # every value is 1: the correlation is undefined
         nan
+
+        A two-tower model: users against items by dot product, each user's test items
+        relevant, the items seen in training excluded:
+
+        >>> users = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> items = torch.tensor([[0.9, 0.1], [0.8, 0.0], [0.1, 0.7], [0.0, 0.9]])
+        >>> test = torch.tensor([[0, 1], [1, 2]])  # (user, item): user 0 item 1, user 1 item 2
+        >>> seen = torch.tensor([[0, 1], [0, 3]])  # user 0 saw item 0, user 1 item 3
+        >>> r = evaluate_embeddings(users, None, ["ndcg@2", "recall@1"], gallery=items, distance="dot",
+        ...                         relevance=test, exclude=seen)
+        >>> r["ndcg@2"].item(), r["recall@1"].item()
+        (1.0, 1.0)
     """
     inputs = embedding_inputs(
         query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels, query_ids=query_ids,
         gallery_ids=gallery_ids, categories=categories, confidence=confidence, distance=distance, relevance=relevance,
         ties=ties, empty=empty, reduce=reduce, per_class=per_class, memory_budget=memory_budget, progress=progress,
         backend=backend, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-        keep_per_query=keep_per_query, return_neighbours=return_neighbours)
+        keep_per_query=keep_per_query, return_neighbours=return_neighbours, exclude=exclude)
     return evaluate_embedding_inputs(inputs)
 
 
@@ -190,6 +213,7 @@ def query_values(inputs: EmbeddingInputs) -> Tuple[Tensor, Optional[Tuple[Tensor
         relevance=options["relevance"],
         memory_budget=sizing.memory_budget(inputs.query.device, options["memory_budget"]),
         progress=options["progress"], backend=options["backend"], ties=options["ties"], neighbours=found,
+        truth=inputs.truth, exclude=inputs.exclude,
     )
     if not n_neighbours:
         return values, None

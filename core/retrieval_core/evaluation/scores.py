@@ -21,6 +21,7 @@ from ..ranking.topk import DEEP_BLOCK_DIVISOR, row_blocks
 from ..ranking.ranking import Ranking
 from ..metrics.keys import MetricKey, depth_needed, ranking_values
 from .ranked import _aggregate, _padded_rows, _scores_values
+from ..inputs.pairs import UserItems
 from ..inputs.scores import ScoreInputs, score_inputs, score_value_inputs
 from ..validate import (
     check_categories, check_confidence_values, check_values, gain_max_flag, score_flag, sign_flag, value_flags,
@@ -56,7 +57,17 @@ def _block_values(preds, target, mask, keys, depth, at_r, whole, select="checked
                           keys)
 
 
-def _checked_block_ranking(preds, target, mask, rows, keys, depth, at_r, whole, ties) -> Ranking:
+def _rows_mask(mask: Optional[Tensor], exclude: Optional[UserItems], rows) -> Optional[Tensor]:
+    """The mask of the rows ``rows`` (a slice or positions): ``mask`` and, with ``exclude``, False at
+    each row's excluded columns (built per block of rows: no ``[Q, N]`` mask is added)."""
+    m = None if mask is None else mask[rows]
+    if exclude is None:
+        return m
+    keep = ~exclude.dense(rows)
+    return keep if m is None else m & keep
+
+
+def _checked_block_ranking(preds, target, mask, rows, keys, depth, at_r, whole, ties, exclude=None) -> Ranking:
     """The Ranking of one block of dense rows with its value checks (host reads: the CPU
     policy only), in fewer passes over the inputs than :func:`check_values` before the loop.
     A flag makes the whole input's check raise, with the error the up-front check gives.
@@ -69,7 +80,7 @@ def _checked_block_ranking(preds, target, mask, rows, keys, depth, at_r, whole, 
     and integer gains whose largest is 1 are ranked as 0/1 (``binary``: no top-k for the
     ideal gains).
     """
-    p, t, m = preds[rows], target[rows], None if mask is None else mask[rows]
+    p, t, m = preds[rows], target[rows], _rows_mask(mask, exclude, rows)
     if m is None and t.is_floating_point() and any(k.spec.needs_ideal for k in keys):
         flags = []
         ranking = _block_ranking(p, t, m, keys, depth, at_r, whole, ties=ties,
@@ -85,26 +96,27 @@ def _checked_block_ranking(preds, target, mask, rows, keys, depth, at_r, whole, 
     return _block_ranking(p, t, m, keys, depth, at_r, whole, ties=ties, binary=binary)
 
 
-def _max_relevant(target: Tensor, mask: Optional[Tensor], blocks) -> int:
+def _max_relevant(target: Tensor, mask: Optional[Tensor], blocks, exclude: Optional[UserItems] = None) -> int:
     """The largest R over all rows, with one host read (for ``@r`` depths)."""
     maxima = []
     for rows in blocks:
-        t = target[rows] if mask is None else target[rows].masked_fill(~mask[rows], 0)
+        m = _rows_mask(mask, exclude, rows)
+        t = target[rows] if m is None else target[rows].masked_fill(~m, 0)
         maxima.append(count_relevant(t).max())
     return int(torch.stack(maxima).max()) if maxima else 0
 
 
 def _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block_elements, deep_elements,
-                            ties="stable") -> Tensor:
+                            ties="stable", exclude: Optional[UserItems] = None) -> Tensor:
     """Dense values with a constant number of host reads: the largest R once (``@r``),
     then, after the loop, the rows whose tie crosses the cut, re-ranked exactly."""
     n_rows, n_cols = preds.shape
     blocks = list(row_blocks(n_rows, n_cols, block_elements))
-    max_relevant = _max_relevant(target, mask, blocks) if at_r else None
+    max_relevant = _max_relevant(target, mask, blocks, exclude) if at_r else None
     values = torch.empty(n_rows, len(keys), dtype=torch.float64, device=preds.device)
     flags = []
     for rows in blocks:
-        m = None if mask is None else mask[rows]
+        m = _rows_mask(mask, exclude, rows)
         ranking = _block_ranking(preds[rows], target[rows], m, keys, depth, at_r, whole, "deferred", max_relevant,
                                  ties)
         values[rows] = ranking_values(ranking, keys)
@@ -117,7 +129,7 @@ def _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block
         redo = inexact.nonzero().squeeze(1)  # the one read of the loop's outcome
         for part in row_blocks(redo.numel(), n_cols, deep_elements):
             r = redo[part]
-            values[r] = _block_values(preds[r], target[r], None if mask is None else mask[r], keys, depth, at_r,
+            values[r] = _block_values(preds[r], target[r], _rows_mask(mask, exclude, r), keys, depth, at_r,
                                       whole, "exact", max_relevant, ties)
     return values
 
@@ -147,11 +159,12 @@ def score_values(
 
 def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, indexes: Optional[Tensor],
                   mask: Optional[Tensor], ties: str, block_elements: Optional[int] = None,
-                  check: bool = False) -> QueryValues:
+                  check: bool = False, exclude: Optional[UserItems] = None) -> QueryValues:
     """:func:`score_values` of checked inputs (parsed ``keys``, widened ``target`` and ``indexes``).
 
     ``check``: dense rows under the CPU policy only (:func:`~retrieval_core.inputs.scores.fused_checks`):
-    the values are checked block by block, with the ranking (:func:`_checked_block_ranking`)."""
+    the values are checked block by block, with the ranking (:func:`_checked_block_ranking`).
+    ``exclude``: dense rows only, each row's excluded columns (masked block by block)."""
     depth, at_r, whole = depth_needed(keys)
     device = preds.device
     deep_elements = sizing.block_elements(device, deep=True)
@@ -163,15 +176,15 @@ def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, i
     sync_free = sizing.sync_free(device)
     if indexes is None and sync_free:
         values = _dense_values_sync_free(preds, target, mask, keys, depth, at_r, whole, block_elements, deep_elements,
-                                         ties)
+                                         ties, exclude)
         return QueryValues(values, names)
     if indexes is None:
         blocks = []
         for rows in row_blocks(preds.shape[0], preds.shape[1], block_elements):
             if check:
-                ranking = _checked_block_ranking(preds, target, mask, rows, keys, depth, at_r, whole, ties)
+                ranking = _checked_block_ranking(preds, target, mask, rows, keys, depth, at_r, whole, ties, exclude)
             else:
-                ranking = _block_ranking(preds[rows], target[rows], None if mask is None else mask[rows], keys,
+                ranking = _block_ranking(preds[rows], target[rows], _rows_mask(mask, exclude, rows), keys,
                                          depth, at_r, whole, ties=ties)
             blocks.append(ranking_values(ranking, keys))
         return QueryValues(torch.cat(blocks), names)
@@ -256,6 +269,7 @@ def evaluate_scores(
     confidence: Optional[Tensor] = None,
     n_relevant: Optional[Tensor] = None,
     ideal: Optional[Tensor] = None,
+    exclude=None,
 ) -> MetricResults:
     """Evaluate ranking metrics from scores.
 
@@ -295,6 +309,11 @@ def evaluate_scores(
             query id for the flat form) and its ideal gains, when the candidates scored
             are not all of them: :func:`~retrieval_core.evaluate_ranked` semantics (the
             whole list is ranked; ``ties`` "stable", "optimistic" or "pessimistic").
+        exclude: items removed from each query's ranking (a recommender's seen items):
+            ``[2, E]`` (query row, column) pairs or a sparse ``[Q, N]`` tensor (COO or CSR;
+            its non-zero entries), repeated pairs counted once. An excluded item is neither
+            relevant nor irrelevant and takes no rank, as ``mask=`` False does (its gain is
+            not counted in R); dense rows only. The mask is built block by block.
 
     Returns:
         :class:`MetricResults`, a ``dict[str, Tensor]`` on the input's device,
@@ -313,10 +332,15 @@ def evaluate_scores(
         >>> r = evaluate_scores(preds, target, ["erc:cmc@1"], confidence=torch.tensor([0.9, 0.4]))
         >>> r["erc:cmc@1"].item(), r.curves["erc:cmc@1"][1].tolist()  # the confident query is right
         (0.25, [0.0, 0.5])
+        >>> seen = torch.tensor([[0], [1]])  # query 0 has seen item 1: it is not ranked
+        >>> evaluate_scores(torch.tensor([[0.1, 0.9, 0.5]]), torch.tensor([[0, 0, 1]]), ["mrr@3"],
+        ...                 exclude=seen)["mrr@3"].item()
+        1.0
     """
     inputs = score_inputs(preds, target, metrics, indexes=indexes, mask=mask, ties=ties, empty=empty, reduce=reduce,
                           categories=categories, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
-                          keep_per_query=keep_per_query, confidence=confidence, n_relevant=n_relevant, ideal=ideal)
+                          keep_per_query=keep_per_query, confidence=confidence, n_relevant=n_relevant, ideal=ideal,
+                          exclude=exclude)
     if inputs.ranked:  # R given: the whole list ranked, then evaluate_ranked's values
         return evaluate_scores_ranked(inputs)
     return evaluate_score_inputs(inputs)
@@ -326,7 +350,7 @@ def evaluate_score_inputs(inputs: ScoreInputs) -> MetricResults:
     """:func:`evaluate_scores` of checked inputs (R not given)."""
     options, indexes = inputs.options, inputs.indexes
     qv = _score_values(inputs.preds, inputs.target, inputs.keys, indexes=indexes, mask=inputs.mask,
-                       ties=options["ties"], check=inputs.fused)
+                       ties=options["ties"], check=inputs.fused, exclude=inputs.exclude)
     categories, confidence = inputs.categories, inputs.confidence
     if categories is not None:
         categories = _query_categories(categories, indexes, qv.query_ids, qv.values.shape[0])

@@ -27,7 +27,9 @@ from ..validate import (
     check_embeddings, check_labels, check_pairs, check_per_class, check_query_gallery,
     check_return_neighbours, check_rows, check_same_device, check_stats_options, embedding_arrays,
 )
+from ..validate.pairs import check_truth_mode
 from ..validate.stats import N_RESAMPLES
+from .pairs import UserItems, user_items
 
 __all__ = ["EmbeddingInputs", "embedding_inputs", "embedding_options"]
 
@@ -43,6 +45,9 @@ class EmbeddingInputs:
     ``per_class``, ``memory_budget``, ``progress``, ``backend``, the interval options
     (``ci``, ``ci_method``, ``n_resamples``, ``seed``, ``keep_per_query``) and
     ``return_neighbours`` (an int, 0: none).
+    ``truth``: relevance given as (query, item) pairs (``relevance=`` a tensor; ``options``
+    then holds ``relevance=None``, and the labels are placeholders of zeros); ``exclude``:
+    each query's excluded gallery items (``exclude=``); each None when not given.
     """
 
     keys: Tuple[MetricKey, ...]
@@ -57,6 +62,8 @@ class EmbeddingInputs:
     categories: Any
     confidence: Optional[Tensor]
     options: Dict[str, Any]
+    truth: Optional[UserItems] = None
+    exclude: Optional[UserItems] = None
 
     @property
     def custom(self) -> bool:
@@ -89,7 +96,7 @@ def _check_options(keys: Sequence[MetricKey], options: Dict[str, Any]) -> Dict[s
     budget = check_embedding_options(
         distance=options["distance"], relevance=options["relevance"], ties=options["ties"], empty=options["empty"],
         reduce=options["reduce"], per_class=options["per_class"], memory_budget=options["memory_budget"],
-        backend=options["backend"], keys=keys)
+        backend=options["backend"], keys=keys, pairs=True)
     stats = check_stats_options(keys, ci=options["ci"], ci_method=options["ci_method"],
                                 n_resamples=options["n_resamples"], seed=options["seed"],
                                 keep_per_query=options["keep_per_query"], reduce=options["reduce"],
@@ -98,9 +105,34 @@ def _check_options(keys: Sequence[MetricKey], options: Dict[str, Any]) -> Dict[s
                 return_neighbours=check_return_neighbours(options["return_neighbours"]))
 
 
+def _truth_labels(query_labels, gallery, gallery_labels, query_ids, gallery_ids, query, options, keys):
+    """With relevance pairs (``relevance=`` a tensor): ``(query_labels, gallery_labels, truth,
+    options)``, the labels placeholders of zeros (the pairs say what is relevant) and the
+    pairs apart from the options (``relevance=None`` there). Otherwise the labels as given."""
+    truth = options["relevance"]
+    if not isinstance(truth, Tensor):
+        return query_labels, gallery_labels, None, options
+    check_truth_mode(query_labels, gallery, gallery_labels, query_ids, gallery_ids, per_class=options["per_class"],
+                     backend=options["backend"], set_keys=split_scopes(keys)[1])
+    query_labels = torch.zeros(query.shape[0], dtype=torch.int64, device=query.device)
+    gallery_labels = torch.zeros(len(gallery), dtype=torch.int64, device=query.device)
+    return query_labels, gallery_labels, truth, dict(options, relevance=None)
+
+
+def _interactions(truth, exclude, n_query: int, n_gallery: int, backend: str, device):
+    """The relevance pairs and the excluded items, each checked once into a per-query CSR."""
+    if exclude is not None and backend != "torch":
+        raise ValueError("relevance pairs and exclude= need backend='torch'")
+    if truth is not None:
+        truth = user_items("relevance", truth, n_query, n_gallery, graded=True, device=device)
+    if exclude is not None:
+        exclude = user_items("exclude", exclude, n_query, n_gallery, repeats=True, device=device)
+    return truth, exclude
+
+
 def embedding_inputs(query, query_labels, metrics, *, gallery=None, gallery_labels=None, query_ids=None,
-                     gallery_ids=None, categories=None, confidence=None, local: bool = False,
-                     **options) -> EmbeddingInputs:
+                     gallery_ids=None, categories=None, confidence=None, local: bool = False, exclude=None,
+                     n_items: Optional[int] = None, **options) -> EmbeddingInputs:
     """Check every input of an embedding evaluation once; ``options``: those of
     :func:`embedding_options` (defaults there).
 
@@ -116,6 +148,9 @@ def embedding_inputs(query, query_labels, metrics, *, gallery=None, gallery_labe
     given_ids = query_ids
     distance, custom = options["distance"], options["relevance"] is not None
     query = check_embeddings("query", query, distance, batch=local)
+    query_labels, gallery_labels, truth, options = _truth_labels(query_labels, gallery, gallery_labels, query_ids,
+                                                                 gallery_ids, query, options, keys)
+    custom = options["relevance"] is not None
     query_labels = check_labels("query_labels", query_labels, query.shape[0], custom)
     check_pairs(gallery, gallery_labels, query_ids, gallery_ids)
     self_gallery = gallery is None
@@ -143,8 +178,11 @@ def embedding_inputs(query, query_labels, metrics, *, gallery=None, gallery_labe
         confidence = check_confidence(confidence, query.shape[0], "query").to(query.device)
     check_embedding_values(query, query_labels, None if self_gallery else gallery,
                            None if self_gallery else gallery_labels, distance=distance, custom=custom)
+    if n_items is None:
+        n_items = query.shape[0] if gallery is None else gallery.shape[0]
+    truth, exclude = _interactions(truth, exclude, query.shape[0], n_items, options["backend"], query.device)
     inputs = EmbeddingInputs(keys, query, query_labels, gallery, gallery_labels, query_ids, gallery_ids, given_ids,
-                             self_gallery, categories, confidence, options)
+                             self_gallery, categories, confidence, options, truth, exclude)
     if not local:
         _check_neighbours(inputs, query_keys)
     return inputs

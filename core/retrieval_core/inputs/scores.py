@@ -32,6 +32,7 @@ from ..validate import (
     check_values, tensor_device, widen_unsigned,
 )
 from ..validate.stats import N_RESAMPLES
+from .pairs import UserItems, user_items
 from .ranked import check_indexes, ranked_options
 
 __all__ = ["ScoreInputs", "score_inputs", "score_value_inputs", "ScoreBatch", "score_batch_inputs",
@@ -47,7 +48,8 @@ class ScoreInputs:
 
     ``ranked``: R or the ideal gains given (the whole list ranked, then ranked lists'
     evaluation). ``fused``: the values are left to the ranking loop, checked block by
-    block (dense rows under the CPU policy); otherwise they were checked here."""
+    block (dense rows under the CPU policy); otherwise they were checked here.
+    ``exclude``: each query's excluded columns (``exclude=``), or None."""
 
     keys: Tuple[MetricKey, ...]
     preds: Tensor
@@ -61,6 +63,7 @@ class ScoreInputs:
     ranked: bool
     fused: bool
     options: Dict[str, Any]
+    exclude: Optional[UserItems] = None
 
 
 def fused_checks(preds: Tensor, indexes: Optional[Tensor]) -> bool:
@@ -73,7 +76,7 @@ def fused_checks(preds: Tensor, indexes: Optional[Tensor]) -> bool:
 def score_inputs(preds, target, metrics, *, indexes=None, mask=None, ties: str = "stable", empty: str = "skip",
                  reduce: str = "mean", categories=None, ci: Optional[float] = None, ci_method: str = "bootstrap",
                  n_resamples: int = N_RESAMPLES, seed: int = 0, keep_per_query: bool = False, confidence=None,
-                 n_relevant=None, ideal=None) -> ScoreInputs:
+                 n_relevant=None, ideal=None, exclude=None) -> ScoreInputs:
     """Check every input of :func:`~retrieval_core.evaluate_scores` once (arguments as there)."""
     check_score_options(ties=ties, empty=empty, reduce=reduce)
     preds, target, indexes, mask, confidence, n_relevant, ideal = as_tensors(
@@ -81,6 +84,9 @@ def score_inputs(preds, target, metrics, *, indexes=None, mask=None, ties: str =
         ideal=ideal)
     categories = as_categories(categories, tensor_device(preds, target))
     stats = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
+    if exclude is not None and (indexes is not None or n_relevant is not None or ideal is not None):
+        raise ValueError("exclude= takes dense [queries, items] scores whose columns are the items (not the flat "
+                         "form, nor n_relevant/ideal); mask= removes candidates there")
     if n_relevant is not None or ideal is not None:  # R given: the whole list ranked, then ranked lists' values
         if confidence is not None:
             raise ValueError("confidence keys are not available with n_relevant or ideal")
@@ -108,12 +114,15 @@ def score_inputs(preds, target, metrics, *, indexes=None, mask=None, ties: str =
                              values=False)
         check_per_query_keys(keys, "evaluate_embeddings computes them")
         check_tie_keys(keys, ties)
+        if exclude is not None:
+            exclude = user_items("exclude", exclude, preds.shape[0], preds.shape[1], repeats=True,
+                                 device=preds.device)
     except Exception:
         if fused:  # the values' errors come first, as from the up-front check
             check_values(preds, target)
         raise
     return ScoreInputs(keys, preds, target, indexes, mask, categories, confidence, None, None, False, fused,
-                       dict(stats, ties=ties, empty=empty, reduce=reduce))
+                       dict(stats, ties=ties, empty=empty, reduce=reduce), exclude)
 
 
 def score_value_inputs(preds, target, metrics, *, indexes=None, mask=None, ties: str = "stable") -> ScoreInputs:

@@ -96,6 +96,13 @@ def average_precision(r: Ranking, k: Cutoff) -> Tensor:
     return value_at(r.cum_precision_hits, cut_length(r, k)) / r.n_relevant.to(torch.float64)
 
 
+def average_precision_capped(r: Ranking, k: Cutoff) -> Tensor:
+    """sum_{i<=k} P@i rel_i / min(R, k) (RecBole's, torch_geometric's LinkPredMAP and
+    ml_metrics' MAP@k: a list of k items can hold at most k of the R relevant ones)."""
+    cap = torch.minimum(nominal_k(r, k), r.n_relevant.to(torch.float64))
+    return value_at(r.cum_precision_hits, cut_length(r, k)) / cap
+
+
 def average_precision_hits(r: Ranking, k: Cutoff) -> Tensor:
     """sum_{i<=k} P@i rel_i / hits@k, 0 without a hit (OML map@k, torchmetrics MAP top_k)."""
     c = cut_length(r, k)
@@ -344,6 +351,14 @@ def no_relevant_or_candidate(r: Ranking) -> Tensor:
     """``precision_adaptive@k``'s empty query: R = 0, or an empty list (no rank to divide by:
     a list cut from a collection, R given, may retrieve nothing)."""
     return no_relevant(r) | (r.n_candidates == 0)
+
+
+def no_candidate(r) -> Tensor:
+    """The empty user of a beyond-accuracy metric (:mod:`retrieval_core.metrics.items`): the
+    list holds no item (``r``: the :class:`~retrieval_core.metrics.items.ItemLists`, -1 first)."""
+    if r.ids.shape[1] == 0:
+        return torch.ones(r.ids.shape[0], dtype=torch.bool, device=r.ids.device)
+    return r.ids[:, 0] < 0
 
 
 def no_irrelevant(r: Ranking) -> Tensor:

@@ -27,6 +27,7 @@ from typing import Callable, Dict, NamedTuple, Optional, Tuple
 from torch import Tensor
 
 from ..ranking.ranking import Ranking
+from . import items as I
 from . import kernels as K
 from . import set_level
 from . import tie_kernels as T
@@ -48,6 +49,9 @@ class Names(NamedTuple):
     torchmetrics: Optional[str] = None
     pml: Optional[str] = None
     oml: Optional[str] = None
+    torch_geometric: Optional[str] = None
+    recbole: Optional[str] = None
+    recommenders: Optional[str] = None
 
 
 _NO_EXPECTED_AT_K = ("has no closed form under ties='expected' (how many relevant and non-relevant candidates "
@@ -103,6 +107,12 @@ class MetricSpec:
     order_free: bool = False
     binary_at_one: bool = False
     names: Names = Names()
+    # a beyond-accuracy metric of top-k lists (evaluate_topk only): read from the recommended
+    # items' ids, per user (item_kernel: f(lists, k) -> [U]) or set-level (set_metric), and the
+    # item data it needs (the evaluate_topk arguments named in check_topk_keys)
+    items: bool = False
+    item_kernel: Optional[Callable] = None
+    item_data: Tuple[str, ...] = ()
 
     @property
     def per_query(self) -> bool:
@@ -128,6 +138,17 @@ def _set_spec(name, set_metric, cutoffs, plain=None, **facts) -> MetricSpec:
     return MetricSpec(name, None, forms, plain, set_metric=set_metric, **facts)
 
 
+def _item_spec(name, item_kernel, **facts) -> MetricSpec:
+    """A per-user beyond-accuracy metric of top-k lists (``@k`` only)."""
+    return MetricSpec(name, None, frozenset({AT_K}), items=True, item_kernel=item_kernel, empty=K.no_candidate,
+                      **facts)
+
+
+def _item_set_spec(name, set_metric, **facts) -> MetricSpec:
+    """A set-level beyond-accuracy metric of top-k lists (``@k`` only)."""
+    return MetricSpec(name, None, frozenset({AT_K}), set_metric=set_metric, items=True, **facts)
+
+
 REGISTRY: Dict[str, MetricSpec] = {
     s.name: s
     for s in [
@@ -146,6 +167,8 @@ REGISTRY: Dict[str, MetricSpec] = {
         _spec("f1", K.f1, {AT_K, AT_R}, expected=T.f1, order_free=True),
         _spec("map", K.average_precision, {AT_K, AT_R}, plain=WHOLE, expected=T.average_precision,
               names=Names(("map", "map_cut"), "AP", pml="mean_average_precision")),
+        _spec("map_capped", K.average_precision_capped, {AT_K}, expected=T.average_precision_capped,
+              names=Names(torch_geometric="LinkPredMAP")),
         _spec("map_hits", K.average_precision_hits, {AT_K}, expected=T.average_precision_hits,
               names=Names(torchmetrics="RetrievalMAP", oml="map")),
         _spec("r_precision", K.precision, set(), plain=AT_R, expected=T.precision,
@@ -175,6 +198,22 @@ REGISTRY: Dict[str, MetricSpec] = {
         _set_spec("pcf", set_level.pcf_values, {AT_X}, names=Names(oml="calc_pcf")),
         _set_spec("nmi", set_level.nmi_values, set(), plain=WHOLE, names=Names(pml="NMI")),
         _set_spec("ami", set_level.ami_values, set(), plain=WHOLE, bounded=False, names=Names(pml="AMI")),
+        # beyond-accuracy metrics of top-k lists (docs/metrics.md), evaluated by evaluate_topk
+        _item_spec("popularity", I.popularity, item_data=("item_popularity",), bounded=False, lower_is_better=True,
+                   names=Names(torch_geometric="LinkPredAveragePopularity")),
+        _item_spec("novelty", I.novelty, item_data=("item_popularity > 0",), bounded=False),
+        _item_spec("tail", I.tail, item_data=("item_popularity",), names=Names(recbole="TailPercentage")),
+        _item_spec("serendipity", I.serendipity, item_data=("history", "item_categories or item_embeddings"),
+                   names=Names(recommenders="serendipity")),
+        _item_spec("diversity", I.diversity, item_data=("item_categories or item_embeddings",),
+                   names=Names(torch_geometric="LinkPredDiversity")),
+        _item_set_spec("coverage", I.coverage_values, item_data=("n_items",),
+                       names=Names(torch_geometric="LinkPredCoverage")),
+        _item_set_spec("gini", I.gini_values, item_data=("n_items",), lower_is_better=True,
+                       names=Names(recbole="GiniIndex")),
+        _item_set_spec("entropy", I.entropy_values, bounded=False),
+        _item_set_spec("personalization", I.personalization_values,
+                       names=Names(torch_geometric="LinkPredPersonalization")),
     ]
 }
 ALIASES: Dict[str, str] = {"cmc": "hit_rate"}

@@ -31,7 +31,7 @@ from . import kernels as K
 
 __all__ = [
     "hit_rate", "precision", "precision_adaptive", "precision_capped", "recall", "f1", "fall_out", "dcg", "dcg_exp",
-    "ndcg", "ndcg_exp", "acg", "average_precision", "reciprocal_rank", "average_precision_hits", "wap", "auroc",
+    "ndcg", "ndcg_exp", "acg", "average_precision", "average_precision_capped", "reciprocal_rank", "average_precision_hits", "wap", "auroc",
     "rbp",
 ]
 
@@ -135,11 +135,19 @@ def _ap_terms(g: TieGroups) -> Tensor:
     return g.p_hit * (g.hits_before + 1.0 + g.offset * g.pair_hits)
 
 
+def _ap_numerator(r, k):
+    """E[sum_{i<=k} P@i rel_i]."""
+    return K.value_at((_ap_terms(_groups(r)) / r.positions).cumsum(1), _cut(r, k))
+
+
 def average_precision(r, k):
     """E[sum_{i<=k} P@i rel_i] / R (R does not depend on the order)."""
-    g = _groups(r)
-    num = K.value_at((_ap_terms(g) / r.positions).cumsum(1), _cut(r, k))
-    return num / r.n_relevant.to(torch.float64)
+    return _ap_numerator(r, k) / r.n_relevant.to(torch.float64)
+
+
+def average_precision_capped(r, k):
+    """E[sum_{i<=k} P@i rel_i] / min(R, k) (neither R nor k depends on the order)."""
+    return _ap_numerator(r, k) / torch.minimum(K.nominal_k(r, k), r.n_relevant.to(torch.float64))
 
 
 def reciprocal_rank(r, k):

@@ -60,6 +60,8 @@ def _as_values(x, name: str) -> Tensor:
     else:
         try:
             t = torch.as_tensor(x)
+            if t.is_floating_point():  # Python floats are float64: not torch's default float32
+                t = torch.as_tensor(x, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError):
             raise TypeError(f"{name} must be a 1-D tensor or sequence of numbers (per-query values); "
                             f"got {type(x).__name__}") from None

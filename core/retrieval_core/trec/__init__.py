@@ -10,6 +10,7 @@ Example:
 from .align import Aligned, DuplicateError, align
 from .evaluate import TrecEvaluation, evaluate_trec
 from .files import Qrels, Run, Vocabulary, qrels_from_dict, read_qrels, read_run, run_from_dict
+from .frames import qrels_from_file, qrels_from_frame, run_from_file, run_from_frame, write_file
 from .judge import JudgedBatch, QrelsJudge
 from .measures import MeasureError, Unsupported, parse_measures, parse_one, split_measures
 from .output import parse_trec_eval_output, read_trec_eval_output
@@ -18,4 +19,5 @@ from .write import write_qrels, write_run
 __all__ = ["Aligned", "DuplicateError", "MeasureError", "Unsupported", "JudgedBatch", "Qrels", "QrelsJudge", "Run",
            "Vocabulary", "TrecEvaluation", "align", "evaluate_trec", "parse_measures", "parse_one",
            "parse_trec_eval_output", "qrels_from_dict", "read_qrels", "read_run", "read_trec_eval_output",
-           "run_from_dict", "split_measures", "write_qrels", "write_run"]
+           "run_from_dict", "split_measures", "write_qrels", "write_run", "qrels_from_frame", "run_from_frame",
+           "qrels_from_file", "run_from_file", "write_file"]

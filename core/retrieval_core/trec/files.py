@@ -33,6 +33,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from retrieval_core import optional
+
 from . import _codes, _numbers, _parse
 from ._parse import numpy
 
@@ -147,9 +149,9 @@ def _query_codes(np, qcol):
 
 
 def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary, query_ids, *, order=False,
-                      allow=False):
+                      allow=False, unit="lines"):
     """Refuse a document twice for a query (``allow``: keep it); returns ``(the order by (query, doc)
-    when ``order``, whether a duplicate was kept)``."""
+    when ``order``, whether a duplicate was kept)``. ``lines``: each record's line (or row: ``unit``)."""
     key = q * max(n_docs, 1) + d
     by_key, ks = _codes.sort_order(np, key) if order else (None, np.sort(key))
     if len(ks) > 1 and (ks[1:] == ks[:-1]).any():
@@ -159,7 +161,7 @@ def _check_duplicates(np, q, d, n_docs: int, lines, path: str, docs: Vocabulary,
         ks = key[by_key]
         dup = np.flatnonzero(ks[1:] == ks[:-1])
         a, b = by_key[dup[0]], by_key[dup[0] + 1]
-        where = f"lines {int(lines[a])} and {int(lines[b])}" if lines is not None else "twice"
+        where = f"{unit} {int(lines[a])} and {int(lines[b])}" if lines is not None else "twice"
         raise ValueError(f"{path}: document {docs[int(d[a])]!r} appears twice for query "
                          f"{query_ids[int(q[a])]!r} ({where}); trec_eval refuses duplicates too")
     return by_key, False
@@ -177,6 +179,56 @@ def _nested(query_ids, docs: "Vocabulary", query: Tensor, doc: Tensor, values: T
     for q, d, v in zip(query.tolist(), doc.tolist(), values.tolist()):
         out[query_ids[q]][docs[d]] = v
     return out
+
+
+# a DataFrame's (query, doc, value) column names: ranx's (``Qrels.from_df``, ``to_dataframe``) and
+# ir_measures' (its ``Qrel`` and ``ScoredDoc`` fields), as (qrels, run)
+COLUMNS = {"ranx": (("q_id", "doc_id", "score"), ("q_id", "doc_id", "score")),
+           "ir_measures": (("query_id", "doc_id", "relevance"), ("query_id", "doc_id", "score"))}
+
+
+def column_names(columns, run: bool) -> Tuple:
+    """The (query, doc, value) column names that ``columns`` means: ``"ranx"``, ``"ir_measures"``, or
+    three distinct names.
+
+    Example:
+        >>> column_names("ir_measures", run=False), column_names(("qid", "docno", "label"), run=False)
+        (('query_id', 'doc_id', 'relevance'), ('qid', 'docno', 'label'))
+    """
+    if isinstance(columns, str):
+        if columns not in COLUMNS:
+            raise ValueError(f"columns={columns!r}: 'ranx', 'ir_measures' or three column names (query, doc, "
+                             f"{'score' if run else 'relevance'})")
+        return COLUMNS[columns][run]
+    names = tuple(columns)
+    if len(names) != 3 or len(set(names)) != 3:
+        raise ValueError(f"columns={columns!r}: three distinct column names (query, doc, "
+                         f"{'score' if run else 'relevance'}) or 'ranx' or 'ir_measures'")
+    return names
+
+
+def _text_column(np, pd, pa, keys, index):
+    """The ids ``keys[index]`` (``keys``: utf-8 bytes) as a column of text as pandas holds it by default
+    (``str`` in pandas 3, object before: arrow's ``to_pandas`` follows pandas' default), decoded once per
+    distinct id by arrow; object, decoded with surrogateescape, when an id is not utf-8."""
+    try:
+        text = pa.array(keys, pa.binary()).cast(pa.string())  # (validates the utf-8)
+    except pa.ArrowInvalid:
+        names = np.array([k.decode("utf-8", "surrogateescape") for k in keys] + [None], dtype=object)[:-1]
+        return pd.Series(names[index], dtype=object)
+    return text.take(pa.array(index)).to_pandas()
+
+
+def _frame(obj, values: Tensor, columns, run: bool):
+    """``obj`` (a Qrels or a Run) as a DataFrame of one row per record, in its order."""
+    feature = f"{type(obj).__name__}.to_frame()"
+    np, pd, pa = numpy(), optional.pandas(feature), optional.pyarrow("pyarrow", feature)
+    names = column_names(columns, run)
+    used, inverse = np.unique(obj.doc.numpy(), return_inverse=True)
+    query_keys = [q.encode("utf-8", "surrogateescape") for q in obj.query_ids]
+    return pd.DataFrame({names[0]: _text_column(np, pd, pa, query_keys, obj.query.numpy()),
+                         names[1]: _text_column(np, pd, pa, obj.docs.take(used).tolist(np), inverse.reshape(-1)),
+                         names[2]: values.numpy().copy()})
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,6 +261,13 @@ class Qrels:
         _no_duplicates(self, "qrels")
         return _nested(self.query_ids, self.docs, self.query, self.doc, self.rel)
 
+    def to_frame(self, columns="ranx"):
+        """A pandas DataFrame of the judgements, one row each in this order: query id, doc id (text) and
+        relevance (int64), named as ranx names them (``q_id``, ``doc_id``, ``score``), as ir_measures does
+        (``columns="ir_measures"``: ``query_id``, ``doc_id``, ``relevance``) or by three names. Needs pandas
+        (``pip install 'retrieval-metrics[frames]'``)."""
+        return _frame(self, self.rel, columns, run=False)
+
 
 @dataclass(frozen=True, eq=False)
 class Run:
@@ -238,12 +297,23 @@ class Run:
         _no_duplicates(self, "run")
         return _nested(self.query_ids, self.docs, self.query, self.doc, self.score)
 
+    def to_frame(self, columns="ranx"):
+        """A pandas DataFrame of the entries, one row each in trec_eval's order: query id, doc id (text)
+        and score (float64), named as ranx names them (``q_id``, ``doc_id``, ``score``), as ir_measures
+        does (``columns="ir_measures"``: ``query_id``, ``doc_id``, ``score``) or by three names. Needs
+        pandas (``pip install 'retrieval-metrics[frames]'``)."""
+        return _frame(self, self.score, columns, run=True)
 
-def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabulary], allow=False) -> Qrels:
+
+def _build_qrels(np, qcol, dcol, rel, lines, path: str, docs: Optional[Vocabulary], allow=False,
+                 unit="lines") -> Qrels:
+    """The :class:`Qrels` of id columns (``_codes.Ids``) and ``rel`` (int64); ``lines``: each record's
+    line (or row: ``unit``), for the errors."""
     docs = Vocabulary() if docs is None else docs
     query_ids, q = _query_codes(np, qcol)
     d = docs.extend(dcol)
-    order, dup = _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids, order=True, allow=allow)
+    order, dup = _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids, order=True, allow=allow,
+                                   unit=unit)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a[order], dtype=np.int64))  # noqa: E731
     return Qrels(query_ids, docs, t(q), t(d), t(rel), dup)
 
@@ -295,11 +365,14 @@ def _trec_order(np, q, d, score, docs: Vocabulary):
     return q, d, score
 
 
-def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary], allow=False) -> Run:
+def _build_run(np, qcol, dcol, score, lines, path: str, tag: str, docs: Optional[Vocabulary], allow=False,
+               unit="lines") -> Run:
+    """The :class:`Run` of id columns and finite float64 scores, ranked as trec_eval ranks it (as
+    :func:`_build_qrels`)."""
     docs = Vocabulary() if docs is None else docs
     query_ids, q = _query_codes(np, qcol)
     d = docs.extend(dcol)
-    _, dup = _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids, allow=allow)
+    _, dup = _check_duplicates(np, q, d, len(docs), lines, path, docs, query_ids, allow=allow, unit=unit)
     q, d, score = _trec_order(np, q, d, score, docs)
     offsets = np.zeros(len(query_ids) + 1, np.int64)
     np.cumsum(np.bincount(q, minlength=len(query_ids)), out=offsets[1:])

@@ -35,6 +35,7 @@ from .tensors import (  # noqa: F401
     check_categories, check_compact_inputs, check_rows, check_same_device,
     check_device_available, check_score_batch, check_scores, check_tensor, widen_unsigned,
 )
+from .pairs import PAIRS_FORM, check_truth_mode, check_user_items  # noqa: F401
 from .values import (  # noqa: F401
     check_representable, check_values, gain_max_flag, raise_value_flags, score_flag, sign_flag, value_flags,
     value_flags_and_max,

@@ -49,6 +49,10 @@ def check_per_query_keys(keys, remedy: str) -> None:
         ...
         ValueError: nmi: embedding-set metrics need embeddings; use EmbeddingMetrics
     """
+    items = [m.key for m in keys if m.spec.items]
+    if items:
+        raise ValueError(f"{', '.join(items)}: beyond-accuracy metrics read the recommended items' ids; use "
+                         "evaluate_topk")
     set_level = [m.key for m in keys if not m.spec.per_query]
     if set_level:
         raise ValueError(f"{', '.join(set_level)}: embedding-set metrics need embeddings; {remedy}")
@@ -169,11 +173,12 @@ def check_memory_budget(memory_budget) -> Optional[int]:
 @check
 def check_embedding_options(
     *, distance="cosine", relevance=None, ties="stable", empty="skip", reduce="mean", per_class=None,
-    memory_budget=None, backend="torch", keys=None,
+    memory_budget=None, backend="torch", keys=None, pairs: bool = False,
 ) -> Optional[int]:
     """The options of embedding mode (``evaluate_embeddings``, both ``EmbeddingMetrics``),
     and with ``keys`` (parsed) the keys they allow; returns the memory budget
-    (:func:`check_memory_budget`).
+    (:func:`check_memory_budget`). ``pairs``: ``relevance`` may also be a tensor of relevance
+    pairs (``evaluate_embeddings``; not the adapters).
 
     Example:
         >>> check_embedding_options(distance="manhattan")
@@ -185,6 +190,10 @@ def check_embedding_options(
     check_embedding_ties(ties, distance, backend)
     if keys is not None:
         check_tie_keys([m for m in keys if m.spec.per_query], ties)
+        items = [m.key for m in keys if m.spec.items]
+        if items:
+            raise ValueError(f"{', '.join(items)}: beyond-accuracy metrics read the recommended items' ids; use "
+                             "evaluate_topk")
     check_choice("empty", empty, EMPTY)
     check_choice("reduce", reduce, REDUCE)
     if per_class not in PER_CLASS:
@@ -193,7 +202,7 @@ def check_embedding_options(
         raise ValueError("per_class reduces over each label's queries; it cannot go with reduce='none'")
     if not callable(distance) and distance not in DISTANCES:
         raise ValueError(f"distance must be one of {', '.join(map(repr, DISTANCES))} or a callable; got {distance!r}")
-    if relevance is not None and not callable(relevance):
+    if relevance is not None and not callable(relevance) and not (pairs and isinstance(relevance, Tensor)):
         raise TypeError(
             f"relevance must be a callable f(query_labels, gallery_labels) -> gains; got {type(relevance).__name__}"
         )

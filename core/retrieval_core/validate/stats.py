@@ -223,7 +223,7 @@ def check_ci_keys(keys, ci, ci_method: str) -> None:
     """
     if ci is None or ci_method != "beta":
         return
-    bad = [m.key for m in keys if m.spec.per_query and not m.binary]
+    bad = [m.key for m in keys if (m.spec.per_query or m.spec.item_kernel is not None) and not m.binary]
     if bad:
         raise ValueError(
             f"ci_method='beta' needs metrics whose per-query values are 0 or 1 (hit_rate@k/cmc@k, precision@1, "

@@ -18,7 +18,7 @@ from retrieval_core.distributed.agreement import canonical, disagreement, option
 
 # each rank's own data (rows, ids, categories, ...) and the communicator: never compared
 DATA = {"query", "query_labels", "gallery", "gallery_labels", "query_ids", "gallery_ids", "categories",
-        "confidence", "group"}
+        "confidence", "group", "exclude"}  # exclude: each rank's own queries' pairs
 NOT_RESULT = {"progress"}  # who prints a progress bar: rank 0
 IGNITE_OWN = {"output_transform", "device", "skip_unrolling"}  # how each rank reads its engine, where it keeps state
 
@@ -100,6 +100,8 @@ def test_distributed_entry_points_compare_every_option(entry, monkeypatch):
     captured = {}
 
     def agree(fn, *, options=None, what="", **kwargs):
+        if options is None:  # the gallery sizes' exchange (relevance pairs, exclude=), before the check
+            return None, [2]
         captured.update(options=options, what=what)
         raise _Captured
 

@@ -10,9 +10,14 @@ from retrieval_core.metrics.spec import REGISTRY, WHOLE, MetricSpec
 
 
 def test_every_spec_is_per_query_or_set_level():
+    """Per-query (a kernel on a Ranking), set-level (a set_metric), or a per-user metric of
+    the recommended items (an item_kernel, evaluate_topk's)."""
     for name, spec in REGISTRY.items():
-        assert spec.per_query != (spec.set_metric is not None), name
-    assert {n for n, s in REGISTRY.items() if not s.per_query} == {"fnmr", "pcf", "nmi", "ami"}
+        assert [spec.per_query, spec.set_metric is not None, spec.item_kernel is not None].count(True) == 1, name
+    assert {n for n, s in REGISTRY.items() if s.set_metric is not None and not s.items} == {"fnmr", "pcf", "nmi",
+                                                                                           "ami"}
+    assert {n for n, s in REGISTRY.items() if s.set_metric is not None and s.items} == {
+        "coverage", "gini", "entropy", "personalization"}
 
 
 def test_a_new_set_level_spec_needs_no_change_in_set_level(embeddings_labels):

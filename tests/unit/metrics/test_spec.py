@@ -17,7 +17,9 @@ from retrieval_core.trec.measures import IR_MEASURES, IR_MEASURES_OTHER, TREC_EV
 
 ROOT = Path(rc.__file__).parent
 FORMS = {AT_K, AT_R, AT_X, WHOLE}
-EMPTY_RULES = (K.no_relevant, K.no_relevant_or_candidate, K.no_irrelevant, K.no_relevant_or_irrelevant)
+EMPTY_RULES = (K.no_relevant, K.no_relevant_or_candidate, K.no_irrelevant, K.no_relevant_or_irrelevant,
+               K.no_candidate)
+ITEM_SET_LEVEL = {"coverage", "gini", "entropy", "personalization"}  # evaluate_topk's set-level keys
 
 
 def keys_of(spec: MetricSpec):
@@ -39,7 +41,9 @@ def test_every_registered_name_has_a_complete_spec(name):
     spec = REGISTRY[name]
     assert spec.name == name and spec.cutoffs and spec.cutoffs <= FORMS
     assert spec.plain is None or spec.plain in spec.cutoffs
-    assert (spec.kernel is None) != (spec.set_metric is None)  # per-query xor set-level
+    # per-query (a kernel on a Ranking), set-level, or per-user of the recommended items: one of them
+    assert [spec.kernel is not None, spec.set_metric is not None, spec.item_kernel is not None].count(True) == 1
+    assert spec.items == (spec.item_kernel is not None or spec.name in ITEM_SET_LEVEL)
     assert spec.empty in EMPTY_RULES
     assert isinstance(spec.names, Names) and len(spec.names.trec_eval) == 2
     assert all(n is None or n in TREC_EVAL_MEASURES for n in spec.names.trec_eval)

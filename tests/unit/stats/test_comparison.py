@@ -90,9 +90,9 @@ def test_permutation_interval_is_the_bootstrap_one():
 
 
 def test_nan_pairs_are_skipped():
-    a = torch.tensor([0.5, float("nan"), 0.7, 0.2, 0.9, 0.4])
-    b = torch.tensor([0.4, 0.3, float("nan"), 0.1, 0.5, 0.6])
-    r = compare(a, b, test="paired_t")
+    a = torch.tensor([0.5, float("nan"), 0.7, 0.2, 0.9, 0.4], dtype=torch.float64)
+    b = torch.tensor([0.4, 0.3, float("nan"), 0.1, 0.5, 0.6], dtype=torch.float64)
+    r = compare(a, b, test="paired_t")  # (a list of Python floats is read as float64)
     ref = compare([0.5, 0.2, 0.9, 0.4], [0.4, 0.1, 0.5, 0.6], test="paired_t")
     assert r == ref and r.n == 4
 

@@ -22,6 +22,10 @@ X, Y = torch.randn(24, 4, generator=G), torch.randint(0, 3, (24,), generator=G)
 GAINS = torch.randint(0, 2, (6, 5), generator=G)
 CATEGORIES = ["a", "b"] * 3
 FLAT = dict(indexes=torch.arange(6).repeat_interleave(8))
+TOPK, TOPK_TRUTH = P.topk(3, dim=1).indices, T.nonzero().T  # top-k lists of 6 users over 8 items
+TWO_TOWER_TRUTH = torch.tensor([[0, 0, 2, 5], [1, 4, 0, 7]])  # (user, item) pairs
+TWO_TOWER_SEEN = torch.zeros(6, 18, dtype=torch.bool).index_put_((torch.tensor([0, 3]), torch.tensor([2, 9])),
+                                                                 torch.tensor(True))
 
 
 # TREC: rels 0/1/2, a document judged in one query only, a retrieved unjudged one, a query
@@ -67,6 +71,7 @@ CALLS: Dict[str, Callable[[], object]] = {
     "scores_options": lambda: rc.evaluate_scores(P, T, ["mrr@3", "erc:cmc@1"], ci=0.9, n_resamples=20,
                                                  categories=CATEGORIES, confidence=torch.rand(6, generator=G),
                                                  keep_per_query=True, ties="expected"),
+    "scores_exclude": lambda: rc.evaluate_scores(P, T, ["mrr@3", "map@r"], exclude=TWO_TOWER_TRUTH, ties="expected"),
     "scores_numpy": lambda: rc.evaluate_scores(P.numpy(), T.numpy(), ["mrr@3"], mask=np.ones((6, 8), bool)),
     "scores_flat": lambda: rc.evaluate_scores(P.reshape(-1), T.reshape(-1), ["mrr@3", "map"], **FLAT),
     "scores_n_relevant": lambda: rc.evaluate_scores(P, T, ["recall@3", "ndcg@3"], n_relevant=T.sum(1) + 2,
@@ -94,8 +99,18 @@ CALLS: Dict[str, Callable[[], object]] = {
         categories=Y[:6], confidence=torch.rand(6, generator=G), ci=0.9, n_resamples=20),
     "embeddings_per_class": lambda: rc.evaluate_embeddings(X, Y, ["cmc@1"], per_class="all", ci=0.9, n_resamples=20),
     "embeddings_numpy": lambda: rc.evaluate_embeddings(X.numpy(), Y.numpy(), ["cmc@1"]),
+    "embeddings_two_tower": lambda: rc.evaluate_embeddings(
+        X[:6], None, ["ndcg@3", "map@r"], gallery=X[6:], distance="dot", relevance=TWO_TOWER_TRUTH,
+        exclude=TWO_TOWER_SEEN.to_sparse_csr()),
+    "embeddings_exclude": lambda: rc.evaluate_embeddings(X, Y, ["cmc@1", "map@r"], exclude=TWO_TOWER_TRUTH),
     "across_ranks": lambda: D.evaluate_embeddings_across_ranks(X, Y, ["cmc@1"], shard_gallery=True),
     "split": lambda: D.evaluate_split(X, Y, ["cmc@1", "nmi"], per_class="macro"),
+    "topk": lambda: rc.evaluate_topk(TOPK, TOPK_TRUTH, ["ndcg@3", "map_capped@2", "novelty@3", "coverage@3",
+                                                        "serendipity@3"],
+                                     item_popularity=torch.arange(1, 9), item_categories=torch.arange(8) % 3,
+                                     history=torch.tensor([[0, 1, 2], [5, 6, 7]]), categories=CATEGORIES, ci=0.9, n_resamples=20),
+    "topk_sparse_numpy": lambda: rc.evaluate_topk(TOPK.numpy(), T.double().to_sparse_csr(), ["recall@3", "gini@2"],
+                                                  keep_per_query=True),
     "aggregate": lambda: rc.aggregate(torch.rand(4, 2, dtype=torch.float64), ["a", "b"], ci=0.9, n_resamples=20),
 }
 
@@ -151,12 +166,18 @@ AGGREGATED = {"check_representable"}
 EXPECTED = {
     "scores": {"check_score_options", "check_stats_options", "check_scores", "check_per_query_keys",
                "check_tie_keys"} | AGGREGATED,
+    "scores_exclude": {"check_score_options", "check_stats_options", "check_scores", "check_per_query_keys",
+                       "check_tie_keys", "check_user_items(exclude)"} | AGGREGATED,
     "scores_flat": {"check_score_options", "check_stats_options", "check_scores", "check_values",
                     "check_per_query_keys", "check_tie_keys"} | AGGREGATED,
     "scores_flat_n_relevant": {"check_score_options", "check_scores", "check_values", "check_per_query_keys",
                                "check_stats_options"} | AGGREGATED,
     "ranked_numpy": {"check_score_options", "check_per_query_keys", "check_stats_options"} | AGGREGATED,
     "score_values_flat_numpy": {"check_ties(stable)", "check_per_query_keys", "check_tie_keys", "check_scores"},
+    "topk": {"check_score_options", "check_stats_options", "check_topk", "check_truth(truth)", "check_item_data",
+             "check_topk_keys", "check_categories", "check_truth(history)"} | AGGREGATED,
+    "topk_sparse_numpy": {"check_score_options", "check_stats_options", "check_topk", "check_truth(truth)",
+                          "check_item_data", "check_topk_keys"} | AGGREGATED,
     "trec_dicts": {"check_relevance_level", "check_per_query_keys", "check_choice(empty)", "check_choice(reduce)",
                    "check_ci_options", "check_keep_per_query", "check_representable"},
 }

@@ -1,0 +1,128 @@
+"""(user, item) interactions, ``[2, E]`` pairs or a sparse ``[U, I]`` tensor, checked once
+into a per-user CSR (:class:`UserItems`): the relevance judgements of a two-tower
+evaluation (``relevance=``) and the seen items that ``exclude=`` removes from the ranking.
+
+A chunk of users reads its own slice of the CSR (:meth:`UserItems.pairs`): a dense
+``[c, I]`` block of a chunk at most, never a ``[U, I]`` matrix.
+
+Example:
+    >>> import torch
+    >>> seen = user_items("exclude", torch.tensor([[1, 0, 1], [3, 2, 0]]), 2, 4, repeats=True)
+    >>> seen.offsets.tolist(), seen.items.tolist(), seen.counts().tolist()
+    ([0, 1, 3], [2, 0, 3], [1, 2])
+    >>> seen.dense(slice(0, 2)).tolist()
+    [[False, False, True, False], [True, False, False, True]]
+    >>> seen.contains(slice(1, 2), torch.tensor([[3, 1]])).tolist()
+    [[True, False]]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from ..validate.pairs import check_user_items
+
+__all__ = ["UserItems", "user_items"]
+
+Part = Union[slice, Tensor]  # a chunk of users: a slice, or their positions (ascending or not)
+
+
+@dataclass(frozen=True)
+class UserItems:
+    """Each user's items, sorted: user ``u``'s are ``items[offsets[u]:offsets[u + 1]]``, with
+    ``gains`` (None: each 1). ``host_offsets``: the offsets on the CPU, so that a chunk
+    of users finds its slice without reading the device."""
+
+    offsets: Tensor
+    items: Tensor
+    gains: Optional[Tensor]
+    n_items: int
+    host_offsets: Tensor
+
+    @property
+    def n_users(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    @property
+    def binary(self) -> bool:
+        """Whether every pair's gain is 1."""
+        return self.gains is None
+
+    def counts(self) -> Tensor:
+        """``[U]`` int64: the number of items of each user."""
+        return self.offsets.diff()
+
+    def pairs(self, part: Part) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+        """``(rows, items, gains)`` of the users ``part``: rows are positions in ``part``
+        (ascending; items sorted within a row)."""
+        if isinstance(part, slice):
+            start, stop, _ = part.indices(self.n_users)
+            stop = max(start, stop)
+            lo, hi = int(self.host_offsets[start]), int(self.host_offsets[stop])
+            counts = self.offsets[start + 1:stop + 1] - self.offsets[start:stop]
+            rows = torch.repeat_interleave(torch.arange(stop - start, device=counts.device), counts, output_size=hi - lo)
+            return rows, self.items[lo:hi], None if self.gains is None else self.gains[lo:hi]
+        first, counts = self.offsets[part], self.offsets[part + 1] - self.offsets[part]
+        total = int(counts.sum())  # positions: the re-ranking of a few rows after the loop (one read)
+        rows = torch.repeat_interleave(torch.arange(part.shape[0], device=counts.device), counts, output_size=total)
+        at = first[rows] + torch.arange(total, device=counts.device) - (torch.cumsum(counts, 0) - counts)[rows]
+        return rows, self.items[at], None if self.gains is None else self.gains[at]
+
+    def dense(self, part: Part, dtype: Optional[torch.dtype] = None) -> Tensor:
+        """``[c, I]``: the gains of the users ``part`` (bool when each is 1 and no ``dtype``), 0 elsewhere."""
+        rows, items, gains = self.pairs(part)
+        if isinstance(part, slice):
+            start, stop, _ = part.indices(self.n_users)
+            n_rows = max(stop - start, 0)
+        else:
+            n_rows = part.shape[0]
+        if dtype is None:
+            dtype = torch.bool if gains is None else gains.dtype
+        out = torch.zeros(n_rows, self.n_items, dtype=dtype, device=self.items.device)
+        out[rows, items] = True if gains is None else gains.to(dtype)
+        return out
+
+    def contains(self, part: Part, index: Tensor) -> Tensor:
+        """``[c, d]`` bool: whether item ``index[r, j]`` is one of user ``part[r]``'s (a binary
+        search in the chunk's pairs: no ``[c, I]`` block)."""
+        rows, items, _ = self.pairs(part)
+        keys = rows * self.n_items + items  # ascending: rows ascending, items sorted within a row
+        if keys.numel() == 0:
+            return torch.zeros(index.shape, dtype=torch.bool, device=index.device)
+        wanted = torch.arange(index.shape[0], device=index.device).unsqueeze(1) * self.n_items + index
+        at = torch.searchsorted(keys, wanted).clamp_(max=keys.numel() - 1)
+        return keys[at] == wanted
+
+    def rows(self, part: slice) -> "UserItems":
+        """The users ``part`` alone (a share of the queries), numbered from 0."""
+        start, stop, _ = part.indices(self.n_users)
+        stop = max(start, stop)
+        lo, hi = int(self.host_offsets[start]), int(self.host_offsets[stop])
+        return UserItems(self.offsets[start:stop + 1] - lo, self.items[lo:hi],
+                         None if self.gains is None else self.gains[lo:hi], self.n_items,
+                         self.host_offsets[start:stop + 1] - lo)
+
+    def overlap(self, other: "UserItems") -> Tensor:
+        """``[U]`` int64: how many of each user's items are also the user's in ``other``."""
+        rows, items, _ = self.pairs(slice(0, self.n_users))
+        o_rows, o_items, _ = other.pairs(slice(0, other.n_users))
+        both = torch.isin(rows * self.n_items + items, o_rows * self.n_items + o_items)
+        return torch.zeros(self.n_users, dtype=torch.int64, device=rows.device).index_add_(
+            0, rows, both.to(torch.int64))
+
+
+def user_items(name: str, value, n_users: int, n_items: int, *, graded: bool = False, repeats: bool = False,
+               device: Optional[torch.device] = None) -> UserItems:
+    """``value`` (``[2, E]`` pairs or a sparse ``[n_users, n_items]`` tensor) checked once
+    (:func:`~retrieval_core.validate.pairs.check_user_items`: ``graded``, ``repeats`` as
+    there) into a :class:`UserItems` on ``device`` (None: the value's)."""
+    users, items, gains = check_user_items(name, value, n_users, n_items, graded=graded, repeats=repeats)
+    if device is not None:
+        users, items = users.to(device), items.to(device)
+        gains = None if gains is None else gains.to(device)
+    counts = torch.bincount(users, minlength=n_users)
+    offsets = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+    return UserItems(offsets, items, gains, n_items, offsets.cpu())

@@ -1,0 +1,140 @@
+"""The check of (user, item) interactions: ``[2, E]`` pairs or a sparse ``[U, I]`` tensor
+(relevance judgements of a two-tower evaluation, ``relevance=``; seen items, ``exclude=``).
+
+:func:`check_user_items` returns the pairs sorted by user, then item, with their gains:
+the one form that :func:`retrieval_core.inputs.pairs.user_items` lays out per user.
+
+Example:
+    >>> check_user_items("exclude", torch.tensor([[0, 1], [5, 1]]), 2, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: exclude holds item ids outside [0, 4) (the gallery's items, columns); got 5
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ..ranking.gains import GAIN_LIMIT
+from .counting import check
+from .tensors import check_device_available, widen_unsigned
+
+__all__ = ["check_user_items", "check_truth_mode", "PAIRS_FORM"]
+
+PAIRS_FORM = "[2, E] (user, item) pairs or a sparse [users, items] torch tensor (COO or CSR)"
+
+
+def _ids(name: str, pairs: Tensor) -> Tensor:
+    if pairs.is_floating_point() or pairs.is_complex() or pairs.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer (user, item) ids; got {pairs.dtype}")
+    if pairs.ndim != 2 or pairs.shape[0] != 2:
+        raise ValueError(f"{name} must be {PAIRS_FORM}; got shape {tuple(pairs.shape)}")
+    return widen_unsigned(name, pairs).to(torch.int64)
+
+
+def _sparse_parts(name: str, value: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """(users, items, values) of a sparse COO (coalesced: repeated entries summed, torch's
+    meaning) or CSR tensor."""
+    if value.ndim != 2:
+        raise ValueError(f"{name} must be {PAIRS_FORM}; got a sparse tensor of shape {tuple(value.shape)}")
+    if value.layout == torch.sparse_coo:
+        value = value.coalesce()
+        users, items = value.indices()
+        return users, items, value.values()
+    if value.layout == torch.sparse_csr:
+        crow = value.crow_indices()
+        users = torch.repeat_interleave(torch.arange(value.shape[0], device=crow.device), crow.diff())
+        return users, value.col_indices(), value.values()
+    raise TypeError(f"{name} must be {PAIRS_FORM}; got layout {value.layout}")
+
+
+def _gains(name: str, values: Tensor, graded: bool) -> Tensor:
+    """A sparse tensor's values as gains (``graded``) or as a 0/1 membership (bool)."""
+    if values.is_complex():
+        raise TypeError(f"{name} values must be real numbers; got {values.dtype}")
+    values = widen_unsigned(name, values)
+    if values.dtype == torch.bool:
+        return values
+    if values.numel():
+        bad = torch.isnan(values) | (values < 0)
+        if values.is_floating_point():
+            bad |= ~torch.isfinite(values)
+        if bool(bad.any()):
+            raise ValueError(f"{name} values must be finite and >= 0; got {values[bad][0].item()}")
+        if graded and values.is_floating_point() and bool((values > GAIN_LIMIT).any()):
+            raise ValueError(f"{name} gains must be at most 2^960 (about 1e289) so that sums of them fit float64")
+    return values if graded else values != 0
+
+
+@check
+def check_user_items(name: str, value, n_users: int, n_items: int, *, graded: bool = False,
+                     repeats: bool = False) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    """``(users, items, gains)``: the interactions of ``n_users`` users (rows) with ``n_items``
+    items (columns), sorted by user then item, int64 ids; ``gains``: None when every pair
+    counts 1 (pairs, or a bool sparse tensor), else the sparse values (``graded``; zeros
+    dropped: not relevant). Without ``graded`` a sparse value only says whether the pair
+    is there (non-zero). ``repeats``: a pair given twice counts once (seen items); else
+    it is an error (a judgement given twice). A sparse COO tensor's repeated entries are
+    summed first (torch's meaning of them)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be {PAIRS_FORM}; got {type(value).__name__}")
+    check_device_available(name, value.device)
+    if n_users * max(n_items, 1) > 2**63 - 1:
+        raise ValueError(f"{name}: users x items = {n_users} x {n_items} exceeds int64 (a pair's sort key)")
+    if value.layout == torch.strided:
+        users, items = _ids(name, value)
+        gains = None
+    else:
+        if tuple(value.shape) != (n_users, n_items):
+            raise ValueError(f"{name} must be a sparse [users, items] = [{n_users}, {n_items}] tensor; got shape "
+                             f"{tuple(value.shape)}")
+        users, items, values = _sparse_parts(name, value)
+        users, items = users.to(torch.int64), items.to(torch.int64)
+        gains = _gains(name, values, graded)
+        keep = gains != 0
+        users, items, gains = users[keep], items[keep], gains[keep]
+        if gains.dtype == torch.bool or bool((gains == 1).all()):
+            gains = None
+    for what, ids, n in (("user", users, n_users), ("item", items, n_items)):
+        outside = (ids < 0) | (ids >= n)
+        if bool(outside.any()):
+            axis = "the queries, rows" if what == "user" else "the gallery's items, columns"
+            raise ValueError(f"{name} holds {what} ids outside [0, {n}) ({axis}); got {ids[outside][0].item()}")
+    key, order = (users * n_items + items).sort(stable=True)  # n_users * n_items < 2^63: checked above
+    users, items = users[order], items[order]
+    gains = None if gains is None else gains[order]
+    twice = key[1:] == key[:-1]
+    if bool(twice.any()):
+        if not repeats:
+            at = int(twice.nonzero()[0])
+            raise ValueError(f"{name} holds the pair (user {users[at].item()}, item {items[at].item()}) twice; give "
+                             "each pair once")
+        once = torch.cat([torch.ones(1, dtype=torch.bool, device=key.device), ~twice])
+        users, items = users[once], items[once]
+        gains = None if gains is None else gains[once]
+    return users, items, gains
+
+
+@check
+def check_truth_mode(query_labels, gallery, gallery_labels, query_ids, gallery_ids, *, per_class, backend,
+                     set_keys) -> None:
+    """What an embedding evaluation with relevance pairs (``relevance=`` a tensor: a two-tower
+    model's users against its items) leaves out: labels (the pairs say what is relevant),
+    ids (rows are users, columns items, by position), a self-gallery, per-class views,
+    set-level keys and faiss."""
+    given = [name for name, v in (("query_labels", query_labels), ("gallery_labels", gallery_labels),
+                                  ("query_ids", query_ids), ("gallery_ids", gallery_ids)) if v is not None]
+    if given:
+        raise ValueError(f"relevance pairs say which items are relevant to which query (by position): pass "
+                         f"{' and '.join(given)} as None")
+    if gallery is None:
+        raise ValueError("relevance pairs need gallery= (the items, e.g. a two-tower model's item embeddings)")
+    if per_class is not None:
+        raise ValueError("per_class needs labels; relevance pairs have none")
+    if set_keys:
+        raise ValueError(f"set-level keys ({', '.join(m.key for m in set_keys)}) need labels; relevance pairs have "
+                         "none")
+    if backend != "torch":
+        raise ValueError("relevance pairs and exclude= need backend='torch'")

@@ -1,0 +1,182 @@
+"""The checks of top-k recommendation lists (``evaluate_topk``): the lists, the truth
+(``[2, E]`` pairs or a sparse ``[U, I]`` tensor of gains), the item data and the keys.
+
+Each returns its input in the canonical form the evaluation takes: the lists as int64,
+the truth as ``(keys, gains)`` sorted by ``user * n_items + item`` (one int64 key per
+pair, so that a list entry's gain is one ``searchsorted`` away: no dense ``[U, I]``).
+
+Example:
+    >>> check_topk(torch.tensor([[3, -1, 2]]), None)
+    Traceback (most recent call last):
+    ...
+    ValueError: topk pads a short list with -1 after its items; row 0 has an item after a -1
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .counting import check
+from .tensors import check_device_available, widen_unsigned
+
+__all__ = ["check_topk", "check_truth", "check_item_data", "check_topk_keys", "TRUTH_LIMIT"]
+
+# user * n_items + item must fit an int64 (the key of a truth pair)
+TRUTH_LIMIT = 2**63 - 1
+
+
+def _integers(name: str, value) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
+    check_device_available(name, value.device)
+    if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer ids; got {value.dtype}")
+    return widen_unsigned(name, value).to(torch.int64)
+
+
+@check
+def check_topk(topk, n_items: Optional[int]) -> Tensor:
+    """``[U, k]`` item ids in rank order, ``-1`` after the items of a short list, no item
+    twice in a list, ids below ``n_items`` when it is known; returned as int64."""
+    ids = _integers("topk", topk)
+    if ids.ndim != 2:
+        raise ValueError(f"topk must be [users, k] item ids; got shape {tuple(ids.shape)}")
+    if ids.shape[1] == 0:
+        raise ValueError("topk must hold at least one column (k >= 1)")
+    if ids.numel() == 0:
+        return ids
+    if bool((ids < -1).any()):
+        raise ValueError("topk holds ids below -1 (item ids are >= 0; -1 pads a short list)")
+    if n_items is not None and bool((ids >= n_items).any()):
+        raise ValueError(f"topk holds item ids >= n_items = {n_items}")
+    pad = ids == -1
+    late = ~pad[:, 1:] & pad[:, :-1]
+    if bool(late.any()):
+        raise ValueError(f"topk pads a short list with -1 after its items; row {int(late.any(1).nonzero()[0])} has "
+                         "an item after a -1")
+    s = ids.sort(dim=1).values
+    twice = (s[:, 1:] == s[:, :-1]) & (s[:, 1:] >= 0)
+    if bool(twice.any()):
+        row = int(twice.any(1).nonzero()[0])
+        item = int(s[row, 1:][twice[row]][0])
+        raise ValueError(f"topk lists item {item} twice for user {row}: a top-k list holds each item once")
+    return ids
+
+
+def _sparse_parts(name: str, truth: Tensor, n_users: int) -> Tuple[Tensor, Tensor, Tensor, int]:
+    """(users, items, gains, n_items) of a sparse COO or CSR ``[U, I]`` tensor (COO coalesced:
+    torch's meaning of repeated entries, their sum)."""
+    if truth.ndim != 2 or truth.shape[0] != n_users:
+        raise ValueError(f"a sparse {name} must be [users, items] with {n_users} users (the rows of topk); got shape "
+                         f"{tuple(truth.shape)}")
+    if truth.layout == torch.sparse_coo:
+        t = truth.coalesce()
+        users, items = t.indices()
+        return users, items, t.values(), truth.shape[1]
+    if truth.layout == torch.sparse_csr:
+        rows = torch.repeat_interleave(torch.arange(n_users, device=truth.device), truth.crow_indices().diff())
+        return rows, truth.col_indices(), truth.values(), truth.shape[1]
+    raise TypeError(f"a sparse {name} must be COO or CSR; got {truth.layout}")
+
+
+@check
+def check_truth(name: str, truth, n_users: int, n_items: Optional[int]) -> Tuple[Tensor, Tensor, int]:
+    """``(keys, gains, n_items)``: the pairs of ``truth`` (named ``name``: the truth, a history) with a gain > 0 as sorted int64 keys
+    ``user * n_items + item`` and their float64 gains (``[2, E]`` pairs: gain 1, each pair
+    once; a sparse ``[U, I]`` tensor: its values, finite and >= 0, zeros dropped). Without
+    ``n_items`` (pairs), the largest item id + 1 scales the keys."""
+    if isinstance(truth, Tensor) and truth.layout != torch.strided:
+        users, items, gains, width = _sparse_parts(name, truth, n_users)
+        if n_items is not None and width != n_items:
+            raise ValueError(f"the sparse {name} has {width} items (columns) but n_items = {n_items}")
+        if gains.is_complex():
+            raise TypeError(f"{name} gains must be real numbers; got {gains.dtype}")
+        gains = gains.to(torch.float64)
+        if gains.numel() and not bool(((gains >= 0) & torch.isfinite(gains)).all()):
+            raise ValueError(f"{name} gains must be finite and >= 0")
+        n_items, users, items = width, users.to(torch.int64), items.to(torch.int64)
+    else:
+        pairs = _integers(name, truth)
+        if pairs.ndim != 2 or pairs.shape[0] != 2:
+            raise ValueError(f"{name} must be [2, E] (user, item) pairs or a sparse [users, items] tensor; got shape "
+                             f"{tuple(pairs.shape)}")
+        users, items = pairs
+        gains = torch.ones(users.shape, dtype=torch.float64, device=users.device)
+        if bool((users < 0).any()) or bool((users >= n_users).any()):
+            raise ValueError(f"{name} holds user ids outside [0, {n_users}) (the rows of topk)")
+        if bool((items < 0).any()) or (n_items is not None and bool((items >= n_items).any())):
+            raise ValueError(f"{name} holds item ids outside [0, {'n_items' if n_items is None else n_items})")
+        if n_items is None:
+            n_items = int(items.max()) + 1 if items.numel() else 1
+    if n_users * max(n_items, 1) > TRUTH_LIMIT:
+        raise ValueError(f"users x items = {n_users} x {n_items} exceeds int64 (a {name} pair's key)")
+    keys, order = (users * n_items + items).sort()
+    if bool((keys[1:] == keys[:-1]).any()):
+        raise ValueError(f"{name} holds a (user, item) pair twice; give each pair once")
+    keep = gains[order] > 0
+    return keys[keep], gains[order][keep], n_items
+
+
+@check
+def check_item_data(n_items: int, item_popularity=None, item_categories=None, item_embeddings=None,
+                    tail_ratio: float = 0.1):
+    """``(popularity float64 [I] or None, categories int64 [I] or None, embeddings [I, D] or None)``:
+    one entry per item, popularity finite and >= 0, categories integers, embeddings
+    floating point and finite; ``tail_ratio`` a finite number > 0."""
+    if isinstance(tail_ratio, bool) or not isinstance(tail_ratio, (int, float)) or not 0 < tail_ratio < math.inf:
+        raise ValueError(f"tail_ratio must be a number > 0 (a share of the items seen in training, or a count of "
+                         f"interactions above 1); got {tail_ratio!r}")
+    if item_popularity is not None:
+        if not isinstance(item_popularity, Tensor) or item_popularity.shape != (n_items,) \
+                or item_popularity.is_complex():
+            raise ValueError(f"item_popularity must be a real tensor of one value per item [{n_items}]")
+        item_popularity = item_popularity.to(torch.float64)
+        if not bool(((item_popularity >= 0) & torch.isfinite(item_popularity)).all()):
+            raise ValueError("item_popularity must be finite and >= 0")
+    if item_categories is not None:
+        item_categories = _integers("item_categories", item_categories)
+        if item_categories.shape != (n_items,):
+            raise ValueError(f"item_categories must hold one category per item [{n_items}]; got shape "
+                             f"{tuple(item_categories.shape)}")
+    if item_embeddings is not None:
+        if not isinstance(item_embeddings, Tensor) or not item_embeddings.is_floating_point() \
+                or item_embeddings.ndim != 2 or item_embeddings.shape[0] != n_items:
+            raise ValueError(f"item_embeddings must be a floating point tensor [{n_items}, dims]")
+        if not bool(torch.isfinite(item_embeddings).all()):
+            raise ValueError("item_embeddings must be finite")
+    return item_popularity, item_categories, item_embeddings
+
+
+@check
+def check_topk_keys(keys, ids: Tensor, *, n_items_given: bool, popularity: Optional[Tensor], similarity: bool,
+                    history: bool = False) -> None:
+    """Keys that the top-k lists ``ids`` answer: no cutoff past the lists, no metric that
+    needs every candidate of the collection, no confidence key, and the item data each
+    beyond-accuracy key needs (its spec's ``item_data``; ``"item_popularity > 0"``: a
+    popularity above 0 for every listed item, whose self-information -log2 p is finite)."""
+    width = ids.shape[1]
+    for m in keys:
+        if m.confidence is not None:
+            raise ValueError(f"{m.key}: confidence keys need per-query confidences, which top-k lists do not hold")
+        if m.spec.needs_all_candidates:
+            raise ValueError(f"{m.key} needs every candidate of the collection, which a top-k list does not hold")
+        if m.spec.kernel is None and not m.spec.items:
+            raise ValueError(f"{m.key}: embedding-set metrics need embeddings; use evaluate_embeddings")
+        if m.form == "k" and m.cutoff > width:  # an @k key (spec.AT_K)
+            raise ValueError(f"{m.key} cuts at {m.cutoff} but topk holds {width} items per user: the lists must "
+                             "reach the cutoff (pad a short list with -1)")
+        given = {"n_items": n_items_given, "item_popularity": popularity is not None,
+                 "item_popularity > 0": popularity is not None,
+                 "item_categories or item_embeddings": similarity, "history": history}
+        missing = [name for name in m.spec.item_data if not given[name]]
+        if missing:
+            raise ValueError(f"{m.key} needs {missing[0].split(' > ')[0]}=")
+        if "item_popularity > 0" in m.spec.item_data:
+            listed = ids[:, :m.cutoff]
+            unseen = (listed >= 0) & (popularity[listed.clamp(min=0)] == 0)
+            if bool(unseen.any()):
+                raise ValueError(f"{m.key}: item {int(listed[unseen][0])} has popularity 0, whose self-information "
+                                 "-log2(share) is infinite; novelty needs every listed item's popularity > 0")

@@ -1,0 +1,173 @@
+"""The beyond-accuracy metrics of top-k lists (metrics.items): hand-computed cases, the
+pairwise definitions written out by brute force (personalization without its [U, U]
+overlaps, diversity without its [k, k] similarities), and the set-level values as
+functions of summed exposure counts (what ranks would sync)."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+import retrieval_core as rc
+from retrieval_core.metrics import items as M
+
+TOPK = torch.tensor([[0, 1, 2], [0, 3, -1], [0, 1, 4]])
+TRUTH = torch.tensor([[0], [2]])
+POPULARITY = torch.tensor([10, 4, 2, 1, 1, 0])
+CATEGORIES = torch.tensor([0, 0, 1, 1, 2, 2])
+KEYS = ["coverage@3", "coverage@1", "gini@3", "entropy@3", "personalization@3", "popularity@3", "novelty@3",
+        "diversity@3"]
+
+
+def test_hand_computed_values():
+    r = rc.evaluate_topk(TOPK, TRUTH, KEYS, n_items=6, item_popularity=POPULARITY, item_categories=CATEGORIES)
+    # exposure counts c = [3, 2, 1, 1, 1, 0] over 8 recommended slots
+    assert r["coverage@3"].item() == pytest.approx(5 / 6) and r["coverage@1"].item() == pytest.approx(1 / 6)
+    # counts ascending [0, 1, 1, 1, 2, 3] weighted by 2j - n - 1 = -5, -3, -1, 1, 3, 5: 18 / (6 * 8)
+    assert r["gini@3"].item() == pytest.approx(18 / 48)
+    p = [3 / 8, 2 / 8, 1 / 8, 1 / 8, 1 / 8]
+    assert r["entropy@3"].item() == pytest.approx(-sum(x * math.log2(x) for x in p))
+    # overlaps of the user pairs: 1, 2, 1 items of k = 3
+    assert r["personalization@3"].item() == pytest.approx(1 - (1 + 2 + 1) / 3 / 3)
+    assert r["popularity@3"].item() == pytest.approx((16 / 3 + 11 / 2 + 15 / 3) / 3)
+    info = [-math.log2(x / 18) for x in (10, 4, 2, 1, 1)]
+    novelty = [(info[0] + info[1] + info[2]) / 3, (info[0] + info[3]) / 2, (info[0] + info[1] + info[4]) / 3]
+    assert r["novelty@3"].item() == pytest.approx(sum(novelty) / 3)
+    # categories of the lists: (0, 0, 1), (0, 1), (0, 0, 2): 2 of 6 ordered pairs alike, 0 of 2, 2 of 6
+    assert r["diversity@3"].item() == pytest.approx((2 / 3 + 1 + 2 / 3) / 3)
+
+
+def test_empty_lists_are_empty_users_of_the_per_user_keys():
+    topk = torch.tensor([[-1, -1], [2, -1], [1, 2]])
+    r = rc.evaluate_topk(topk, TRUTH, ["popularity@2", "diversity@2"], n_items=6, item_popularity=POPULARITY,
+                         item_categories=CATEGORIES, reduce="none")
+    assert r["popularity@2"][0].isnan() and r["popularity@2"][1:].tolist() == [2.0, 3.0]
+    assert r["diversity@2"][:2].isnan().all() and r["diversity@2"][2].item() == 1.0  # fewer than 2 items: none
+
+
+def _lists(seed: int, users: int = 9, width: int = 5, n_items: int = 12):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.stack([torch.randperm(n_items, generator=g)[:width] for _ in range(users)])
+    lengths = torch.randint(0, width + 1, (users,), generator=g)
+    return ids.masked_fill(torch.arange(width) >= lengths.unsqueeze(1), -1), n_items
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_personalization_is_one_minus_the_mean_pairwise_overlap(seed, k):
+    ids, n_items = _lists(seed)
+    lists = [set(row[:k][row[:k] >= 0].tolist()) for row in ids]
+    overlaps = [len(a & b) / k for a, b in itertools.combinations(lists, 2)]
+    value = M.personalization(M.exposure_counts(ids, k, n_items), ids.shape[0], k)
+    assert value.item() == pytest.approx(1 - sum(overlaps) / len(overlaps), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_diversity_is_one_minus_the_mean_pairwise_similarity(seed):
+    ids, n_items = _lists(seed)
+    g = torch.Generator().manual_seed(100 + seed)
+    emb, cats = torch.randn(n_items, 3, generator=g, dtype=torch.float64), torch.randint(0, 3, (n_items,), generator=g)
+    for data, sim in ((dict(embeddings=emb), lambda i, j: torch.cosine_similarity(emb[i], emb[j], 0).item()),
+                      (dict(categories=cats), lambda i, j: float(cats[i] == cats[j]))):
+        got = M.diversity(M.ItemLists(ids, n_items, **data), 4)
+        for row, value in zip(ids, got):
+            listed = row[:4][row[:4] >= 0].tolist()
+            pairs = [sim(i, j) for i, j in itertools.permutations(listed, 2)]
+            expected = 1 - sum(pairs) / len(pairs) if pairs else float("nan")
+            assert value.item() == pytest.approx(expected, abs=1e-12, nan_ok=True)
+
+
+def test_categories_come_before_embeddings_when_both_are_given():
+    emb = torch.eye(6, dtype=torch.float64)  # every pair dissimilar
+    r = rc.evaluate_topk(TOPK, TRUTH, ["diversity@3"], item_categories=CATEGORIES, item_embeddings=emb)
+    assert r["diversity@3"].item() == pytest.approx((2 / 3 + 1 + 2 / 3) / 3)
+
+
+def test_set_level_values_follow_from_summed_exposure_counts():
+    """Across ranks the counts and user counts add up: the values of two halves' summed
+    counts are the values of the whole (no per-user value needed)."""
+    ids, n_items = _lists(7, users=11)
+    whole, a, b = (M.exposure_counts(x, 4, n_items) for x in (ids, ids[:4], ids[4:]))
+    assert torch.equal(a + b, whole)
+    lists = M.ItemLists(ids, n_items)
+    keys = rc.parse_metrics(["coverage@4", "gini@4", "entropy@4", "personalization@4"])
+    values = M.item_set_values(keys, lists)
+    assert values["coverage@4"] == M.coverage(a + b, n_items) and values["gini@4"] == M.gini(a + b)
+    assert values["entropy@4"] == M.entropy(a + b)
+    assert values["personalization@4"] == M.personalization(a + b, 11, 4)
+
+
+def test_undefined_set_values_are_nan():
+    nothing = torch.full((3, 2), -1)
+    counts = M.exposure_counts(nothing, 2, 5)
+    assert M.gini(counts).isnan() and M.entropy(counts).isnan() and M.coverage(counts, 5).item() == 0.0
+    assert M.personalization(M.exposure_counts(torch.tensor([[1, 2]]), 2, 5), 1, 2).isnan()  # one user: no pair
+
+
+def test_novelty_of_an_item_never_seen_is_infinite_and_refused():
+    with pytest.raises(ValueError, match="novelty@1: item 5 has popularity 0, whose self-information"):
+        rc.evaluate_topk(torch.tensor([[5]]), TRUTH, ["novelty@1"], item_popularity=POPULARITY)
+
+
+@pytest.mark.parametrize("ratio, tail, expected", [
+    (0.1, {3}, (0, 1 / 2, 0)),  # max(floor(0.5), 1) = 1 item: the least popular, ties by id
+    (0.5, {3, 4}, (0, 1 / 2, 1 / 3)),  # floor(2.5) = 2 items
+    (2, {2, 3, 4}, (1 / 3, 1 / 2, 1 / 3)),  # a ratio above 1: seen at most twice
+])
+def test_tail_is_recboles_tail_percentage(ratio, tail, expected):
+    """Item 5 (popularity 0) is never tail: RecBole's tail is among the items seen in training."""
+    seen = sorted((int(c), i) for i, c in enumerate(POPULARITY.tolist()) if c > 0)
+    recbole = {i for c, i in seen if c <= ratio} if ratio > 1 else {i for _, i in seen[:max(int(len(seen) * ratio), 1)]}
+    assert recbole == tail == set(M.tail_items(POPULARITY, ratio).nonzero().squeeze(1).tolist())
+    r = rc.evaluate_topk(TOPK, TRUTH, ["tail@3"], item_popularity=POPULARITY, tail_ratio=ratio, reduce="none")
+    assert r["tail@3"].tolist() == pytest.approx(list(expected))
+
+
+@pytest.mark.parametrize("ratio", [0, -1, float("inf"), float("nan"), True, "0.1"])
+def test_tail_ratio_is_a_number_above_zero(ratio):
+    with pytest.raises(ValueError, match="tail_ratio must be a number > 0"):
+        rc.evaluate_topk(TOPK, TRUTH, ["tail@3"], item_popularity=POPULARITY, tail_ratio=ratio)
+
+
+HISTORY = torch.tensor([[0, 0, 1, 2], [3, 5, 1, 2]])  # user 0 saw items 3 and 5, user 1 item 1, user 2 item 2
+
+
+def test_serendipity_by_hand_with_categories():
+    """Categories of the history: user 0 (1, 2), user 1 (0), user 2 (1); a listed item's mean
+    similarity is the share of the history in its category."""
+    r = rc.evaluate_topk(TOPK, TRUTH, ["serendipity@3", "serendipity@1"], item_categories=CATEGORIES,
+                         history=HISTORY, reduce="none")
+    assert r["serendipity@3"].tolist() == pytest.approx([(1 + 1 + 0.5) / 3, (0 + 1) / 2, 1.0])
+    assert r["serendipity@1"].tolist() == pytest.approx([1.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_serendipity_is_recommenders_definition_written_out(seed):
+    """For each recommended (user, item): 1 - the mean cosine similarity to the user's history
+    items (relevance 1, Microsoft Recommenders' default); the user's mean over the list; users
+    without history left out (empty)."""
+    ids, n_items = _lists(seed)
+    g = torch.Generator().manual_seed(200 + seed)
+    emb = torch.randn(n_items, 4, generator=g, dtype=torch.float64)
+    seen = (torch.rand(ids.shape[0], n_items, generator=g) < 0.3)
+    seen[0] = False
+    r = rc.evaluate_topk(ids, torch.tensor([[0], [0]]), ["serendipity@4"], item_embeddings=emb,
+                         history=seen.nonzero().T, reduce="none")["serendipity@4"]
+    for u, row in enumerate(ids):
+        listed, past = row[:4][row[:4] >= 0].tolist(), seen[u].nonzero().squeeze(1).tolist()
+        values = [1 - sum(torch.cosine_similarity(emb[i], emb[j], 0).item() for j in past) / len(past)
+                  for i in listed] if past else []
+        assert r[u].item() == pytest.approx(sum(values) / len(values) if values else float("nan"), abs=1e-12,
+                                            nan_ok=True)
+
+
+def test_serendipity_needs_a_history_and_checks_it():
+    with pytest.raises(ValueError, match="serendipity@3 needs history="):
+        rc.evaluate_topk(TOPK, TRUTH, ["serendipity@3"], item_categories=CATEGORIES)
+    with pytest.raises(ValueError, match=r"history holds user ids outside \[0, 3\)"):
+        rc.evaluate_topk(TOPK, TRUTH, ["serendipity@3"], item_categories=CATEGORIES, history=torch.tensor([[3], [0]]))
+    with pytest.raises(ValueError, match="history holds a \\(user, item\\) pair twice"):
+        rc.evaluate_topk(TOPK, TRUTH, ["serendipity@3"], item_categories=CATEGORIES,
+                         history=torch.tensor([[0, 0], [1, 1]]))
