@@ -467,7 +467,6 @@ CHECK_OWNERS = {
     "check_pairs": {"inputs.embeddings"},
     "check_embedding_options": {"inputs.embeddings", "evaluation.accumulator.embeddings"},
     "check_topk": {"inputs.topk"},
-    "check_truth": {"inputs.topk"},
     "check_item_data": {"inputs.topk"},
     "check_topk_keys": {"inputs.topk"},
     "check_user_items": {"inputs.pairs"},

@@ -55,10 +55,10 @@ def evaluate_topk(
     Args:
         topk: ``[U, k]`` integer item ids of each user's recommendations in rank order
             (rank 1 first); ``-1`` pads a short list, after its items. No item twice in a list.
-        truth: ``[2, E]`` integer (user, item) pairs (gain 1 each, each pair once), or a
-            sparse ``[U, I]`` tensor (COO or CSR) whose values are the gains (finite,
-            >= 0; 0 is not relevant). R, each user's relevant items, counts the listed
-            and the unlisted ones (recall@k = hits@k / R, as trec_eval).
+        truth: ``[2, E]`` integer (user, item) pairs (gain 1 each, each pair once: a pair
+            given twice is an error), or a sparse ``[U, I]`` tensor (COO or CSR) whose
+            values are the gains (finite, >= 0, at most 2^960; 0 is not relevant). R,
+            each user's relevant items, counts the listed and the unlisted ones (recall@k = hits@k / R, as trec_eval).
         metrics: the accuracy keys (``precision@k``, ``recall@k``, ``f1@k``, ``ndcg@k``,
             ``mrr@k``, ``hit_rate@k``, ``map@k``, ``map_capped@k``...; no cutoff past the
             lists' width, no key that needs every candidate: ``auroc``, ``fall_out``) and
@@ -75,7 +75,8 @@ def evaluate_topk(
             the items seen in training (popularity > 0) that are least popular (at least
             one; ties by lower id), or with a value above 1 the items seen at most that often.
         history: each user's training items, ``[2, H]`` (user, item) pairs or a sparse
-            ``[U, I]`` tensor (its entries > 0), for ``serendipity@k``.
+            ``[U, I]`` tensor (its entries > 0), for ``serendipity@k``; a pair given twice
+            counts once (as ``exclude=`` of the other entry points).
         empty, reduce, categories, ci, ci_method, n_resamples, seed, keep_per_query:
             as :func:`~retrieval_core.evaluate_scores` (one category per user; a user
             without a relevant item is empty for the accuracy keys, a user with an

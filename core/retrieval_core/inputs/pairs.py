@@ -1,15 +1,20 @@
 """(user, item) interactions, ``[2, E]`` pairs or a sparse ``[U, I]`` tensor, checked once
-into a per-user CSR (:class:`UserItems`): the relevance judgements of a two-tower
-evaluation (``relevance=``) and the seen items that ``exclude=`` removes from the ranking.
+into a per-user CSR (:class:`UserItems`): the truth and the history of ``evaluate_topk``,
+the relevance judgements of a two-tower evaluation (``relevance=``) and the seen items that
+``exclude=`` removes from the ranking (the rules: :mod:`retrieval_core.validate.pairs`).
 
 A chunk of users reads its own slice of the CSR (:meth:`UserItems.pairs`): a dense
-``[c, I]`` block of a chunk at most, never a ``[U, I]`` matrix.
+``[c, I]`` block of a chunk at most, never a ``[U, I]`` matrix. Sorted by user, then
+item, the CSR's pairs are also sorted int64 keys ``user * n_items + item``
+(:meth:`UserItems.keys`): what top-k lists search, one ``searchsorted`` per listed item.
 
 Example:
     >>> import torch
     >>> seen = user_items("exclude", torch.tensor([[1, 0, 1], [3, 2, 0]]), 2, 4, repeats=True)
     >>> seen.offsets.tolist(), seen.items.tolist(), seen.counts().tolist()
     ([0, 1, 3], [2, 0, 3], [1, 2])
+    >>> seen.keys().tolist()
+    [2, 4, 7]
     >>> seen.dense(slice(0, 2)).tolist()
     [[False, False, True, False], [True, False, False, True]]
     >>> seen.contains(slice(1, 2), torch.tensor([[3, 1]])).tolist()
@@ -63,7 +68,8 @@ class UserItems:
             stop = max(start, stop)
             lo, hi = int(self.host_offsets[start]), int(self.host_offsets[stop])
             counts = self.offsets[start + 1:stop + 1] - self.offsets[start:stop]
-            rows = torch.repeat_interleave(torch.arange(stop - start, device=counts.device), counts, output_size=hi - lo)
+            local = torch.arange(stop - start, device=counts.device)
+            rows = torch.repeat_interleave(local, counts, output_size=hi - lo)
             return rows, self.items[lo:hi], None if self.gains is None else self.gains[lo:hi]
         first, counts = self.offsets[part], self.offsets[part + 1] - self.offsets[part]
         total = int(counts.sum())  # positions: the re-ranking of a few rows after the loop (one read)
@@ -85,11 +91,17 @@ class UserItems:
         out[rows, items] = True if gains is None else gains.to(dtype)
         return out
 
+    def keys(self, part: Part = slice(None)) -> Tensor:
+        """Sorted int64 keys ``row * n_items + item`` of the users ``part`` (rows as in
+        :meth:`pairs`; all users by default): ascending, as rows ascend and each row's items
+        are sorted. Below 2^63: ``n_users * n_items`` is (the check)."""
+        rows, items, _ = self.pairs(part)
+        return rows * self.n_items + items
+
     def contains(self, part: Part, index: Tensor) -> Tensor:
         """``[c, d]`` bool: whether item ``index[r, j]`` is one of user ``part[r]``'s (a binary
         search in the chunk's pairs: no ``[c, I]`` block)."""
-        rows, items, _ = self.pairs(part)
-        keys = rows * self.n_items + items  # ascending: rows ascending, items sorted within a row
+        keys = self.keys(part)
         if keys.numel() == 0:
             return torch.zeros(index.shape, dtype=torch.bool, device=index.device)
         wanted = torch.arange(index.shape[0], device=index.device).unsqueeze(1) * self.n_items + index
@@ -114,12 +126,12 @@ class UserItems:
             0, rows, both.to(torch.int64))
 
 
-def user_items(name: str, value, n_users: int, n_items: int, *, graded: bool = False, repeats: bool = False,
-               device: Optional[torch.device] = None) -> UserItems:
+def user_items(name: str, value, n_users: int, n_items: Optional[int] = None, *, graded: bool = False,
+               repeats: bool = False, device: Optional[torch.device] = None) -> UserItems:
     """``value`` (``[2, E]`` pairs or a sparse ``[n_users, n_items]`` tensor) checked once
-    (:func:`~retrieval_core.validate.pairs.check_user_items`: ``graded``, ``repeats`` as
-    there) into a :class:`UserItems` on ``device`` (None: the value's)."""
-    users, items, gains = check_user_items(name, value, n_users, n_items, graded=graded, repeats=repeats)
+    (:func:`~retrieval_core.validate.pairs.check_user_items`: ``n_items`` None, ``graded``,
+    ``repeats`` as there) into a :class:`UserItems` on ``device`` (None: the value's)."""
+    users, items, gains, n_items = check_user_items(name, value, n_users, n_items, graded=graded, repeats=repeats)
     if device is not None:
         users, items = users.to(device), items.to(device)
         gains = None if gains is None else gains.to(device)

@@ -3,11 +3,13 @@
 :class:`TopkInputs`, and turned, a block of users at a time, into the :class:`Ranking`
 every accuracy kernel reads (:func:`topk_ranking`).
 
-No dense ``[U, I]`` is built (I may be 10^6): the truth is held as sorted int64 keys
-``user * n_items + item`` with their gains, and each listed item's gain is found by
-``searchsorted``; R (each user's relevant items, listed or not) is a ``bincount`` of the
-keys' users, and the ideal gains of graded truth are each user's largest gains, to the
-depth the keys need. A top-k list has no tied scores: its order is the ranking.
+No dense ``[U, I]`` is built (I may be 10^6): the truth is checked, as the history, into
+a per-user CSR (:func:`~retrieval_core.inputs.pairs.user_items`, the conversion of
+``exclude=`` and relevance pairs), held as its sorted int64 keys ``user * n_items + item``
+with their gains, and each listed item's gain is found by ``searchsorted``; R (each
+user's relevant items, listed or not) is the CSR's count per user, and the ideal gains
+of graded truth are each user's largest gains, to the depth the keys need. A top-k
+list has no tied scores: its order is the ranking.
 
 Example:
     >>> import torch
@@ -31,7 +33,8 @@ from ..metrics.keys import MetricKey, depth_needed, parse_metrics
 from ..ranking.ranking import Ranking
 from ..validate import as_categories, as_tensors, check_categories, check_score_options, check_stats_options
 from ..validate.stats import N_RESAMPLES
-from ..validate.topk import check_item_data, check_topk, check_topk_keys, check_truth
+from ..validate.topk import check_item_data, check_topk, check_topk_keys
+from .pairs import user_items
 
 __all__ = ["TopkInputs", "topk_inputs", "topk_ranking", "ideal_width"]
 
@@ -69,7 +72,8 @@ def _n_items(n_items, truth, *items) -> Optional[int]:
 
 
 def topk_inputs(topk, truth, metrics, *, n_items: Optional[int] = None, item_popularity=None, item_categories=None,
-                item_embeddings=None, tail_ratio: float = 0.1, history=None, empty: str = "skip", reduce: str = "mean", categories=None,
+                item_embeddings=None, tail_ratio: float = 0.1, history=None, empty: str = "skip",
+                reduce: str = "mean", categories=None,
                 ci: Optional[float] = None, ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES,
                 seed: int = 0, keep_per_query: bool = False) -> TopkInputs:
     """Check every input of :func:`~retrieval_core.evaluate_topk` once (arguments as there)."""
@@ -82,9 +86,9 @@ def topk_inputs(topk, truth, metrics, *, n_items: Optional[int] = None, item_pop
         item_embeddings=item_embeddings, history=history)
     n_items = _n_items(n_items, truth, item_popularity, item_categories, item_embeddings)
     ids = check_topk(topk, n_items)
-    truth_keys, truth_gains, scale = check_truth("truth", truth, ids.shape[0], n_items)
-    seen, _, seen_scale = (None, None, 1) if history is None else check_truth("history", history, ids.shape[0],
-                                                                              n_items)
+    truth = user_items("truth", truth, ids.shape[0], n_items, graded=True)
+    seen = None if history is None else user_items("history", history, ids.shape[0], n_items, repeats=True)
+    scale = truth.n_items
     popularity, item_categories, item_embeddings = check_item_data(
         n_items if n_items is not None else scale, item_popularity, item_categories, item_embeddings, tail_ratio)
     check_topk_keys(keys, ids, n_items_given=n_items is not None, popularity=popularity,
@@ -92,11 +96,12 @@ def topk_inputs(topk, truth, metrics, *, n_items: Optional[int] = None, item_pop
     categories = as_categories(categories, ids.device)
     if categories is not None:
         check_categories(categories, ids.shape[0], "user (row of topk)")
-    n_relevant = torch.bincount(truth_keys // scale, minlength=ids.shape[0]) if truth_keys.numel() \
-        else torch.zeros(ids.shape[0], dtype=torch.int64, device=ids.device)
-    lists = ItemLists(ids, n_items, popularity, item_categories, item_embeddings, float(tail_ratio), seen, seen_scale)
-    return TopkInputs(keys, lists, truth_keys, truth_gains, scale, n_relevant.to(ids.device),
-                      bool((truth_gains == 1).all()), categories, dict(stats, empty=empty, reduce=reduce))
+    gains = torch.ones(truth.items.shape, dtype=torch.float64, device=truth.items.device) if truth.binary \
+        else truth.gains.to(torch.float64)
+    lists = ItemLists(ids, n_items, popularity, item_categories, item_embeddings, float(tail_ratio),
+                      None if seen is None else seen.keys(), 1 if seen is None else seen.n_items)
+    return TopkInputs(keys, lists, truth.keys(), gains, scale, truth.counts().to(ids.device), truth.binary,
+                      categories, dict(stats, empty=empty, reduce=reduce))
 
 
 def ideal_width(inputs: TopkInputs, keys) -> int:

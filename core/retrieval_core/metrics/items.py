@@ -2,8 +2,8 @@
 not whether they are relevant (docs/metrics.md, "Top-k lists (evaluate_topk)").
 
 Per user (averaged over users like the accuracy keys): ``popularity@k``, ``novelty@k``,
-``diversity@k``, ``tail@k``, ``serendipity@k``, each ``f(lists, k) -> [U]`` float64, NaN where the user's first k hold no
-item (diversity: fewer than two). Set-level (one value over all users): ``coverage@k``,
+``diversity@k``, ``tail@k``, ``serendipity@k``, each ``f(lists, k) -> [U]`` float64, NaN where the
+user's first k hold no item (diversity: fewer than two). Set-level (one value over all users): ``coverage@k``,
 ``gini@k``, ``entropy@k``, ``personalization@k``, each ``f(keys, lists) -> [value per key]``
 computed from the exposure counts alone (:func:`exposure_counts`: ``c_i``, the users whose
 first k hold item i) and the number of users: across ranks the counts and the user counts

@@ -31,8 +31,8 @@ from . import kernels as K
 
 __all__ = [
     "hit_rate", "precision", "precision_adaptive", "precision_capped", "recall", "f1", "fall_out", "dcg", "dcg_exp",
-    "ndcg", "ndcg_exp", "acg", "average_precision", "average_precision_capped", "reciprocal_rank", "average_precision_hits", "wap", "auroc",
-    "rbp",
+    "ndcg", "ndcg_exp", "acg", "average_precision", "average_precision_capped", "reciprocal_rank",
+    "average_precision_hits", "wap", "auroc", "rbp",
 ]
 
 

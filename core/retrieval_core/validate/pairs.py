@@ -1,14 +1,28 @@
-"""The check of (user, item) interactions: ``[2, E]`` pairs or a sparse ``[U, I]`` tensor
-(relevance judgements of a two-tower evaluation, ``relevance=``; seen items, ``exclude=``).
+"""The one check of (user, item) interactions, ``[2, E]`` pairs or a sparse ``[U, I]`` tensor:
+the truth and the history of ``evaluate_topk`` (``truth``, ``history``), the relevance
+judgements of a two-tower evaluation (``relevance``) and the seen items that ``exclude=``
+removes from the ranking (``exclude``).
 
 :func:`check_user_items` returns the pairs sorted by user, then item, with their gains:
-the one form that :func:`retrieval_core.inputs.pairs.user_items` lays out per user.
+the one form that :func:`retrieval_core.inputs.pairs.user_items` lays out per user (a CSR,
+whose keys ``user * n_items + item`` are sorted as they stand). One rule for every input:
+
+- ``[2, E]`` integer pairs: gain 1 each. A sparse COO or CSR ``[U, I]`` tensor: its values,
+  real, finite and >= 0 (zeros dropped: no pair); a COO tensor's repeated entries are
+  summed first (torch's meaning of them). Judgements (``graded``: the truth, relevance)
+  keep the values as gains, at most :data:`~retrieval_core.ranking.gains.GAIN_LIMIT`
+  (sums of them fit float64); seen items (the history, exclude) keep only that the pair
+  is there.
+- A pair given twice: an error naming the pair for judgements (which gain would count?);
+  counted once for seen items (``repeats``: a user may have seen an item twice).
+- User ids in ``[0, U)``, item ids in ``[0, n_items)``; without ``n_items`` (top-k lists of
+  an unknown catalogue) a sparse tensor's columns, else the largest item id + 1.
 
 Example:
     >>> check_user_items("exclude", torch.tensor([[0, 1], [5, 1]]), 2, 4)
     Traceback (most recent call last):
     ...
-    ValueError: exclude holds item ids outside [0, 4) (the gallery's items, columns); got 5
+    ValueError: exclude holds item ids outside [0, 4) (the items, columns); got 5
 """
 from __future__ import annotations
 
@@ -21,9 +35,10 @@ from ..ranking.gains import GAIN_LIMIT
 from .counting import check
 from .tensors import check_device_available, widen_unsigned
 
-__all__ = ["check_user_items", "check_truth_mode", "PAIRS_FORM"]
+__all__ = ["check_user_items", "check_truth_mode", "PAIRS_FORM", "KEY_LIMIT"]
 
 PAIRS_FORM = "[2, E] (user, item) pairs or a sparse [users, items] torch tensor (COO or CSR)"
+KEY_LIMIT = 2**63 - 1  # user * n_items + item must fit an int64 (a pair's sort key)
 
 
 def _ids(name: str, pairs: Tensor) -> Tensor:
@@ -34,11 +49,13 @@ def _ids(name: str, pairs: Tensor) -> Tensor:
     return widen_unsigned(name, pairs).to(torch.int64)
 
 
-def _sparse_parts(name: str, value: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+def _sparse_parts(name: str, value: Tensor, n_users: int, n_items: Optional[int]) -> Tuple[Tensor, Tensor, Tensor]:
     """(users, items, values) of a sparse COO (coalesced: repeated entries summed, torch's
-    meaning) or CSR tensor."""
-    if value.ndim != 2:
-        raise ValueError(f"{name} must be {PAIRS_FORM}; got a sparse tensor of shape {tuple(value.shape)}")
+    meaning) or CSR tensor of ``n_users`` rows and ``n_items`` columns (None: any)."""
+    if value.ndim != 2 or value.shape[0] != n_users or (n_items is not None and value.shape[1] != n_items):
+        columns = "items" if n_items is None else n_items
+        raise ValueError(f"{name} must be a sparse [users, items] = [{n_users}, {columns}] tensor; got shape "
+                         f"{tuple(value.shape)}")
     if value.layout == torch.sparse_coo:
         value = value.coalesce()
         users, items = value.indices()
@@ -68,41 +85,19 @@ def _gains(name: str, values: Tensor, graded: bool) -> Tensor:
     return values if graded else values != 0
 
 
-@check
-def check_user_items(name: str, value, n_users: int, n_items: int, *, graded: bool = False,
-                     repeats: bool = False) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
-    """``(users, items, gains)``: the interactions of ``n_users`` users (rows) with ``n_items``
-    items (columns), sorted by user then item, int64 ids; ``gains``: None when every pair
-    counts 1 (pairs, or a bool sparse tensor), else the sparse values (``graded``; zeros
-    dropped: not relevant). Without ``graded`` a sparse value only says whether the pair
-    is there (non-zero). ``repeats``: a pair given twice counts once (seen items); else
-    it is an error (a judgement given twice). A sparse COO tensor's repeated entries are
-    summed first (torch's meaning of them)."""
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be {PAIRS_FORM}; got {type(value).__name__}")
-    check_device_available(name, value.device)
-    if n_users * max(n_items, 1) > 2**63 - 1:
-        raise ValueError(f"{name}: users x items = {n_users} x {n_items} exceeds int64 (a pair's sort key)")
-    if value.layout == torch.strided:
-        users, items = _ids(name, value)
-        gains = None
-    else:
-        if tuple(value.shape) != (n_users, n_items):
-            raise ValueError(f"{name} must be a sparse [users, items] = [{n_users}, {n_items}] tensor; got shape "
-                             f"{tuple(value.shape)}")
-        users, items, values = _sparse_parts(name, value)
-        users, items = users.to(torch.int64), items.to(torch.int64)
-        gains = _gains(name, values, graded)
-        keep = gains != 0
-        users, items, gains = users[keep], items[keep], gains[keep]
-        if gains.dtype == torch.bool or bool((gains == 1).all()):
-            gains = None
-    for what, ids, n in (("user", users, n_users), ("item", items, n_items)):
-        outside = (ids < 0) | (ids >= n)
+def _check_ids(name: str, users: Tensor, items: Tensor, n_users: int, n_items: Optional[int]) -> None:
+    for what, ids, n, axis in (("user", users, n_users, "users, rows"), ("item", items, n_items, "items, columns")):
+        outside = (ids < 0) if n is None else (ids < 0) | (ids >= n)
         if bool(outside.any()):
-            axis = "the queries, rows" if what == "user" else "the gallery's items, columns"
-            raise ValueError(f"{name} holds {what} ids outside [0, {n}) ({axis}); got {ids[outside][0].item()}")
-    key, order = (users * n_items + items).sort(stable=True)  # n_users * n_items < 2^63: checked above
+            bound = "n_items" if n is None else n
+            raise ValueError(f"{name} holds {what} ids outside [0, {bound}) (the {axis}); got {ids[outside][0].item()}")
+
+
+def _sorted_once(name: str, users: Tensor, items: Tensor, gains: Optional[Tensor], n_items: int,
+                 repeats: bool) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+    """The pairs sorted by ``user * n_items + item``, a pair given twice kept once
+    (``repeats``) or refused."""
+    key, order = (users * n_items + items).sort(stable=True)  # n_users * n_items < 2^63: checked before
     users, items = users[order], items[order]
     gains = None if gains is None else gains[order]
     twice = key[1:] == key[:-1]
@@ -115,6 +110,39 @@ def check_user_items(name: str, value, n_users: int, n_items: int, *, graded: bo
         users, items = users[once], items[once]
         gains = None if gains is None else gains[once]
     return users, items, gains
+
+
+@check
+def check_user_items(name: str, value, n_users: int, n_items: Optional[int] = None, *, graded: bool = False,
+                     repeats: bool = False) -> Tuple[Tensor, Tensor, Optional[Tensor], int]:
+    """``(users, items, gains, n_items)``: the interactions ``value`` (named ``name``) of
+    ``n_users`` users (rows) with ``n_items`` items (columns; None: a sparse tensor's
+    columns, else the largest item id + 1), sorted by user then item, int64 ids;
+    ``gains``: None when every pair counts 1 (pairs, a bool sparse tensor, values of 1),
+    else the sparse values (``graded``; zeros dropped: not relevant). Without ``graded`` a
+    sparse value only says whether the pair is there (non-zero). ``repeats``: a pair given
+    twice counts once (seen items); else it is an error (a judgement given twice)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be {PAIRS_FORM}; got {type(value).__name__}")
+    check_device_available(name, value.device)
+    if value.layout == torch.strided:
+        users, items = _ids(name, value)
+        gains = None
+    else:
+        users, items, values = _sparse_parts(name, value, n_users, n_items)
+        n_items = value.shape[1]
+        gains = _gains(name, values, graded)
+        keep = gains != 0
+        users, items, gains = users.to(torch.int64)[keep], items.to(torch.int64)[keep], gains[keep]
+        if gains.dtype == torch.bool or bool((gains == 1).all()):
+            gains = None
+    _check_ids(name, users, items, n_users, n_items)
+    if n_items is None:
+        n_items = int(items.max()) + 1 if items.numel() else 1
+    if n_users * max(n_items, 1) > KEY_LIMIT:
+        raise ValueError(f"{name}: users x items = {n_users} x {n_items} exceeds int64 (a pair's key, "
+                         "user * n_items + item)")
+    return (*_sorted_once(name, users, items, gains, n_items, repeats), n_items)
 
 
 @check

@@ -1,9 +1,8 @@
-"""The checks of top-k recommendation lists (``evaluate_topk``): the lists, the truth
-(``[2, E]`` pairs or a sparse ``[U, I]`` tensor of gains), the item data and the keys.
+"""The checks of top-k recommendation lists (``evaluate_topk``): the lists, the item data
+and the keys. The truth and the history, (user, item) pairs or a sparse ``[U, I]``
+tensor, are checked as every such input is (:func:`~retrieval_core.validate.pairs.check_user_items`).
 
-Each returns its input in the canonical form the evaluation takes: the lists as int64,
-the truth as ``(keys, gains)`` sorted by ``user * n_items + item`` (one int64 key per
-pair, so that a list entry's gain is one ``searchsorted`` away: no dense ``[U, I]``).
+Each returns its input in the canonical form the evaluation takes (the lists as int64).
 
 Example:
     >>> check_topk(torch.tensor([[3, -1, 2]]), None)
@@ -14,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -22,10 +21,7 @@ from torch import Tensor
 from .counting import check
 from .tensors import check_device_available, widen_unsigned
 
-__all__ = ["check_topk", "check_truth", "check_item_data", "check_topk_keys", "TRUTH_LIMIT"]
-
-# user * n_items + item must fit an int64 (the key of a truth pair)
-TRUTH_LIMIT = 2**63 - 1
+__all__ = ["check_topk", "check_item_data", "check_topk_keys"]
 
 
 def _integers(name: str, value) -> Tensor:
@@ -64,60 +60,6 @@ def check_topk(topk, n_items: Optional[int]) -> Tensor:
         item = int(s[row, 1:][twice[row]][0])
         raise ValueError(f"topk lists item {item} twice for user {row}: a top-k list holds each item once")
     return ids
-
-
-def _sparse_parts(name: str, truth: Tensor, n_users: int) -> Tuple[Tensor, Tensor, Tensor, int]:
-    """(users, items, gains, n_items) of a sparse COO or CSR ``[U, I]`` tensor (COO coalesced:
-    torch's meaning of repeated entries, their sum)."""
-    if truth.ndim != 2 or truth.shape[0] != n_users:
-        raise ValueError(f"a sparse {name} must be [users, items] with {n_users} users (the rows of topk); got shape "
-                         f"{tuple(truth.shape)}")
-    if truth.layout == torch.sparse_coo:
-        t = truth.coalesce()
-        users, items = t.indices()
-        return users, items, t.values(), truth.shape[1]
-    if truth.layout == torch.sparse_csr:
-        rows = torch.repeat_interleave(torch.arange(n_users, device=truth.device), truth.crow_indices().diff())
-        return rows, truth.col_indices(), truth.values(), truth.shape[1]
-    raise TypeError(f"a sparse {name} must be COO or CSR; got {truth.layout}")
-
-
-@check
-def check_truth(name: str, truth, n_users: int, n_items: Optional[int]) -> Tuple[Tensor, Tensor, int]:
-    """``(keys, gains, n_items)``: the pairs of ``truth`` (named ``name``: the truth, a history) with a gain > 0 as sorted int64 keys
-    ``user * n_items + item`` and their float64 gains (``[2, E]`` pairs: gain 1, each pair
-    once; a sparse ``[U, I]`` tensor: its values, finite and >= 0, zeros dropped). Without
-    ``n_items`` (pairs), the largest item id + 1 scales the keys."""
-    if isinstance(truth, Tensor) and truth.layout != torch.strided:
-        users, items, gains, width = _sparse_parts(name, truth, n_users)
-        if n_items is not None and width != n_items:
-            raise ValueError(f"the sparse {name} has {width} items (columns) but n_items = {n_items}")
-        if gains.is_complex():
-            raise TypeError(f"{name} gains must be real numbers; got {gains.dtype}")
-        gains = gains.to(torch.float64)
-        if gains.numel() and not bool(((gains >= 0) & torch.isfinite(gains)).all()):
-            raise ValueError(f"{name} gains must be finite and >= 0")
-        n_items, users, items = width, users.to(torch.int64), items.to(torch.int64)
-    else:
-        pairs = _integers(name, truth)
-        if pairs.ndim != 2 or pairs.shape[0] != 2:
-            raise ValueError(f"{name} must be [2, E] (user, item) pairs or a sparse [users, items] tensor; got shape "
-                             f"{tuple(pairs.shape)}")
-        users, items = pairs
-        gains = torch.ones(users.shape, dtype=torch.float64, device=users.device)
-        if bool((users < 0).any()) or bool((users >= n_users).any()):
-            raise ValueError(f"{name} holds user ids outside [0, {n_users}) (the rows of topk)")
-        if bool((items < 0).any()) or (n_items is not None and bool((items >= n_items).any())):
-            raise ValueError(f"{name} holds item ids outside [0, {'n_items' if n_items is None else n_items})")
-        if n_items is None:
-            n_items = int(items.max()) + 1 if items.numel() else 1
-    if n_users * max(n_items, 1) > TRUTH_LIMIT:
-        raise ValueError(f"users x items = {n_users} x {n_items} exceeds int64 (a {name} pair's key)")
-    keys, order = (users * n_items + items).sort()
-    if bool((keys[1:] == keys[:-1]).any()):
-        raise ValueError(f"{name} holds a (user, item) pair twice; give each pair once")
-    keep = gains[order] > 0
-    return keys[keep], gains[order][keep], n_items
 
 
 @check

@@ -1,5 +1,6 @@
 """(user, item) interactions checked once into a per-user CSR (validate.pairs.check_user_items,
-inputs.pairs.user_items): every form gives the same CSR; bad input, its type and message."""
+inputs.pairs.user_items; the truth and history of evaluate_topk, relevance= and exclude=): every
+form gives the same CSR, whose keys are sorted; bad input, its type and message."""
 from __future__ import annotations
 
 import pytest
@@ -41,6 +42,26 @@ def test_repeated_pairs_count_once_where_allowed():
         csr(pairs)
 
 
+def test_the_csr_gives_sorted_keys():
+    """user * n_items + item, ascending: what evaluate_topk searches (its truth and history)."""
+    u = user_items("truth", torch.tensor([[2, 0, 2, 0], [1, 4, 0, 3]]), 3, 5, graded=True)
+    assert u.keys().tolist() == [3, 4, 10, 11]
+    assert u.keys(slice(2, 3)).tolist() == [0, 1]  # rows numbered within the part
+    assert user_items("truth", torch.zeros(2, 0, dtype=torch.long), 3, 5).keys().tolist() == []
+
+
+def test_without_n_items_the_largest_id_or_the_columns_scale_the_keys():
+    pairs = user_items("truth", torch.tensor([[0, 1], [3, 6]]), 2)
+    assert pairs.n_items == 7 and pairs.keys().tolist() == [3, 13]
+    assert user_items("truth", torch.zeros(2, 0, dtype=torch.long), 2).n_items == 1
+    sparse = user_items("history", torch.eye(2, 9).to_sparse(), 2)
+    assert sparse.n_items == 9 and sparse.keys().tolist() == [0, 10]
+    with pytest.raises(ValueError, match=r"truth holds item ids outside \[0, n_items\) \(the items, columns\); got -1"):
+        user_items("truth", torch.tensor([[0], [-1]]), 2)
+    with pytest.raises(ValueError, match=r"history must be a sparse \[users, items\] = \[3, items\] tensor"):
+        user_items("history", torch.eye(2, 9).to_sparse(), 3)
+
+
 def test_chunks_read_their_own_rows():
     u = user_items("exclude", torch.tensor([[0, 2, 2, 1], [4, 0, 3, 1]]), 3, 5)
     assert u.dense(slice(1, 3)).tolist() == [[False, True, False, False, False], [True, False, False, True, False]]
@@ -58,9 +79,9 @@ BAD = [
     (torch.tensor([[True], [False]]), TypeError, "integer"),
     (torch.tensor([[0, 1, 2]]), ValueError, r"got shape \(1, 3\)"),
     (torch.tensor([[[0]], [[1]]]), ValueError, r"got shape \(2, 1, 1\)"),
-    (torch.tensor([[3], [0]]), ValueError, r"user ids outside \[0, 3\) \(the queries, rows\); got 3"),
+    (torch.tensor([[3], [0]]), ValueError, r"user ids outside \[0, 3\) \(the users, rows\); got 3"),
     (torch.tensor([[-1], [0]]), ValueError, r"user ids outside \[0, 3\).*got -1"),
-    (torch.tensor([[0], [5]]), ValueError, r"item ids outside \[0, 5\) \(the gallery's items, columns\); got 5"),
+    (torch.tensor([[0], [5]]), ValueError, r"item ids outside \[0, 5\) \(the items, columns\); got 5"),
     (torch.ones(3, 4).to_sparse(), ValueError, r"sparse \[users, items\] = \[3, 5\] tensor; got shape \(3, 4\)"),
     (-torch.ones(3, 5).to_sparse(), ValueError, "relevance values must be finite and >= 0; got -1.0"),
     (torch.full((3, 5), float("inf")).to_sparse(), ValueError, "finite and >= 0; got inf"),
