@@ -3,6 +3,8 @@
 * :class:`RankingMetrics`: any ranking metric keys (``"ndcg@10"``, ``"map@r"``...)
   of dense scores ``(y_pred[B, N], y[B, N])``.
 * :class:`EmbeddingMetrics`: retrieval metrics of ``(embeddings, labels)``.
+* :class:`TopKMetrics`: recommender metrics of top-k item lists with sparse truth
+  (``"ndcg@10"``, ``"coverage@10"``...).
 * :class:`HitRate`, :class:`NDCG`, :class:`MRR`: drop-in replacements for
   ``ignite.metrics.rec_sys``.
 
@@ -22,5 +24,6 @@ from ._base import RetrievalMetric
 from .embedding import EmbeddingMetrics
 from .ranking import RankingMetrics
 from .rec_sys import MRR, NDCG, HitRate
+from .topk import TopKMetrics
 
-__all__ = ["EmbeddingMetrics", "HitRate", "MRR", "NDCG", "RankingMetrics", "RetrievalMetric"]
+__all__ = ["EmbeddingMetrics", "HitRate", "MRR", "NDCG", "RankingMetrics", "RetrievalMetric", "TopKMetrics"]

@@ -2,6 +2,7 @@
 
 * :class:`RankingMetrics` (dense scores) and :class:`EmbeddingMetrics` (embeddings):
   any keys of the core, ``compute()`` gives a ``dict[str, Tensor]`` for ``log_dict``.
+* :class:`TopKMetrics`: recommender metrics of top-k item lists with sparse truth.
 * Drop-in replacements for ``torchmetrics.retrieval`` (same arguments, same
   ``update(preds, target, indexes)``): :class:`RetrievalMAP`, :class:`RetrievalMRR`,
   :class:`RetrievalNormalizedDCG`, :class:`RetrievalPrecision`, :class:`RetrievalRecall`,
@@ -15,6 +16,7 @@ states, gathered under DDP by the core's ``gather_per_rank`` (uneven sizes and
 ranks without data are fine).
 """
 from .metrics import EmbeddingMetrics, RankingMetrics
+from .topk import TopKMetrics
 from .retrieval import (
     RetrievalAUROC,
     RetrievalFallOut,
@@ -43,4 +45,5 @@ __all__ = [
     "RetrievalRPrecision",
     "RetrievalRecall",
     "RetrievalRecallAtFixedPrecision",
+    "TopKMetrics",
 ]

@@ -9,6 +9,8 @@ import doctest
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.anchors.suites import known
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -64,6 +66,21 @@ def test_metrics_doc_two_tower_example_runs():
     section = re.sub(r"^```.*$", "", section, flags=re.M)
     test = doctest.DocTestParser().get_doctest(section, {}, "metrics.md: Seen items and two-tower models", None, 0)
     assert len(test.examples) >= 8
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
+
+
+@pytest.mark.parametrize("doc, section", [("ignite.md", "## Recommenders: top-k lists with sparse truth"),
+                                          ("lightning.md", "### Recommenders: top-k lists with sparse truth")])
+def test_adapter_docs_topk_snippets_run(doc, section):
+    pytest.importorskip("ignite")
+    pytest.importorskip("torchmetrics")
+    text = (DOCS / doc).read_text(encoding="utf-8")
+    body = text.split(section, 1)[1].split("\n## ", 1)[0]
+    body = re.sub(r"^```.*$", "", body, flags=re.M)
+    test = doctest.DocTestParser().get_doctest(body, {}, f"{doc}: {section}", None, 0)
+    assert len(test.examples) >= 6
     runner = doctest.DocTestRunner()
     runner.run(test)
     assert runner.summarize(verbose=False).failed == 0

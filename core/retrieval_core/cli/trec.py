@@ -19,7 +19,7 @@ Example:
     >>> expand_measures(["official"])[0][:4]
     ['num_q', 'num_ret', 'num_rel', 'num_rel_ret']
     >>> expand_measures(["map", "infAP", "all_trec"])[1][:3]
-    ['infAP', 'relstring', 'unj']
+    ['infAP', 'rbp', 'rbp_resid']
     >>> expand_measures(["official", "P.5", "P.10"])[0][-1]  # trec_eval: the first parameters given, anywhere
     'P.5'
     >>> measure_list("P.5,10,map,iprec_at_recall.1,.5,utility.2,-1,0")
@@ -145,9 +145,13 @@ def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
     p.add_argument("-J", dest="judged_only", action="store_true",
                    help="remove the documents that are not judged (absent from the qrels, or a negative rel) from "
                         "each ranking before evaluation, as trec_eval -J")
+    p.add_argument("-N", dest="num_docs", type=_number_of_docs, default=0, metavar="N",
+                   help="number of documents in the collection (utility's d term; trec_eval's default 0)")
+    p.add_argument("-R", dest="rel_format", type=_rel_format, default="qrels", metavar="FORMAT",
+                   help="format of QRELS: qrels (trec_eval's prefs, qrels_prefs and qrels_jg are not supported)")
     p.add_argument("--iprec-rule", choices=IPREC_RULES, default="lround",
-                   help="relevant documents needed at recall x in iprec_at_recall: lround(x R) as trec_eval 10, "
-                        "or v9: floor(x R + 0.9) as trec_eval 9 and pytrec_eval")
+                   help="relevant documents needed at recall x in iprec_at_recall and 11pt_avg: lround(x R) as "
+                        "trec_eval 10, or v9: floor(x R + 0.9) as trec_eval 9 and pytrec_eval")
     p.add_argument("--format", choices=FORMATS,
                    help="a table of the runs' summaries (several runs: markdown unless said; one run: trec_eval's "
                         "lines unless said)")
@@ -175,6 +179,26 @@ def _level(text: str) -> int:
     return int(digits)
 
 
+def _number_of_docs(text: str) -> int:
+    """``-N``: an integer that a C long holds (trec_eval reads it with ``atol``; junk is refused here)."""
+    digits = text.strip()
+    body = digits[1:] if digits[:1] in "+-" else digits
+    if not (body.isascii() and body.isdigit()) or len(body) > 19 or not -INT64 <= int(digits) < INT64:
+        raise argparse.ArgumentTypeError(f"expected an integer from -2**63 to 2**63 - 1; got {text!r}")
+    return int(digits)
+
+
+def _rel_format(text: str) -> str:
+    """``-R``: trec_eval's rel_info formats; only ``qrels`` is read here."""
+    if text in ("prefs", "qrels_prefs", "qrels_jg"):
+        raise argparse.ArgumentTypeError(f"trec_eval's rel_info_format {text!r} (preference judgements) is not "
+                                         "supported: only 'qrels'")
+    if text != "qrels":
+        raise argparse.ArgumentTypeError(f"unknown rel_info_format {text!r} (trec_eval's are qrels, prefs, "
+                                         "qrels_prefs, qrels_jg; only qrels is supported)")
+    return text
+
+
 def _count(text: str) -> int:
     """``-M``: a non-negative integer; beyond int64 it keeps every entry, as trec_eval's clamped ``atol``."""
     if not (text.isascii() and text.isdigit()):
@@ -198,7 +222,8 @@ def _evaluate(qrels, path: str, good: List[str], args: argparse.Namespace) -> Tr
     run = read_run(path, docs=qrels.docs, duplicates=True)  # trec_eval refuses only the duplicates it evaluates
     try:
         return evaluate_trec(qrels, run, good, level=args.level, max_per_query=args.max_per_query,
-                             complete=args.complete, iprec_rule=args.iprec_rule, judged_only=args.judged_only)
+                             complete=args.complete, iprec_rule=args.iprec_rule, num_docs=args.num_docs,
+                             judged_only=args.judged_only)
     except DuplicateError as err:
         raise DuplicateError(f"{args.qrels if err.source == 'qrels' else path}: {err}") from None
 
@@ -272,8 +297,8 @@ def _tests(evals: Dict[str, TrecEvaluation], alpha: float, seed: int, test: str 
     out: Dict[str, Dict[str, Dict[str, float]]] = {}
     for j, (_, measure) in enumerate(evals[names[0]].measures):
         systems = _aligned(evals, j)
-        if _is_count(measure) or systems[names[0]].numel() < 2:
-            continue  # counts: no test
+        if _is_count(measure) or measure in evals[names[0]].texts or systems[names[0]].numel() < 2:
+            continue  # counts: no test; relstring: a string
         got = compare_many(systems, baseline=names[0], seed=seed, test=test, correction=correction)
         out[measure] = {name: {"p_value": c.p_value, "mean_difference": c.mean_difference, "n": c.n,
                                "significant": bool(c.p_value < alpha)} for name, c in got.items()}
@@ -284,10 +309,11 @@ def _all_pairs(evals: Dict[str, TrecEvaluation], alpha: float, seed: int, test: 
                correction: Optional[str]) -> Dict[str, AllPairs]:
     """``{measure: AllPairs}`` of every pair of runs (the queries every run has)."""
     out: Dict[str, AllPairs] = {}
-    for j, (_, measure) in enumerate(next(iter(evals.values())).measures):
+    names = list(evals)
+    for j, (_, measure) in enumerate(evals[names[0]].measures):
         systems = _aligned(evals, j)
-        if measure.startswith("num_") or next(iter(systems.values())).numel() < 2:
-            continue  # counts: no test
+        if measure.startswith("num_") or measure in evals[names[0]].texts or systems[names[0]].numel() < 2:
+            continue  # counts: no test; relstring: a string
         out[measure] = compare_all(systems, method=correction, test=test, alpha=alpha, seed=seed)
     return out
 
@@ -334,7 +360,7 @@ def runs_table(evals: Dict[str, TrecEvaluation], *, fmt: str = "markdown", alpha
     all_pairs = all_pairs or correction in ("tukey", "tukey_paired")
     beats, records = (_beats(evals, alpha, seed, test, correction, all_pairs) if len(names) > 1
                       else ({}, {"tests": {}}))  # one run: its summary, nothing to test
-    measures = [m for _, m in evals[names[0]].measures]
+    measures = [m for _, m in evals[names[0]].measures if m not in evals[names[0]].texts]
     values = {name: ev.summary() for name, ev in evals.items()}
     if fmt == "json":
         head = {"runs": names, "baseline": names[0], "alpha": alpha, "measures": measures, "values": values}

@@ -29,8 +29,9 @@ Example:
 """
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -45,17 +46,16 @@ from .files import Qrels, Run
 from .exact import is_exact, length_groups, sequential_gm, sequential_mean, trec_values
 from .kernels import IPREC_RULES, iprec_at_recall
 from .ir_measures_kernels import is_ir_measures_key, ir_measures_value
-from .measures import parse_measures, split_options
+from .measures import TREC_EVAL_MEASURES, parse_measures, split_options
+from .set_measures import is_key as is_set_key, set_values
 
 __all__ = ["TrecEvaluation", "evaluate_trec", "COUNTS", "TREC_ORDER"]
 
 COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
 # trec_eval's output order (its measure table), by base name
-TREC_ORDER = ("num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
-              "iprec_at_recall", "P", "recall", "dcg", "ndcg", "ndcg_cut", "map_cut", "success",
-              "num_nonrel_judged_ret")
+TREC_ORDER = tuple(m for m in TREC_EVAL_MEASURES if m != "runid")
 SUMMARY_ONLY = ("num_q", "gm_map")
-_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?")  # trec_eval prints them in the summary alone
+_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]*)?")  # trec_eval prints them in the summary alone
 
 
 def _base(trec: str) -> str:
@@ -71,22 +71,29 @@ class TrecEvaluation:
     ``measures`` ``(key, output name)`` in trec_eval's output order, the ``query_ids``,
     the run's ``tag``, and ``results``: a :class:`~retrieval_core.MetricResults` of the
     summary (counts summed, ``gm_map`` geometric) with the per-query values kept (for
-    ``compare``), and intervals when ``ci`` was given."""
+    ``compare``), and intervals when ``ci`` was given. ``texts``: the measures printed as
+    a string per query and not summarised (``relstring``: ``{output name: [Q] strings}``,
+    their ``values`` NaN)."""
 
     query_ids: Tuple[str, ...]
     measures: Tuple[Tuple[str, str], ...]
     values: Tensor
     results: MetricResults
     tag: str
+    texts: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
 
     def summary(self) -> Dict[str, float]:
-        """``{output name: summary value}``."""
-        return {name: float(self.results[key]) for key, name in self.measures}
+        """``{output name: summary value}`` (``relstring`` has none)."""
+        return {name: float(self.results[key]) for key, name in self.measures if name not in self.texts}
 
-    def per_query(self) -> Dict[str, Dict[str, float]]:
-        """``{query id: {output name: value}}`` (the measures trec_eval prints per query)."""
+    def per_query(self) -> Dict[str, Dict[str, Union[float, str]]]:
+        """``{query id: {output name: value}}`` (the measures trec_eval prints per query; a
+        ``relstring`` is its string)."""
         cols = [(j, name) for j, (_, name) in enumerate(self.measures) if name not in SUMMARY_ONLY]
-        rows = self.values.tolist()
+        rows: List[list] = self.values.tolist()
+        for j, name in cols:
+            for row, text in zip(rows, self.texts.get(name, ())):
+                row[j] = text
         return {q: {name: rows[i][j] for j, name in cols} for i, q in enumerate(self.query_ids)}
 
     def lines(self, per_query: bool = False, runid: bool = False) -> List[str]:
@@ -104,8 +111,15 @@ class TrecEvaluation:
         return out
 
 
-def _line(name: str, query: str, value: float, count: bool) -> str:
-    text = str(int(round(value))) if count else f"{value:.4f}"
+def _line(name: str, query: str, value: Union[float, str], count: bool) -> str:
+    if isinstance(value, str):  # relstring
+        text = f"'{value}'"
+    elif count:
+        text = str(int(round(value)))
+    elif math.isnan(value):  # C's printf: the sign too (0.0 / 0.0 is -nan on x86-64)
+        text = f"{'-nan' if math.copysign(1.0, value) < 0 else 'nan':>6}"
+    else:
+        text = f"{value:.4f}"
     return f"{name:<22}\t{query}\t{text}"
 
 
@@ -135,7 +149,8 @@ def _ordered(pairs: Sequence[Tuple[str, Optional[str]]]) -> List[Tuple[str, str]
 
 def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = "official", *, level: int = 1,
                   max_per_query: Optional[int] = None, complete: bool = False, ci: Optional[float] = None,
-                  seed: int = 0, iprec_rule: str = "lround", judged_only: bool = False) -> TrecEvaluation:
+                  seed: int = 0, iprec_rule: str = "lround", num_docs: int = 0,
+                  judged_only: bool = False) -> TrecEvaluation:
     """Evaluate ``run`` against ``qrels`` with trec_eval's semantics (module doc).
 
     Args:
@@ -147,8 +162,10 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
         max_per_query: keep each query's first entries (``-M``).
         complete: every qrels query counts, 0 where the run has none (``-c``).
         ci, seed: a confidence level for bootstrap intervals of the means (``results.ci``).
-        iprec_rule: the relevant documents needed at recall x: ``"lround"``, ``lround(x R)`` as
-            trec_eval 10; ``"v9"``, ``floor(x R + 0.9)`` as trec_eval 9 and pytrec_eval.
+        iprec_rule: the relevant documents needed at recall x (iprec_at_recall, 11pt_avg):
+            ``"lround"``, ``lround(x R)`` as trec_eval 10; ``"v9"``, ``floor(x R + 0.9)`` as
+            trec_eval 9 and pytrec_eval.
+        num_docs: the documents in the collection (trec_eval ``-N``; ``utility``'s d term).
         judged_only: the entries not judged are removed before evaluation (``-J``, :func:`align`).
 
     A measure's own relevance level or judged-only choice (ir_measures' ``P(rel=2)@5``,
@@ -161,17 +178,22 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     pairs = _ordered(parse_measures(measures))
     keys = [k for k, _ in pairs]
     cols: Dict[str, Tensor] = {}
+    texts: Dict[str, List[str]] = {}
     for (lv, jo), group in _option_groups(keys, level, judged_only).items():
         al = align(run, qrels, level=lv, max_per_query=max_per_query, complete=complete, judged_only=jo)
         q = len(al.query_ids)
         if q == 0:
             raise ValueError(f"the run has none of the qrels' {len(qrels.query_ids)} queries (trec_eval evaluates "
                              "the queries both have; complete=True, -c, counts every qrels query)")
-        got = _columns(qrels, al, list(dict.fromkeys(group.values())), iprec_rule)
+        got, got_texts = _columns(qrels, run, al, list(dict.fromkeys(group.values())), iprec_rule, num_docs,
+                                  max_per_query)
         cols.update({k: got[b] for k, b in group.items()})
+        texts.update({k: got_texts[b] for k, b in group.items() if b in got_texts})
     values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
-    res = aggregate(values, keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
-    means = sequential_mean(values)  # trec_eval's order: query after query, then / num_q
+    numeric = [j for j, k in enumerate(keys) if k not in texts]
+    keys = [keys[j] for j in numeric]
+    res = aggregate(values[:, numeric], keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
+    means = sequential_mean(values[:, numeric])  # trec_eval's order: query after query, then / num_q
     summary = {k: means[j] for j, k in enumerate(keys)}
     for k in keys:
         if split_options(k)[0] in COUNTS:
@@ -184,7 +206,9 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     for k in keys:  # an interval of the mean is not one of a sum or of a geometric mean
         if split_options(k)[0] in COUNTS + ("gm_map",):
             out.ci.pop(k, None)
-    return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag)
+    names = dict(pairs)
+    return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag,
+                          {names[k]: tuple(v) for k, v in texts.items()})
 
 
 def _option_groups(keys: Sequence[str], level: int, judged_only: bool) -> Dict[Tuple[int, bool], Dict[str, str]]:
@@ -197,8 +221,9 @@ def _option_groups(keys: Sequence[str], level: int, judged_only: bool) -> Dict[T
     return groups or {(level, judged_only): {}}
 
 
-def _columns(qrels: Qrels, al: Aligned, keys: Sequence[str], iprec_rule: str) -> Dict[str, Tensor]:
-    """``{key: [Q] float64}`` of keys without options on one aligned run."""
+def _columns(qrels: Qrels, run: Run, al: Aligned, keys: Sequence[str], iprec_rule: str, num_docs: int,
+             max_per_query: Optional[int]) -> Tuple[Dict[str, Tensor], Dict[str, List[str]]]:
+    """``({key: [Q] values}, {key: [Q] strings})``: each key by the module that computes it."""
     cols: Dict[str, Tensor] = {}
     exact = [k for k in keys if is_exact(k)] + (["map"] if "gm_map" in keys and "map" not in keys else [])
     cols.update(trec_values(al, exact, _judged_nonrel(qrels, al) if "bpref" in keys else None))
@@ -207,12 +232,21 @@ def _columns(qrels: Qrels, al: Aligned, keys: Sequence[str], iprec_rule: str) ->
         got = iprec_at_recall(al.relevant, al.offsets, al.n_relevant, levels, rule=iprec_rule)
         cols.update({f"iprec_at_recall@{x:g}": got[:, i] for i, x in enumerate(levels)})
     cols.update({k: ir_measures_value(al, k) for k in keys if is_ir_measures_key(k)})
-    rest = [k for k in keys if k not in cols and k != "gm_map"]
+    texts: Dict[str, List[str]] = {}
+    mine = [k for k in keys if is_set_key(k)]
+    if mine:  # a query the run lacks (complete): trec_eval's one made-up document, none under -M0
+        in_run = set(run.query_ids)
+        missing = torch.tensor([qid not in in_run for qid in al.query_ids], dtype=torch.bool)
+        got, texts = set_values(al, mine, missing=missing, bogus_docs=min(1, 1 if max_per_query is None else
+                                                                          max_per_query),
+                                num_docs=num_docs, rule=iprec_rule)
+        cols.update(got)
+    rest = [k for k in keys if k not in cols and k != "gm_map" and not is_set_key(k)]
     if rest:
         cols.update(_ranked(al, rest))
     if "gm_map" in keys:
         cols["gm_map"] = cols["map"]
-    return cols
+    return cols, texts
 
 
 def _ranked(al: Aligned, keys: Sequence[str]) -> Dict[str, Tensor]:

@@ -37,6 +37,7 @@ from typing import Iterable, List, Optional, Tuple, Union
 from retrieval_core import parse_metrics
 from retrieval_core.metrics.spec import ALIASES, REGISTRY
 
+from . import set_measures
 from .ir_measures_names import ALIASES as IR_ALIASES
 from .ir_measures_names import NOT_COMPUTED, SIGNATURES, IrMeasure, LanguageError, NotComputed, read_ir_measure
 
@@ -68,6 +69,8 @@ SETS = {
                  "utility", "11pt_avg", "ndcg", "relative_P", "Rprec_mult", "success", "map_cut", "ndcg_cut",
                  "ndcg_rel", "Rndcg", "binG", "G", "set_P", "set_recall", "set_relative_P", "set_map", "set_F",
                  "num_nonrel_judged_ret"),
+    "set": ("num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall", "set_relative_P",
+            "set_map", "set_F"),
 }
 # every measure of trec_eval 10.0 (its measures.c table, in its output order), its sets, and the
 # measures that take parameters (their init_meas reads them; the others ignore them)
@@ -92,7 +95,8 @@ IR_MEASURES_OTHER = tuple(NOT_COMPUTED)
 _CUT_TEXT = re.compile(r"\+?([0-9]+)(?:\.[0-9]*)?")  # trec_eval's atol reads "23.4" as 23, "+5" as 5
 _DIGITS = re.compile(r"([0-9]+)")
 _FLOAT = re.compile(r"\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # as C's atof: "1e-1", "+.5"
-_OUTPUT = re.compile(r"(?P<base>P|recall|ndcg_cut|map_cut|success|iprec_at_recall)_(?P<params>[0-9.]+)")
+_OUTPUT = re.compile(r"(?P<base>P|recall|ndcg_cut|map_cut|success|iprec_at_recall|relative_P|unj|Rprec_mult)_"
+                     r"(?P<params>[0-9.]+)")
 INT64_MAX = 2**63 - 1
 
 Pair = Tuple[str, Optional[str]]
@@ -158,6 +162,11 @@ def _trec(base: str, params: Optional[str], name: str) -> List[Pair]:
         return [(f"{ours}@{k}", f"{base}_{k}") for k in ks]
     if base == "iprec_at_recall":
         return [_iprec(x) for x in (RECALL_LEVELS if params is None else sorted(_params(params, name, _level)))]
+    if base in set_measures.MEASURES:  # set_P, relative_P, Rprec_mult, 11pt_avg, utility, unj, relstring...
+        try:
+            return set_measures.pairs(base, params, name)
+        except ValueError as err:
+            raise MeasureError(str(err)) from None
     if params is not None and base not in TAKES_PARAMETERS:
         raise MeasureError(f"{name!r}: trec_eval's {base} takes no parameter (trec_eval ignores it; refused here)")
     if base in TREC_EVAL_MEASURES:
@@ -297,6 +306,8 @@ _PLAIN_NAME = {v: k for k, v in PLAIN.items()}
 
 def _from_ours(name: str) -> Optional[List[Pair]]:
     base, sep, arg = name.partition("@")
+    if base in set_measures.MEASURES:  # their keys: relative_P@5, utility@2.0,-1.0,0.0,0.0
+        return _trec(base, arg if sep else None, name)
     if base in NEW_KEYS:
         if base == "iprec_at_recall":
             if not sep:

@@ -62,3 +62,21 @@ def test_ddp_example_refuses_what_the_machine_cannot_do():
             _run("ignite_ddp.py", "--backend", "nccl", timeout=60)
     with pytest.raises(AssertionError, match=r"--device must be auto, cpu or cuda; got 'tpu'"):
         _run("ignite_ddp.py", "--device", "tpu", timeout=60)
+
+
+def test_recommender_example_evaluates_every_epoch_in_both_frameworks():
+    """examples/recommender_mf.py: TopKMetrics after every epoch in an ignite Engine and in a
+    LightningModule; trained alike (one seed), they log the same values, and the ignite
+    metric on the Lightning model's lists gives Lightning's logged values."""
+    pytest.importorskip("lightning")
+    out = _run("recommender_mf.py", "--epochs", "2", timeout=240)
+    keys = ["ndcg@10", "recall@10", "map_capped@10", "coverage@10", "gini@10", "novelty@10", "personalization@10",
+            "serendipity@10"]
+    values = " \\| ".join(f"{re.escape(k)} ([0-9.]+)" for k in keys)
+    ignite = re.findall(r"^ignite epoch (\d): loss [0-9.]+ \| " + values + "$", out, flags=re.M)
+    lightning = re.findall(r"^lightning epoch (\d): " + values + "$", out, flags=re.M)
+    assert [e[0] for e in ignite] == [e[0] for e in lightning] == ["1", "2"], out
+    assert ignite == lightning, out
+    assert float(ignite[1][1]) > float(ignite[0][1]) > 0  # ndcg@10 rises with training
+    assert all(0.0 <= float(v) <= 1.0 for e in ignite for k, v in zip(keys, e[1:]) if k != "novelty@10")
+    assert "ignite on the Lightning model gives the logged values: True" in out, out

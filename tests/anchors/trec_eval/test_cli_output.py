@@ -23,7 +23,7 @@ CASES = {  # out file: the command's arguments (data/README.md, trec_eval's Make
     "out.test.aq": ["-m", "all_trec", "-q", "qrels.test", "results.test"],
     "out.test.aqc": ["-m", "all_trec", "-q", "-c", "qrels.test", "results.trunc"],
     "out.test.aqcM": ["-m", "all_trec", "-q", "-c", "-M100", "qrels.test", "results.trunc"],
-    "out.test.aql": ["-m", "all_trec", "-q", "-l2", "qrels.rel_level", "results.test"],
+    "out.test.aql": ["-m", "all_trec", "-mrelstring.20", "-q", "-l2", "qrels.rel_level", "results.test"],
     "out.test.meas_params": ["-q", "-miprec_at_recall..10,.20,.25,.75,.50", "-m", "P.5,7,3", "-m", "recall.20,2000",
                              "-m", "Rprec_mult.5.0,0.2,0.35", "-mutility.2,-1,0,0", "-m", "11pt_avg..25,.5,.75",
                              "-mndcg.1=3,2=9,4=4.5", "-mndcg_cut.10,20,23.4", "-msuccess.2,5,20", "qrels.test",
@@ -60,8 +60,8 @@ def test_output_is_trec_eval_output_for_the_supported_measures(name, capsys):
     if name == "out.test":
         assert missing == set() and err == ""
     elif name == "out.test.meas_params":
-        assert err == ("retrieval-metrics trec: unsupported measures, not printed: Rprec_mult.5.0,0.2,0.35, "
-                       "utility.2,-1,0,0, 11pt_avg..25,.5,.75, ndcg.1=3,2=9,4=4.5\n")
+        assert err == "retrieval-metrics trec: unsupported measures, not printed: ndcg.1=3,2=9,4=4.5\n"
+        assert {"Rprec_mult_5.00", "utility_2,-1,0,0", "11pt_avg_.25,.5,.75"} <= ours_measures
         assert "ndcg_cut_23" in ours_measures  # 23.4 read as 23, as trec_eval's atol
     else:
         assert len(err.splitlines()) == 1 and err.startswith("retrieval-metrics trec: unsupported measures")

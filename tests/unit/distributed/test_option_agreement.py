@@ -129,6 +129,8 @@ OTHER = {
     "relevance": _graded, "per_class": "macro", "memory_budget": 1 << 20, "top_k": 4, "ignore_zero_hits": False,
     "relevance_threshold": 0.5, "gain_function": "linear_rank", "empty_target_action": "skip", "ignore_index": -1,
     "aggregation": "max", "adaptive_k": True, "max_fpr": 0.5, "max_k": 7, "min_precision": 0.5,
+    "n_items": 9, "item_popularity": torch.ones(5), "item_categories": torch.arange(5),
+    "item_embeddings": torch.ones(5, 2), "tail_ratio": 0.3,
 }
 BASE = {"metrics": ["ndcg@3", "mrr"], "top_k": 2}
 NEEDS = {"ci_method": {"ci": 0.9, "metrics": ["hit_rate@3"]}, "compact": {"keep_per_query": False}}

@@ -68,8 +68,8 @@ def test_official_set_equals_trec_eval_default_output_names():
 def test_all_trec_is_reported_with_its_unsupported_members():
     pairs, bad = split_measures(["-m all_trec", "P_5"])
     assert pairs == [("precision@5", "P_5")]
-    assert len(bad) == 1 and bad[0].startswith("-m all_trec (unsupported: relstring, unj, rbp")
-    with pytest.raises(ValueError, match=r"unsupported measure names: all_trec \(unsupported: relstring"):
+    assert len(bad) == 1 and bad[0].startswith("-m all_trec (unsupported: rbp")
+    with pytest.raises(ValueError, match=r"unsupported measure names: all_trec \(unsupported: rbp"):
         parse_measures("all_trec")
 
 
@@ -129,8 +129,7 @@ def test_wrong_names_are_measure_errors(name, message):
         parse_measures([name])
 
 
-@pytest.mark.parametrize("name", ["infAP", "utility.2,-1,0,0", "ndcg.1=3,2=9", "INST", "relstring.20", "set",
-                                  "Rprec_mult.5.0,0.2", "alpha_nDCG@10", "RBP(rel=2)@5"])
+@pytest.mark.parametrize("name", ["infAP", "ndcg.1=3,2=9", "INST", "alpha_nDCG@10", "RBP(rel=2)@5"])
 def test_known_but_unsupported_names_are_not_errors(name):
     from retrieval_core.trec import MeasureError, Unsupported, parse_one
     with pytest.raises(Unsupported) as err:
@@ -150,3 +149,47 @@ def test_output_names_are_refused_on_the_command_line_only():
 def test_core_cutoffs_beyond_int64_are_refused_before_any_tensor():
     with pytest.raises(ValueError, match=r"k must be at most 2\*\*63 - 1 in 'ndcg@" + "9" * 5000):
         retrieval_core.parse_metrics(["ndcg@" + "9" * 5000])  # no 4300-digit int() error either
+
+
+# -- the set measures and measures of counts at cutoffs (trec/set_measures.py)
+
+def test_set_measures_keys_and_trec_eval_names():
+    assert parse_measures(["set_P", "set_F", "set_F.0.5", "relstring.20", "11pt_avg..25,.5,.75", "unj"]) == [
+        ("set_P", "set_P"), ("set_F", "set_F"), ("set_F@0.5", "set_F_0.5"), ("relstring@20.0", "relstring_20"),
+        ("11pt_avg@0.25,0.5,0.75", "11pt_avg_.25,.5,.75"), ("unj@5", "unj_5"), ("unj@10", "unj_10"),
+        ("unj@20", "unj_20")]
+    # trec_eval sorts long and double cutoffs (relative_P, unj, Rprec_mult), not 11pt_avg's or utility's parameters
+    assert [t for _, t in parse_measures("Rprec_mult.5.0,0.2,0.35")] == [
+        "Rprec_mult_0.20", "Rprec_mult_0.35", "Rprec_mult_5.00"]
+    assert parse_measures("utility.2,-1,0,0") == [("utility@2.0,-1.0,0.0,0.0", "utility_2,-1,0,0")]
+    assert [t for _, t in parse_measures("relative_P")] == [f"relative_P_{k}" for k in CUTOFFS]
+    # keys and output names parse back to themselves
+    assert parse_measures(["relative_P@7", "Rprec_mult@0.35", "utility@2.0,-1.0,0.0,0.0", "11pt_avg@0.5"]) == [
+        ("relative_P@7", "relative_P_7"), ("Rprec_mult@0.35", "Rprec_mult_0.35"),
+        ("utility@2.0,-1.0,0.0,0.0", "utility_2.0,-1.0,0.0,0.0"), ("11pt_avg@0.5", "11pt_avg_0.5")]
+    assert parse_measures(["relative_P_5", "Rprec_mult_0.20"]) == [("relative_P@5", "relative_P_5"),
+                                                                  ("Rprec_mult@0.2", "Rprec_mult_0.20")]
+    # trec_eval's name buffer: the parameter printed in 8 characters at most
+    assert parse_measures("Rprec_mult.1e30") == [("Rprec_mult@1e+30", "Rprec_mult_10000000")]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("utility.1,2", r"'utility.1,2': utility takes 4 numbers a,b,c,d \(trec_eval: 'improper number of "
+                    r"coefficients'\)"),
+    ("Rprec_mult.0.5,0.50", r"a parameter is given twice \(trec_eval: 'duplicate cutoffs detected'\)"),
+    ("Rprec_mult.0.201,0.204", r"two parameters print the same name \(Rprec_mult_0.20, Rprec_mult_0.20\)"),
+    ("relative_P.0", r"'relative_P.0': a cutoff must be a positive integer; got '0'"),
+    ("unj.5,5", r"a parameter is given twice"),
+    ("unj.99999999999999999999", r"a cutoff must be at most 2\*\*63 - 1"),
+    ("set_P.5", r"'set_P.5': trec_eval's set_P takes no parameter"),
+    ("11pt_avg.0.5,x", r"'11pt_avg.0.5,x': a parameter must be a finite number; got 'x'"),
+    ("11pt_avg.0.5,,1", r"a parameter must be a finite number; got ''"),
+    ("set_F.nan", r"a parameter must be a finite number; got 'nan'"),
+    ("relstring.1e999", r"a parameter must be a finite number; got '1e999'"),
+])
+def test_bad_parameters_of_the_set_measures_are_measure_errors(name, message):
+    from retrieval_core.trec import MeasureError, parse_one
+    with pytest.raises(MeasureError, match=message):
+        parse_one(name)
+    with pytest.raises(ValueError, match=re.escape(name)):
+        parse_measures([name])

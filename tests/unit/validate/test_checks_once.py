@@ -121,6 +121,9 @@ ADAPTERS = {
     "lightning_ranking": lambda: _lightning("RankingMetrics", (P, T), ["mrr@3", "ndcg"]),
     "lightning_embeddings": lambda: _lightning("EmbeddingMetrics", (X, Y), ["cmc@1", "map@r"], per_class="macro"),
     "lightning_flat": lambda: _lightning("RetrievalMAP", (P.reshape(-1), T.reshape(-1), FLAT["indexes"])),
+    "ignite_topk": lambda: _ignite("TopKMetrics", {"topk": TOPK, "truth": TOPK_TRUTH, "user_ids": torch.arange(6),
+                                                   "history": TOPK_TRUTH}, ["recall@3", "coverage@3"], n_items=8),
+    "lightning_topk": lambda: _lightning("TopKMetrics", (TOPK, T.to_sparse()), ["ndcg@3", "gini@2"], n_items=8),
 }
 
 

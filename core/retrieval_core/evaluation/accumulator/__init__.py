@@ -4,7 +4,8 @@ What an adapter (ignite, torchmetrics, a plain loop) needs, and all it needs of 
 core besides ``retrieval_core``'s public names:
 
 * :class:`ScoreAccumulator` (dense scores), :class:`EmbeddingAccumulator` (embeddings
-  and labels), :class:`FlatAccumulator` (torchmetrics' flat ``indexes`` form): built
+  and labels), :class:`FlatAccumulator` (torchmetrics' flat ``indexes`` form),
+  :class:`TopkAccumulator` (top-k recommendation lists with sparse truth): built
   from the metric keys and options (checked once, here), they give a new state
   (``new_state()``, or ``state_spec()`` for torchmetrics' ``add_state``), check each
   batch once and append it (``update(state, ...)``), gather every rank's state
@@ -32,7 +33,8 @@ from ...distributed.collectives import gather_per_rank
 from .embeddings import EmbeddingAccumulator
 from .flat import FlatAccumulator, auroc_values, recall_at_fixed_precision
 from .scores import ScoreAccumulator
+from .topk import TopkAccumulator
 from .state import Accumulator, AttributeState, Synced, agree, options_digest
 
 __all__ = ["Accumulator", "AttributeState", "EmbeddingAccumulator", "FlatAccumulator", "ScoreAccumulator", "Synced",
-           "agree", "auroc_values", "gather_per_rank", "options_digest", "recall_at_fixed_precision"]
+           "TopkAccumulator", "agree", "auroc_values", "gather_per_rank", "options_digest", "recall_at_fixed_precision"]
