@@ -25,8 +25,8 @@ Example:
     [('precision@5', 'P_5'), ('precision@10', 'P_10'), ('mrr', 'recip_rank'), ('map@10', 'map_cut_10')]
     >>> parse_measures("iprec_at_recall..1")
     [('iprec_at_recall@0.1', 'iprec_at_recall_0.10')]
-    >>> split_measures(["ndcg_cut.5,10", "utility", "INST"])
-    ([('ndcg@5', 'ndcg_cut_5'), ('ndcg@10', 'ndcg_cut_10')], ['utility', 'INST'])
+    >>> split_measures(["ndcg_cut.5,10", "alpha_nDCG@20", "INST"])
+    ([('ndcg@5', 'ndcg_cut_5'), ('ndcg@10', 'ndcg_cut_10')], ['alpha_nDCG@20', 'INST'])
 """
 from __future__ import annotations
 
