@@ -26,6 +26,8 @@ Example:
     ['P.5,10', 'map', 'iprec_at_recall.1,.5', 'utility.2,-1,0']
     >>> measure_list("rbp.2=1,p=0.8,ndcg.1=3,-1=2,G")
     ['rbp.2=1,p=0.8', 'ndcg.1=3,-1=2', 'G']
+    >>> measure_list("RBP(p=0.8,rel=2),P(rel=2)@5")
+    ['RBP(p=0.8,rel=2)', 'P(rel=2)@5']
 """
 from __future__ import annotations
 
@@ -109,13 +111,24 @@ def measure_list(text: str) -> List[str]:
     pair) continuing the name before (``"P.5,10,map"`` -> ``["P.5,10", "map"]``, as trec_eval's
     ``-m P.5,10``)."""
     out: List[str] = []
-    for part in text.split(","):
+    for part in _top_level_commas(text):
         if out and part and (part[0] in "0123456789.+" or part[:2].lstrip("-")[:1].isdigit()
                              or "=" in part and "." not in part.partition("=")[0]):  # a pair: 2=9, p=0.8
             out[-1] += "," + part
         elif part:
             out.append(part)
     return out
+
+
+def _top_level_commas(text: str) -> List[str]:
+    """``text`` split at the commas outside brackets (ir_measures' ``RBP(p=0.8,rel=2)`` stays whole)."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        depth += (c in "([{") - (c in ")]}")
+        if c == "," and depth <= 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
 
 
 def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
@@ -133,6 +146,9 @@ def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
                    help="average over every qrels query, 0 where a run has none")
     p.add_argument("-M", dest="max_per_query", type=_count, metavar="N", help="keep the first N entries of each query")
     p.add_argument("-l", dest="level", type=_level, default=1, metavar="N", help="rel >= N is relevant")
+    p.add_argument("-J", dest="judged_only", action="store_true",
+                   help="remove the documents that are not judged (absent from the qrels, or a negative rel) from "
+                        "each ranking before evaluation, as trec_eval -J")
     p.add_argument("-N", dest="num_docs", type=_number_of_docs, default=0, metavar="N",
                    help="number of documents in the collection (utility's d term; trec_eval's default 0)")
     p.add_argument("-R", dest="rel_format", type=_rel_format, default="qrels", metavar="FORMAT",
@@ -210,7 +226,8 @@ def _evaluate(qrels, path: str, good: List[str], args: argparse.Namespace) -> Tr
     run = read_run(path, docs=qrels.docs, duplicates=True)  # trec_eval refuses only the duplicates it evaluates
     try:
         return evaluate_trec(qrels, run, good, level=args.level, max_per_query=args.max_per_query,
-                             complete=args.complete, iprec_rule=args.iprec_rule, num_docs=args.num_docs)
+                             complete=args.complete, iprec_rule=args.iprec_rule, num_docs=args.num_docs,
+                             judged_only=args.judged_only)
     except DuplicateError as err:
         raise DuplicateError(f"{args.qrels if err.source == 'qrels' else path}: {err}") from None
 
@@ -251,6 +268,11 @@ def cmd_trec(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_count(measure: str) -> bool:
+    """trec_eval's counts and ir_measures' (``NumRet(rel=2)``): summed, printed as integers, not tested."""
+    return measure.startswith(("num_", "NumQ", "NumRet", "NumRel"))
+
+
 def _run_names(paths: Sequence[str]) -> List[str]:
     names = [os.path.basename(p) for p in paths]
     if len(set(names)) < len(names):
@@ -279,7 +301,7 @@ def _tests(evals: Dict[str, TrecEvaluation], alpha: float, seed: int, test: str 
     out: Dict[str, Dict[str, Dict[str, float]]] = {}
     for j, (_, measure) in enumerate(evals[names[0]].measures):
         systems = _aligned(evals, j)
-        if measure.startswith("num_") or measure in evals[names[0]].texts or systems[names[0]].numel() < 2:
+        if _is_count(measure) or measure in evals[names[0]].texts or systems[names[0]].numel() < 2:
             continue  # counts: no test; relstring: a string
         got = compare_many(systems, baseline=names[0], seed=seed, test=test, correction=correction)
         out[measure] = {name: {"p_value": c.p_value, "mean_difference": c.mean_difference, "n": c.n,
@@ -357,7 +379,7 @@ def runs_table(evals: Dict[str, TrecEvaluation], *, fmt: str = "markdown", alpha
         cells = []
         for m in measures:
             v = values[name][m]
-            text = str(int(round(v))) if m.startswith("num_") else f"{v:.4f}"
+            text = str(int(round(v))) if _is_count(m) else f"{v:.4f}"
             mark = "".join(sorted(beats.get((name, m), [])))
             cells.append(text + (f"^{mark}" if mark and fmt == "markdown" else
                                  f"$^{{{mark}}}$" if mark else ""))

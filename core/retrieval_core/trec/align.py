@@ -12,6 +12,9 @@ Semantics (trec_eval's ``form_res_rels``):
   is in the pool but unjudged, as is a document absent from the qrels); it is
   *relevant* when judged with rel >= ``level`` (trec_eval ``-l``); its gain is its rel
   when judged and positive, else 0;
+* ``judged_only`` (trec_eval ``-J``): after ``max_per_query``, the entries that are not judged
+  (absent from the qrels, or a negative rel) are removed and the others ranked 1, 2, ... anew
+  (form_res_rels.c); the evaluated queries stay, with no entries where none was judged;
 * R (``n_relevant``) counts the qrels' judgements with rel >= ``level``, retrieved or not;
   the ideal gains are the query's positive judged rels, sorted descending.
 
@@ -129,8 +132,9 @@ def check_relevance_level(level) -> None:
 
 
 def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int] = None,
-          complete: bool = False) -> Aligned:
-    """Judge the entries of ``run`` with ``qrels`` (see the module doc for the semantics)."""
+          complete: bool = False, judged_only: bool = False) -> Aligned:
+    """Judge the entries of ``run`` with ``qrels`` (see the module doc for the semantics;
+    ``judged_only``: trec_eval's ``-J``)."""
     np = numpy()
     _check_arguments(run, qrels, level, max_per_query)
     run_to_qrels, present, eval_of_qrels, query_ids = _evaluated_queries(np, run, qrels, complete)
@@ -141,6 +145,12 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     if run.duplicates:
         _refuse_duplicates(np, eq, rdoc, rank, len(run.docs), query_ids, run.docs, "run")
     rel, found, judged, relevant, gain = _judge(np, qrels, qq, qdoc, level)
+    if judged_only:  # trec_eval -J (form_res_rels.c): after -M, the judged entries alone, ranked anew
+        keep[keep] = judged
+        eq, rdoc, rel, found, gain, relevant = eq[judged], rdoc[judged], rel[judged], found[judged], gain[judged], \
+            relevant[judged]
+        judged = judged[judged]
+        rank = _ranks(np, eq, len(query_ids))
 
     n_rel_all = qrels.n_relevant(level).numpy()
     n_relevant = n_rel_all[present]
@@ -152,6 +162,13 @@ def align(run: Run, qrels: Qrels, *, level: int = 1, max_per_query: Optional[int
     return Aligned(query_ids, run.docs, t(offsets), t(c(eq)), t(c(rank)), t(c(rdoc)), run.score[torch.from_numpy(keep)],
                    t(rel), t(found), t(gain), t(judged), t(relevant), t(c(n_relevant)), t(ig), t(ideal_offsets),
                    level)
+
+
+def _ranks(np, eq, n_queries: int):
+    """1, 2, ... within each query of entries grouped by query (ascending)."""
+    starts = np.zeros(n_queries + 1, np.int64)
+    np.cumsum(np.bincount(eq, minlength=n_queries), out=starts[1:])
+    return np.arange(len(eq), dtype=np.int64) - starts[eq] + 1
 
 
 def _check_arguments(run, qrels, level, max_per_query) -> None:

@@ -46,7 +46,8 @@ from .files import Qrels, Run
 from .exact import is_exact, length_groups, sequential_gm, sequential_mean, trec_values
 from .kernels import IPREC_RULES, iprec_at_recall
 from .gain_measures import gain_values, is_gain_key
-from .measures import TREC_EVAL_MEASURES, parse_measures
+from .ir_measures_kernels import is_ir_measures_key, ir_measures_value
+from .measures import TREC_EVAL_MEASURES, parse_measures, split_options
 from .set_measures import is_key as is_set_key, set_values
 
 __all__ = ["TrecEvaluation", "evaluate_trec", "COUNTS", "TREC_ORDER"]
@@ -102,19 +103,20 @@ class TrecEvaluation:
         summary when asked): ``measure<TAB>query<TAB>value``, the name padded to 22,
         4 decimals, the counts as integers."""
         out: List[str] = []
+        counts = {name for key, name in self.measures if split_options(key)[0] in COUNTS}
         if per_query:
             for q, row in self.per_query().items():
-                out.extend(_line(name, q, v) for name, v in row.items())
+                out.extend(_line(name, q, v, name in counts) for name, v in row.items())
         if runid:
             out.append(f"{'runid':<22}\tall\t{self.tag}")
-        out.extend(_line(name, "all", v) for name, v in self.summary().items())
+        out.extend(_line(name, "all", v, name in counts) for name, v in self.summary().items())
         return out
 
 
-def _line(name: str, query: str, value: Union[float, str]) -> str:
+def _line(name: str, query: str, value: Union[float, str], count: bool) -> str:
     if isinstance(value, str):  # relstring
         text = f"'{value}'"
-    elif name in COUNTS:
+    elif count:
         text = str(int(round(value)))
     else:
         text = f"{value:.4f}" if math.isfinite(value) else _c_text(value)
@@ -153,7 +155,8 @@ def _ordered(pairs: Sequence[Tuple[str, Optional[str]]]) -> List[Tuple[str, str]
 
 def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = "official", *, level: int = 1,
                   max_per_query: Optional[int] = None, complete: bool = False, ci: Optional[float] = None,
-                  seed: int = 0, iprec_rule: str = "lround", num_docs: int = 0) -> TrecEvaluation:
+                  seed: int = 0, iprec_rule: str = "lround", num_docs: int = 0,
+                  judged_only: bool = False) -> TrecEvaluation:
     """Evaluate ``run`` against ``qrels`` with trec_eval's semantics (module doc).
 
     Args:
@@ -169,18 +172,29 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
             ``"lround"``, ``lround(x R)`` as trec_eval 10; ``"v9"``, ``floor(x R + 0.9)`` as
             trec_eval 9 and pytrec_eval.
         num_docs: the documents in the collection (trec_eval ``-N``; ``utility``'s d term).
+        judged_only: the entries not judged are removed before evaluation (``-J``, :func:`align`).
+
+    A measure's own relevance level or judged-only choice (ir_measures' ``P(rel=2)@5``,
+    ``AP(judged_only=True)``) overrides ``level`` / ``judged_only`` for it: the measures are
+    evaluated in groups of one setting each, into one table in trec_eval's order.
     """
     if iprec_rule not in IPREC_RULES:
         raise ValueError(f"iprec_rule must be one of {list(IPREC_RULES)} (trec_eval 10, trec_eval 9); "
                          f"got {iprec_rule!r}")
     pairs = _ordered(parse_measures(measures))
-    al = align(run, qrels, level=level, max_per_query=max_per_query, complete=complete)
-    q = len(al.query_ids)
-    if q == 0:
-        raise ValueError(f"the run has none of the qrels' {len(qrels.query_ids)} queries (trec_eval evaluates the "
-                         "queries both have; complete=True, -c, counts every qrels query)")
     keys = [k for k, _ in pairs]
-    cols, texts = _columns(qrels, run, al, keys, iprec_rule, num_docs, max_per_query, complete)
+    cols: Dict[str, Tensor] = {}
+    texts: Dict[str, List[str]] = {}
+    for (lv, jo), group in _option_groups(keys, level, judged_only).items():
+        al = align(run, qrels, level=lv, max_per_query=max_per_query, complete=complete, judged_only=jo)
+        q = len(al.query_ids)
+        if q == 0:
+            raise ValueError(f"the run has none of the qrels' {len(qrels.query_ids)} queries (trec_eval evaluates "
+                             "the queries both have; complete=True, -c, counts every qrels query)")
+        got, got_texts = _columns(qrels, run, al, list(dict.fromkeys(group.values())), iprec_rule, num_docs,
+                                  max_per_query, complete)
+        cols.update({k: got[b] for k, b in group.items()})
+        texts.update({k: got_texts[b] for k, b in group.items() if b in got_texts})
     values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
     numeric = [j for j, k in enumerate(keys) if k not in texts]
     keys = [keys[j] for j in numeric]
@@ -189,19 +203,29 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     means = sequential_mean(values[:, numeric])  # trec_eval's order: query after query, then / num_q
     summary = {k: means[j] for j, k in enumerate(keys)}
     for k in keys:
-        if k in COUNTS:
+        if split_options(k)[0] in COUNTS:
             summary[k] = torch.cumsum(cols[k], 0)[-1]
-        elif k in GEOMETRIC:
+        elif split_options(k)[0] in GEOMETRIC:
             summary[k] = torch.tensor(sequential_gm(cols[k]), dtype=torch.float64)
     if "num_rel" in keys and complete:  # trec_eval -c: every qrels judgement with rel > 0, whatever -l
         summary["num_rel"] = (qrels.rel > 0).sum().to(torch.float64)
     out = res.with_values(summary)
     for k in keys:  # an interval of the mean is not one of a sum or of a geometric mean
-        if k in COUNTS or k in GEOMETRIC:
+        if split_options(k)[0] in COUNTS or split_options(k)[0] in GEOMETRIC:
             out.ci.pop(k, None)
     names = dict(pairs)
     return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag,
                           {names[k]: tuple(v) for k, v in texts.items()})
+
+
+def _option_groups(keys: Sequence[str], level: int, judged_only: bool) -> Dict[Tuple[int, bool], Dict[str, str]]:
+    """The keys by the evaluation each needs, ``(level, judged_only)`` (a key's own ``rel=`` /
+    ``judged_only=`` over the call's), as ``{key: key without options}`` (no key: the call's setting alone)."""
+    groups: Dict[Tuple[int, bool], Dict[str, str]] = {}
+    for k in keys:
+        base, rel, judged = split_options(k)
+        groups.setdefault((level if rel is None else rel, judged_only if judged is None else judged), {})[k] = base
+    return groups or {(level, judged_only): {}}
 
 
 def _columns(qrels: Qrels, run: Run, al: Aligned, keys: Sequence[str], iprec_rule: str, num_docs: int,
@@ -216,6 +240,7 @@ def _columns(qrels: Qrels, run: Run, al: Aligned, keys: Sequence[str], iprec_rul
     if levels:
         got = iprec_at_recall(al.relevant, al.offsets, al.n_relevant, levels, rule=iprec_rule)
         cols.update({f"iprec_at_recall@{x:g}": got[:, i] for i, x in enumerate(levels)})
+    cols.update({k: ir_measures_value(al, k) for k in keys if is_ir_measures_key(k)})
     texts: Dict[str, List[str]] = {}
     mine = [k for k in keys if is_set_key(k)]
     if mine:  # a query the run lacks (complete): trec_eval's one made-up document, none under -M0
@@ -225,8 +250,7 @@ def _columns(qrels: Qrels, run: Run, al: Aligned, keys: Sequence[str], iprec_rul
                                                                           max_per_query),
                                 num_docs=num_docs, rule=iprec_rule)
         cols.update(got)
-    rest = [k for k in keys if not is_exact(k) and k not in GEOMETRIC and not is_gain_key(k)
-            and not k.startswith("iprec_at_recall@") and not is_set_key(k)]
+    rest = [k for k in keys if k not in cols and k not in GEOMETRIC and not is_set_key(k)]
     if rest:
         cols.update(_ranked(al, rest))
     cols.update({k: cols[v] for k, v in GEOMETRIC.items() if k in keys})

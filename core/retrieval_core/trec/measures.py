@@ -13,9 +13,12 @@ name raises, listing every one of them (``split_measures`` returns them instead)
   ``official`` and ``all_trec`` (also written ``-m official``).
   ``runid`` is the run's tag (:attr:`Run.tag`), not a measure: the sets leave it out and the
   name alone is refused.
-* ir_measures: ``AP``, ``AP@10``, ``P@5``, ``R@100``, ``nDCG``, ``nDCG@10``,
-  ``nDCG(dcg='exp-log2')@10``, ``RR``, ``RR@10``, ``Rprec``, ``Success@1``, ``Bpref``,
-  ``NumQ``, ``NumRet``, ``NumRel``, ``NumRelRet``, ``IPrec@0.1``.
+* ir_measures (its language: :mod:`retrieval_core.trec.ir_measures_names`): ``AP``, ``AP@10``,
+  ``P@5``, ``R@100``, ``nDCG``, ``nDCG@10``, ``nDCG(dcg='exp-log2')@10``, ``RR``, ``RR@10``,
+  ``Rprec``, ``Success@1``, ``Bpref``, ``NumQ``, ``NumRet``, ``NumRel``, ``NumRelRet``,
+  ``IPrec@0.1``, ``Judged@10``, ``ERR@20``, ``Compat(p=0.8)``, ``RBP(p=0.8,rel=2)``, ``SetP``,
+  ``SetR``, ``SetF``, ``SetAP``, ``infAP``; a measure's own ``rel=`` / ``judged_only=``
+  (``P(rel=2)@5``) makes a key with options (:func:`with_options`).
 * ours: every key :func:`retrieval_core.parse_metrics` accepts, and the keys only
   :func:`retrieval_core.trec.evaluate_trec` computes: ``bpref``, ``gm_map``, ``num_q``, ``num_ret``, ``num_rel``,
   ``num_rel_ret``, ``num_nonrel_judged_ret``, ``iprec_at_recall@x``.
@@ -25,8 +28,8 @@ Example:
     [('precision@5', 'P_5'), ('precision@10', 'P_10'), ('mrr', 'recip_rank'), ('map@10', 'map_cut_10')]
     >>> parse_measures("iprec_at_recall..1")
     [('iprec_at_recall@0.1', 'iprec_at_recall_0.10')]
-    >>> split_measures(["ndcg_cut.5,10", "prefs_simp", "ERR@20"])
-    ([('ndcg@5', 'ndcg_cut_5'), ('ndcg@10', 'ndcg_cut_10')], ['prefs_simp', 'ERR@20'])
+    >>> split_measures(["ndcg_cut.5,10", "prefs_simp", "alpha_nDCG@20", "INST"])
+    ([('ndcg@5', 'ndcg_cut_5'), ('ndcg@10', 'ndcg_cut_10')], ['prefs_simp', 'alpha_nDCG@20', 'INST'])
     >>> parse_measures(["ndcg.1=3,2=9", "rbp.p=0.8", "infAP"])
     [('ndcg.1=3,2=9', 'ndcg_1=3,2=9'), ('rbp.p=0.8', 'rbp_p=0.8'), ('infAP', 'infAP')]
 """
@@ -42,9 +45,11 @@ from retrieval_core.metrics.spec import ALIASES, REGISTRY
 from . import set_measures
 from .gain_measures import GAIN_KEYS
 from .gains import GAIN_MEASURES, P_MEASURES, parse_gain_params
+from .ir_measures_names import ALIASES as IR_ALIASES
+from .ir_measures_names import NOT_COMPUTED, SIGNATURES, IrMeasure, LanguageError, NotComputed, read_ir_measure
 
-__all__ = ["parse_measures", "parse_one", "split_measures", "MeasureError", "Unsupported", "CUTOFFS", "NEW_KEYS",
-           "SETS", "TREC_EVAL_MEASURES"]
+__all__ = ["parse_measures", "parse_one", "split_measures", "split_options", "with_options", "MeasureError",
+           "Unsupported", "CUTOFFS", "NEW_KEYS", "SETS", "TREC_EVAL_MEASURES"]
 
 # trec_eval's default cutoffs (m_P.c, m_recall.c, m_ndcg_cut.c, m_map_cut.c, m_success.c, m_iprec_at_recall.c)
 CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
@@ -92,22 +97,16 @@ TREC_EVAL_SETS = ("official", "set", "all_trec", "all_prefs", "prefs", "qrels_jg
 TAKES_PARAMETERS = ("iprec_at_recall", "P", "relstring", "recall", "Rprec_mult", "utility", "11pt_avg", "G", "dcg",
                     "ideal_dcg", "ndcg", "ndcg_rel", "Rndcg", "ndcg_cut", "map_cut", "relative_P", "success",
                     "set_F", "P_avgjg", "Rprec_mult_avgjg", "rbp", "rbp_resid", "unj")
-# ir_measures names -> trec_eval base name (cutoff forms go through the same table); its aliases included
-IR_MEASURES = {"AP": "map", "MAP": "map", "P": "P", "Precision": "P", "R": "recall", "Recall": "recall",
-               "nDCG": "ndcg", "NDCG": "ndcg", "RR": "recip_rank", "MRR": "recip_rank", "Rprec": "Rprec",
-               "RPrec": "Rprec", "Success": "success", "Bpref": "bpref", "BPref": "bpref", "NumQ": "num_q",
-               "NumRet": "num_ret", "NumRel": "num_rel", "NumRelRet": "num_rel_ret", "IPrec": "iprec_at_recall"}
-# ir_measures' other measures (its registry): known names, not supported here
-IR_MEASURES_OTHER = ("Accuracy", "AP_IA", "alpha_DCG", "alpha_nDCG", "BPM", "Compat", "ERR", "ERR_IA", "infAP",
-                     "INSQ", "INST", "Judged", "NERR8", "NERR9", "NERR10", "NERR11", "nERR_IA", "NRBP", "nNRBP",
-                     "P_IA", "RBP", "SDCG", "SetAP", "SetF", "SetP", "SetR", "SetRelP", "STREC")
+# ir_measures' names computed here (its aliases included), and its other measures (refused with the reason):
+# ir_measures_names.py reads its language
+IR_MEASURES = tuple(SIGNATURES) + tuple(IR_ALIASES)
+IR_MEASURES_OTHER = tuple(NOT_COMPUTED)
 
 _CUT_TEXT = re.compile(r"\+?([0-9]+)(?:\.[0-9]*)?")  # trec_eval's atol reads "23.4" as 23, "+5" as 5
 _DIGITS = re.compile(r"([0-9]+)")
 _FLOAT = re.compile(r"\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # as C's atof: "1e-1", "+.5"
 _OUTPUT = re.compile(r"(?P<base>P|recall|ndcg_cut|map_cut|success|iprec_at_recall|relative_P|unj|Rprec_mult)_"
                      r"(?P<params>[0-9.]+)")
-_IRM = re.compile(r"(?P<base>[A-Za-z]+)(?:\((?P<args>[^)]*)\))?(?:@(?P<cut>[0-9.]+))?")
 INT64_MAX = 2**63 - 1
 
 Pair = Tuple[str, Optional[str]]
@@ -214,44 +213,113 @@ def _from_trec(name: str, command_line: bool = False) -> Optional[List[Pair]]:
     return None
 
 
+def with_options(key: str, rel: Optional[int] = None, judged_only: Optional[bool] = None) -> str:
+    """``key`` with a measure's own relevance level and judged-only choice (ir_measures' ``rel=``,
+    ``judged_only=``), which override ``evaluate_trec``'s ``level`` and ``judged_only`` for it.
+
+    Example:
+        >>> with_options("precision@5", rel=2), split_options("precision@5|rel=2|judged_only=True")
+        ('precision@5|rel=2', ('precision@5', 2, True))
+    """
+    options = ([f"rel={rel}"] if rel is not None else []) + (
+        [f"judged_only={judged_only}"] if judged_only is not None else [])
+    return "|".join([key] + options)
+
+
+def split_options(key: str) -> Tuple[str, Optional[int], Optional[bool]]:
+    """``(key, rel, judged_only)`` of a key made by :func:`with_options` (None: not given)."""
+    base, *options = key.split("|")
+    found = dict(o.partition("=")[::2] for o in options)
+    judged = found.get("judged_only")
+    return base, int(found["rel"]) if "rel" in found else None, None if judged is None else judged == "True"
+
+
 def _from_ir_measures(name: str) -> Optional[List[Pair]]:
-    m = _IRM.fullmatch(name)
-    if m and m["base"] in IR_MEASURES_OTHER:
-        raise Unsupported(name)
-    if not m or m["base"] not in IR_MEASURES:
+    """ir_measures' language (:mod:`retrieval_core.trec.ir_measures_names`): a measure with its own
+    ``rel=`` / ``judged_only=`` is a key with options (:func:`with_options`) printed under its
+    ir_measures spelling (``P(rel=2)@5``)."""
+    try:
+        m = read_ir_measure(name)
+    except LanguageError as err:
+        raise MeasureError(str(err)) from None
+    except NotComputed as err:
+        raise Unsupported(str(err)) from None
+    if m is None:
         return None
-    base, args, cut = IR_MEASURES[m["base"]], (m["args"] or "").replace(" ", ""), m["cut"]
-    exp = False
-    if args:
-        if base == "ndcg" and args in ("dcg='exp-log2'", 'dcg="exp-log2"'):
-            exp = True
-        elif base == "ndcg" and args in ("dcg='log2'", 'dcg="log2"'):
-            pass
-        else:
-            raise Unsupported(f"{name!r}: parameters ({args}) are not supported (the relevance level is "
-                              "one setting of the evaluation, level=)")
-    if base == "ndcg":
-        key = "ndcg_exp" if exp else "ndcg"
+    pairs = _ir_pairs(m, name)
+    rel, judged = m.params.get("rel"), m.params.get("judged_only")
+    if rel is None and judged is None:
+        return pairs
+    return [(with_options(key, rel, judged), m.spelling) for key, _ in pairs]
+
+
+def _ir_cut(m: IrMeasure, name: str, base: str) -> List[Pair]:
+    """ir_measures' measure with an optional cutoff, as trec_eval's ``base`` or ``base``_cut."""
+    cut = m.params.get("cutoff")
+    return _trec(base + ("_cut" if base in ("map", "ndcg") else ""), str(cut), name) if cut else _trec(base, None, name)
+
+
+def _ir_pairs(m: IrMeasure, name: str) -> List[Pair]:
+    """The pairs of an ir_measures measure, its ``rel`` / ``judged_only`` left to the caller."""
+    p, cut = m.params, m.params.get("cutoff")
+    simple = {"Rprec": "Rprec", "Bpref": "bpref", "NumQ": "num_q", "NumRel": "num_rel", "NumRelRet": "num_rel_ret",
+              "infAP": "infAP", "SetR": "set_recall", "SetAP": "set_map"}
+    if m.measure in simple:
+        return _trec(simple[m.measure], None, name)
+    if m.measure in ("P", "R", "Success"):
+        return _trec({"P": "P", "R": "recall", "Success": "success"}[m.measure], str(cut), name)
+    if m.measure == "AP":
+        return _ir_cut(m, name, "map")
+    if m.measure == "nDCG":
+        return _ir_ndcg(m, name)
+    if m.measure == "RR":
+        return [(f"mrr@{cut}", None)] if cut else _trec("recip_rank", None, name)
+    if m.measure == "NumRet":
+        return _trec("num_rel_ret" if "rel" in p else "num_ret", None, name)
+    if m.measure == "IPrec":
+        return [_iprec(float(p["recall"]))]
+    if m.measure in ("SetP", "SetRelP"):
+        return _trec("set_relative_P" if p.get("relative", m.measure == "SetRelP") else "set_P", None, name)
+    if m.measure == "SetF":
+        beta = float(p.get("beta", 1.0))
+        return _trec("set_F", None if beta == 1.0 else repr(beta), name)
+    if m.measure == "Judged":
+        return [(f"judged@{cut}" if cut else "judged", m.spelling)]
+    if m.measure == "ERR":
+        return [(f"gdeval_err@{cut}" if cut else "gdeval_err", m.spelling)]
+    if m.measure == "Compat":
+        kind = "compat" if p.get("normalize", True) else "compat_unnormalized"
+        return [(f"{kind}@{float(p.get('p', 0.95))!r}", m.spelling)]
+    return _ir_rbp(m, name)
+
+
+def _ir_ndcg(m: IrMeasure, name: str) -> List[Pair]:
+    """nDCG: trec_eval's ``ndcg`` / ``ndcg_cut`` (``dcg='log2'``, its default), a gain table as
+    trec_eval's ``ndcg.0=1,2=3``, and ``dcg='exp-log2'`` as this library's ``ndcg_exp``."""
+    cut = m.params.get("cutoff")
+    if m.params.get("dcg") == "exp-log2":
+        if "gains" in m.params:
+            raise Unsupported(f"{name!r}: nDCG with both dcg='exp-log2' and gains= is not supported")
+        return [(f"ndcg_exp@{cut}" if cut else "ndcg_exp", None)]
+    if "gains" in m.params:
         if cut:
-            k = _cutoff(cut, name)
-            return [(f"{key}@{k}", None if exp else f"ndcg_cut_{k}")]
-        return [(key, None if exp else "ndcg")]
-    if base == "recip_rank" and cut:
-        return [(f"mrr@{_cutoff(cut, name)}", None)]
-    if base == "iprec_at_recall":
-        if not cut:
-            raise MeasureError(f"{name!r}: IPrec needs a recall level, e.g. IPrec@0.1")
-        return [_iprec(_level(cut, name))]
-    if base == "map" and cut:
-        base = "map_cut"
-    if base in CUT:
-        if not cut:
-            raise MeasureError(f"{name!r}: ir_measures' {m['base']} needs a cutoff, e.g. {m['base']}@10")
-        k = _cutoff(cut, name)
-        return [(f"{CUT[base][0]}@{k}", f"{base}_{k}")]
-    if cut:
-        raise MeasureError(f"{name!r}: {m['base']} takes no cutoff")
-    return _trec(base, None, name)
+            raise Unsupported(f"{name!r}: nDCG with gains= and a cutoff: trec_eval's ndcg_cut takes no gain table")
+        return _trec("ndcg", ",".join(f"{k}={g}" for k, g in sorted(m.params["gains"].items())), name)
+    return _ir_cut(m, name, "ndcg")
+
+
+def _ir_rbp(m: IrMeasure, name: str) -> List[Pair]:
+    """RBP: with ``rel=``, binary gains at that level (ir_measures' cwl_eval provider): this
+    library's ``rbp@p``; without, graded gains (ir_measures computes none): trec_eval's
+    ``rbp.p=``. ir_measures' default persistence is 0.8 (trec_eval's 0.9)."""
+    p = float(m.params.get("p", 0.8))
+    if "cutoff" in m.params:
+        raise Unsupported(f"{name!r}: RBP with a cutoff is computed by no provider of ir_measures, nor here")
+    if "rel" not in m.params:
+        return _trec("rbp", f"p={p!r}", name)
+    if p >= 1.0:
+        raise MeasureError(f"{name!r}: RBP's p must be below 1 here (rbp@p: (1 - p) sum p^(i-1) rel_i)")
+    return [(f"rbp@{p!r}", None)]
 
 
 _TREC_NAME = {ours: trec for trec, (ours, _) in CUT.items()}

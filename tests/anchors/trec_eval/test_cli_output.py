@@ -53,11 +53,11 @@ def test_output_is_trec_eval_output_line_for_line(name, capsys):
 
 
 def test_measures_given_by_name_and_unsupported_ones_on_stderr(capsys):
-    status, out, err = _run(["-m", "map", "-m", "P.5,10", "-m", "prefs_simp,ERR@20", "qrels.test", "results.test"],
+    status, out, err = _run(["-m", "map", "-m", "P.5,10", "-m", "prefs_simp,INST", "qrels.test", "results.test"],
                             capsys)
     assert status == 0
     assert [line.split("\t")[0].strip() for line in out.splitlines()] == ["map", "P_5", "P_10"]
-    assert err == "retrieval-metrics trec: unsupported measures, not printed: prefs_simp, ERR@20\n"
+    assert err == "retrieval-metrics trec: unsupported measures, not printed: prefs_simp, INST\n"
     assert measure_list("P.5,10,map") == ["P.5,10", "map"]
 
 

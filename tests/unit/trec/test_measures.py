@@ -75,12 +75,12 @@ def test_all_trec_is_every_measure_without_preference_files():
 
 def test_unsupported_names_are_all_listed_never_dropped():
     with pytest.raises(ValueError) as err:
-        parse_measures(["map", "prefs_simp", "ERR@10", "P(rel=2)@5", "map_avgjg", "P_0", "runid", "map_5"])
+        parse_measures(["map", "prefs_simp", "INST", "alpha_nDCG@10", "map_avgjg", "P_0", "runid", "map_5"])
     text = str(err.value)
-    for name in ("prefs_simp", "ERR@10", "P(rel=2)@5", "map_avgjg", "P_0", "runid", "map_5"):
+    for name in ("prefs_simp", "INST", "alpha_nDCG@10", "map_avgjg", "P_0", "runid", "map_5"):
         assert name in text
-    assert "relevance level is one setting" in text and "a cutoff must be a positive integer" in text
-    names = ["map", "prefs_simp", "ERR@10", "P(rel=2)@5", "map_avgjg", "P_0", "runid", "map_5"]
+    assert "needs subtopic (intent) judgements" in text and "a cutoff must be a positive integer" in text
+    names = ["map", "prefs_simp", "INST", "alpha_nDCG@10", "map_avgjg", "P_0", "runid", "map_5"]
     assert split_measures(names) == ([("map", "map")], names[1:])
     assert split_measures(["prefs_simp", "map"]) == ([("map", "map")], ["prefs_simp"])
 
@@ -129,7 +129,7 @@ def test_wrong_names_are_measure_errors(name, message):
         parse_measures([name])
 
 
-@pytest.mark.parametrize("name", ["prefs_simp", "yaap", "map_avgjg", "ERR@20", "Judged@10", "P(rel=2)@5"])
+@pytest.mark.parametrize("name", ["prefs_simp", "yaap", "map_avgjg", "INST", "alpha_nDCG@10", "RBP(rel=2)@5"])
 def test_known_but_unsupported_names_are_not_errors(name):
     from retrieval_core.trec import MeasureError, Unsupported, parse_one
     with pytest.raises(Unsupported) as err:
