@@ -48,6 +48,7 @@ from .kernels import IPREC_RULES, iprec_at_recall
 from .gain_measures import gain_values, is_gain_key
 from .measures import TREC_EVAL_MEASURES, parse_measures
 from .set_measures import is_key as is_set_key, set_values
+from .zscores import ZScores, to_zscores
 
 __all__ = ["TrecEvaluation", "evaluate_trec", "COUNTS", "TREC_ORDER"]
 
@@ -74,7 +75,8 @@ class TrecEvaluation:
     summary (counts summed, ``gm_map`` geometric) with the per-query values kept (for
     ``compare``), and intervals when ``ci`` was given. ``texts``: the measures printed as
     a string per query and not summarised (``relstring``: ``{output name: [Q] strings}``,
-    their ``values`` NaN)."""
+    their ``values`` NaN). ``zscored``: the values are z-scores (``zscores=``; printed as trec_eval
+    ``-Z`` prints them: the name after a ``Z``, every value with 4 decimals)."""
 
     query_ids: Tuple[str, ...]
     measures: Tuple[Tuple[str, str], ...]
@@ -82,6 +84,7 @@ class TrecEvaluation:
     results: MetricResults
     tag: str
     texts: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    zscored: bool = False
 
     def summary(self) -> Dict[str, float]:
         """``{output name: summary value}`` (``relstring`` has none)."""
@@ -104,21 +107,23 @@ class TrecEvaluation:
         out: List[str] = []
         if per_query:
             for q, row in self.per_query().items():
-                out.extend(_line(name, q, v) for name, v in row.items())
+                out.extend(_line(name, q, v, self.zscored) for name, v in row.items())
         if runid:
             out.append(f"{'runid':<22}\tall\t{self.tag}")
-        out.extend(_line(name, "all", v) for name, v in self.summary().items())
+        out.extend(_line(name, "all", v, self.zscored) for name, v in self.summary().items())
         return out
 
 
-def _line(name: str, query: str, value: Union[float, str]) -> str:
+def _line(name: str, query: str, value: Union[float, str], zscored: bool = False) -> str:
+    """One line; ``zscored`` (trec_eval -Z): ``Z`` before the name (relstring's excepted), the
+    counts with 4 decimals too."""
     if isinstance(value, str):  # relstring
-        text = f"'{value}'"
-    elif name in COUNTS:
+        return f"{name:<22}\t{query}\t'{value}'"
+    if name in COUNTS and not zscored:
         text = str(int(round(value)))
     else:
         text = f"{value:.4f}" if math.isfinite(value) else _c_text(value)
-    return f"{name:<22}\t{query}\t{text}"
+    return f"{'Z' if zscored else ''}{name:<22}\t{query}\t{text}"
 
 
 def _c_text(value: float) -> str:
@@ -153,7 +158,8 @@ def _ordered(pairs: Sequence[Tuple[str, Optional[str]]]) -> List[Tuple[str, str]
 
 def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = "official", *, level: int = 1,
                   max_per_query: Optional[int] = None, complete: bool = False, ci: Optional[float] = None,
-                  seed: int = 0, iprec_rule: str = "lround", num_docs: int = 0) -> TrecEvaluation:
+                  seed: int = 0, iprec_rule: str = "lround", num_docs: int = 0,
+                  zscores: Optional[ZScores] = None) -> TrecEvaluation:
     """Evaluate ``run`` against ``qrels`` with trec_eval's semantics (module doc).
 
     Args:
@@ -169,6 +175,9 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
             ``"lround"``, ``lround(x R)`` as trec_eval 10; ``"v9"``, ``floor(x R + 0.9)`` as
             trec_eval 9 and pytrec_eval.
         num_docs: the documents in the collection (trec_eval ``-N``; ``utility``'s d term).
+        zscores: each per-query value as its z-score against these means and stddevs
+            (:func:`~retrieval_core.trec.zscores.read_zscores`; trec_eval ``-Z``), the summary
+            formed from them.
     """
     if iprec_rule not in IPREC_RULES:
         raise ValueError(f"iprec_rule must be one of {list(IPREC_RULES)} (trec_eval 10, trec_eval 9); "
@@ -184,15 +193,12 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
     numeric = [j for j, k in enumerate(keys) if k not in texts]
     keys = [keys[j] for j in numeric]
+    if zscores is not None:  # trec_eval -Z: after the measures, before the summary
+        values[:, numeric] = to_zscores(values[:, numeric], al.query_ids, [pairs[j][1] for j in numeric], zscores,
+                                        logs=[i for i, k in enumerate(keys) if k in GEOMETRIC])
     finite = torch.where(torch.isinf(values[:, numeric]), torch.nan, values[:, numeric])  # G, ndcg_rel: C's inf
     res = aggregate(finite, keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
-    means = sequential_mean(values[:, numeric])  # trec_eval's order: query after query, then / num_q
-    summary = {k: means[j] for j, k in enumerate(keys)}
-    for k in keys:
-        if k in COUNTS:
-            summary[k] = torch.cumsum(cols[k], 0)[-1]
-        elif k in GEOMETRIC:
-            summary[k] = torch.tensor(sequential_gm(cols[k]), dtype=torch.float64)
+    summary = _summary(values[:, numeric], keys, zscored=zscores is not None)
     if "num_rel" in keys and complete:  # trec_eval -c: every qrels judgement with rel > 0, whatever -l
         summary["num_rel"] = (qrels.rel > 0).sum().to(torch.float64)
     out = res.with_values(summary)
@@ -201,7 +207,25 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
             out.ci.pop(k, None)
     names = dict(pairs)
     return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag,
-                          {names[k]: tuple(v) for k, v in texts.items()})
+                          {names[k]: tuple(v) for k, v in texts.items()}, zscores is not None)
+
+
+def _summary(values: Tensor, keys: Sequence[str], zscored: bool) -> Dict[str, Tensor]:
+    """``{key: summary}`` of ``values [Q, len(keys)]`` as trec_eval forms it: the queries added one
+    after the other, then / num_q; the counts summed (``num_q``: Q); ``gm_map`` and ``gm_bpref`` the
+    geometric mean of the APs, or (``zscored``: their columns hold the z-scores of the logs) ``exp``
+    of the mean."""
+    means = sequential_mean(values)  # trec_eval's order: query after query, then / num_q
+    summary = {k: means[j] for j, k in enumerate(keys)}
+    for j, k in enumerate(keys):
+        if k == "num_q":
+            summary[k] = torch.tensor(float(values.shape[0]), dtype=torch.float64)
+        elif k in COUNTS:
+            summary[k] = torch.cumsum(values[:, j], 0)[-1]
+        elif k in GEOMETRIC:
+            gm = math.exp(float(means[j])) if zscored else sequential_gm(values[:, j])
+            summary[k] = torch.tensor(gm, dtype=torch.float64)
+    return summary
 
 
 def _columns(qrels: Qrels, run: Run, al: Aligned, keys: Sequence[str], iprec_rule: str, num_docs: int,
