@@ -44,6 +44,7 @@ from .io import CommandError
 from ..trec import TrecEvaluation, evaluate_trec, read_qrels, read_run
 from ..trec.align import DuplicateError
 from ..trec.kernels import IPREC_RULES
+from ..trec.zscores import ZScores, read_zscores
 from ..trec.measures import SETS, TREC_EVAL_MEASURES, MeasureError, Unsupported, parse_one
 from ..reporting.pairs import CORRECTION_CHOICES, correction_of, method_text, pair_records
 from ..stats.allpairs import AllPairs
@@ -153,6 +154,9 @@ def add_trec_parser(sub, formatter) -> argparse.ArgumentParser:
                    help="number of documents in the collection (utility's d term; trec_eval's default 0)")
     p.add_argument("-R", dest="rel_format", type=_rel_format, default="qrels", metavar="FORMAT",
                    help="format of QRELS: qrels (trec_eval's prefs, qrels_prefs and qrels_jg are not supported)")
+    p.add_argument("-Z", dest="zscores", metavar="FILE",
+                   help="print each value as a z-score against the means and stddevs in FILE "
+                        "(lines: qid measure mean stddev), the summary formed from them")
     p.add_argument("--iprec-rule", choices=IPREC_RULES, default="lround",
                    help="relevant documents needed at recall x in iprec_at_recall and 11pt_avg: lround(x R) as "
                         "trec_eval 10, or v9: floor(x R + 0.9) as trec_eval 9 and pytrec_eval")
@@ -222,12 +226,13 @@ def _write(text: str) -> None:
         buffer.flush()
 
 
-def _evaluate(qrels, path: str, good: List[str], args: argparse.Namespace) -> TrecEvaluation:
+def _evaluate(qrels, path: str, good: List[str], args: argparse.Namespace,
+              zscores: Optional[ZScores] = None) -> TrecEvaluation:
     run = read_run(path, docs=qrels.docs, duplicates=True)  # trec_eval refuses only the duplicates it evaluates
     try:
         return evaluate_trec(qrels, run, good, level=args.level, max_per_query=args.max_per_query,
                              complete=args.complete, iprec_rule=args.iprec_rule, num_docs=args.num_docs,
-                             judged_only=args.judged_only)
+                             judged_only=args.judged_only, zscores=zscores)
     except DuplicateError as err:
         raise DuplicateError(f"{args.qrels if err.source == 'qrels' else path}: {err}") from None
 
@@ -258,7 +263,8 @@ def cmd_trec(args: argparse.Namespace) -> int:
     if not good:  # -m runid alone: the run's tag
         _write(f"{'runid':<22}\tall\t{read_run(args.runs[0], docs=qrels.docs, duplicates=True).tag}\n")
         return 0
-    evals = [_evaluate(qrels, path, good, args) for path in args.runs]
+    zscores = read_zscores(args.zscores) if getattr(args, "zscores", None) else None
+    evals = [_evaluate(qrels, path, good, args, zscores) for path in args.runs]
     if not table:
         _write("".join(line + "\n" for line in evals[0].lines(per_query=args.per_query, runid=runid)))
         return 0

@@ -49,6 +49,7 @@ from .gain_measures import gain_values, is_gain_key
 from .ir_measures_kernels import is_ir_measures_key, ir_measures_value
 from .measures import TREC_EVAL_MEASURES, parse_measures, split_options
 from .set_measures import is_key as is_set_key, set_values
+from .zscores import ZScores, to_zscores
 
 __all__ = ["TrecEvaluation", "evaluate_trec", "COUNTS", "TREC_ORDER"]
 
@@ -75,7 +76,8 @@ class TrecEvaluation:
     summary (counts summed, ``gm_map`` geometric) with the per-query values kept (for
     ``compare``), and intervals when ``ci`` was given. ``texts``: the measures printed as
     a string per query and not summarised (``relstring``: ``{output name: [Q] strings}``,
-    their ``values`` NaN)."""
+    their ``values`` NaN). ``zscored``: the values are z-scores (``zscores=``; printed as trec_eval
+    ``-Z`` prints them: the name after a ``Z``, every value with 4 decimals)."""
 
     query_ids: Tuple[str, ...]
     measures: Tuple[Tuple[str, str], ...]
@@ -83,6 +85,7 @@ class TrecEvaluation:
     results: MetricResults
     tag: str
     texts: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    zscored: bool = False
 
     def summary(self) -> Dict[str, float]:
         """``{output name: summary value}`` (``relstring`` has none)."""
@@ -106,21 +109,23 @@ class TrecEvaluation:
         counts = {name for key, name in self.measures if split_options(key)[0] in COUNTS}
         if per_query:
             for q, row in self.per_query().items():
-                out.extend(_line(name, q, v, name in counts) for name, v in row.items())
+                out.extend(_line(name, q, v, name in counts, self.zscored) for name, v in row.items())
         if runid:
             out.append(f"{'runid':<22}\tall\t{self.tag}")
-        out.extend(_line(name, "all", v, name in counts) for name, v in self.summary().items())
+        out.extend(_line(name, "all", v, name in counts, self.zscored) for name, v in self.summary().items())
         return out
 
 
-def _line(name: str, query: str, value: Union[float, str], count: bool) -> str:
+def _line(name: str, query: str, value: Union[float, str], count: bool, zscored: bool = False) -> str:
+    """One line; ``zscored`` (trec_eval -Z): ``Z`` before the name (relstring's excepted), the
+    counts with 4 decimals too."""
     if isinstance(value, str):  # relstring
-        text = f"'{value}'"
-    elif count:
+        return f"{name:<22}\t{query}\t'{value}'"
+    if count and not zscored:
         text = str(int(round(value)))
     else:
         text = f"{value:.4f}" if math.isfinite(value) else _c_text(value)
-    return f"{name:<22}\t{query}\t{text}"
+    return f"{'Z' if zscored else ''}{name:<22}\t{query}\t{text}"
 
 
 def _c_text(value: float) -> str:
@@ -156,7 +161,7 @@ def _ordered(pairs: Sequence[Tuple[str, Optional[str]]]) -> List[Tuple[str, str]
 def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = "official", *, level: int = 1,
                   max_per_query: Optional[int] = None, complete: bool = False, ci: Optional[float] = None,
                   seed: int = 0, iprec_rule: str = "lround", num_docs: int = 0,
-                  judged_only: bool = False) -> TrecEvaluation:
+                  judged_only: bool = False, zscores: Optional[ZScores] = None) -> TrecEvaluation:
     """Evaluate ``run`` against ``qrels`` with trec_eval's semantics (module doc).
 
     Args:
@@ -177,6 +182,9 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     A measure's own relevance level or judged-only choice (ir_measures' ``P(rel=2)@5``,
     ``AP(judged_only=True)``) overrides ``level`` / ``judged_only`` for it: the measures are
     evaluated in groups of one setting each, into one table in trec_eval's order.
+        zscores: each per-query value as its z-score against these means and stddevs
+            (:func:`~retrieval_core.trec.zscores.read_zscores`; trec_eval ``-Z``), the summary
+            formed from them.
     """
     if iprec_rule not in IPREC_RULES:
         raise ValueError(f"iprec_rule must be one of {list(IPREC_RULES)} (trec_eval 10, trec_eval 9); "
@@ -198,15 +206,12 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
     values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
     numeric = [j for j, k in enumerate(keys) if k not in texts]
     keys = [keys[j] for j in numeric]
+    if zscores is not None:  # trec_eval -Z: after the measures, before the summary
+        values[:, numeric] = to_zscores(values[:, numeric], al.query_ids, [pairs[j][1] for j in numeric], zscores,
+                                        logs=[i for i, k in enumerate(keys) if split_options(k)[0] in GEOMETRIC])
     finite = torch.where(torch.isinf(values[:, numeric]), torch.nan, values[:, numeric])  # G, ndcg_rel: C's inf
     res = aggregate(finite, keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
-    means = sequential_mean(values[:, numeric])  # trec_eval's order: query after query, then / num_q
-    summary = {k: means[j] for j, k in enumerate(keys)}
-    for k in keys:
-        if split_options(k)[0] in COUNTS:
-            summary[k] = torch.cumsum(cols[k], 0)[-1]
-        elif split_options(k)[0] in GEOMETRIC:
-            summary[k] = torch.tensor(sequential_gm(cols[k]), dtype=torch.float64)
+    summary = _summary(values[:, numeric], keys, zscored=zscores is not None)
     if "num_rel" in keys and complete:  # trec_eval -c: every qrels judgement with rel > 0, whatever -l
         summary["num_rel"] = (qrels.rel > 0).sum().to(torch.float64)
     out = res.with_values(summary)
@@ -215,7 +220,26 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
             out.ci.pop(k, None)
     names = dict(pairs)
     return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag,
-                          {names[k]: tuple(v) for k, v in texts.items()})
+                          {names[k]: tuple(v) for k, v in texts.items()}, zscores is not None)
+
+
+def _summary(values: Tensor, keys: Sequence[str], zscored: bool) -> Dict[str, Tensor]:
+    """``{key: summary}`` of ``values [Q, len(keys)]`` as trec_eval forms it: the queries added one
+    after the other, then / num_q; the counts summed (``num_q``: Q); ``gm_map`` and ``gm_bpref`` the
+    geometric mean of the APs, or (``zscored``: their columns hold the z-scores of the logs) ``exp``
+    of the mean."""
+    means = sequential_mean(values)  # trec_eval's order: query after query, then / num_q
+    summary = {k: means[j] for j, k in enumerate(keys)}
+    for j, k in enumerate(keys):
+        base = split_options(k)[0]
+        if base == "num_q":
+            summary[k] = torch.tensor(float(values.shape[0]), dtype=torch.float64)
+        elif base in COUNTS:
+            summary[k] = torch.cumsum(values[:, j], 0)[-1]
+        elif base in GEOMETRIC:
+            gm = math.exp(float(means[j])) if zscored else sequential_gm(values[:, j])
+            summary[k] = torch.tensor(gm, dtype=torch.float64)
+    return summary
 
 
 def _option_groups(keys: Sequence[str], level: int, judged_only: bool) -> Dict[Tuple[int, bool], Dict[str, str]]:

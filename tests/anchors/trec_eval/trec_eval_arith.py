@@ -33,6 +33,14 @@ meas_avg.c, m_*.c):
   retrieves one document outside the qrels (trec_eval's ``bogus_ranking``), whose ``num_ret``
   and bare ``rbp_resid`` are then set to 0.
 
+* ``-Z`` (convert_zscores.c, get_zscores.c): after a query's measures (and ``-c``'s clean-up),
+  each value becomes ``(v - mean) / stddev`` for the file's ``(qid, output name)``; a zero
+  stddev gives 0 if ``v == mean``, else -1000000 (MISSING_ZSCORE_VALUE), as an absent pair
+  does; ``gm_map`` / ``gm_bpref`` hold ``log(max(v, 1e-5))`` per query already, so the
+  converted logs are summed and the summary is ``exp(sum / Q)``; ``num_q``'s summary is the
+  number of queries whatever its values (m_num_q.c); printing puts a ``Z`` before each name
+  (not ``relstring``'s) and prints the counts with 4 decimals too.
+
 ``lines(...)`` gives trec_eval's output lines for the measures asked (trec_eval names:
 ``P_5``, ``ndcg_cut_10``, ``iprec_at_recall_0.10``...), in the order asked.
 """
@@ -597,10 +605,25 @@ def _graded(q: Query, name: str) -> Optional[float]:
     return {"dcg": dcg, "ideal_dcg": idcg, "ndcg": dcg / idcg if idcg > 0.0 else 0.0}[base]
 
 
+MISSING_ZSCORE = -1000000.0
+GEOMETRIC = ("gm_map", "gm_bpref")
+
+
+def zscore(zscores: Dict[tuple, tuple], qid: str, name: str, v: float) -> float:
+    """``v`` as trec_eval's z-score for ``(qid, name)`` (``zscores``: ``{(qid, name): (mean, stddev)}``)."""
+    if (qid, name) not in zscores:
+        return MISSING_ZSCORE
+    mean, stddev = zscores[(qid, name)]
+    if stddev != 0:
+        return (v - mean) / stddev
+    return 0.0 if v == mean else MISSING_ZSCORE
+
+
 def evaluate(qrels: Dict[str, Dict[str, int]], run: Dict[str, Dict[str, float]], names: Sequence[str], *,
              level: int = 1, complete: bool = False, max_per_query: Optional[int] = None, num_docs: int = 0,
-             rule: str = "lround"):
-    """``(query ids, {name: [per-query values]}, {name: summary value})`` (``relstring``: no summary)."""
+             rule: str = "lround", zscores: Optional[Dict[tuple, tuple]] = None):
+    """``(query ids, {name: [per-query values]}, {name: summary value})`` (``relstring``: no summary;
+    ``zscores``: ``-Z``, ``{(qid, name): (mean, stddev)}``)."""
     qids = sorted((q for q in qrels if complete or q in run), key=_key)
     queries = []
     for qid in qids:
@@ -609,15 +632,23 @@ def evaluate(qrels: Dict[str, Dict[str, int]], run: Dict[str, Dict[str, float]],
         queries.append(query)
     per = {n: [0.0 if q.placeholder and n in ("num_ret", "rbp_resid") else value(q, n) for q in queries]
            for n in names}
+    for n in names:  # trec_eval's per-query value of a geometric mean is its log
+        if n in GEOMETRIC:
+            per[n] = [math.log(max(v, MIN_GEO_MEAN)) for v in per[n]]
+    if zscores is not None:
+        per = {n: vs if n.startswith("relstring") else [zscore(zscores, qid, n, v) for qid, v in zip(qids, vs)]
+               for n, vs in per.items()}
     summary: Dict[str, float] = {}
     for n in names:
         if n.startswith("relstring"):
             continue
         total = 0.0
         for v in per[n]:
-            total += math.log(max(v, MIN_GEO_MEAN)) if n in ("gm_map", "gm_bpref") else v
-        if n in ("gm_map", "gm_bpref"):
+            total += v
+        if n in GEOMETRIC:
             summary[n] = math.exp(total / len(qids))
+        elif n == "num_q":
+            summary[n] = float(len(qids))
         elif n in COUNTS:
             summary[n] = total
         else:
@@ -630,17 +661,18 @@ def evaluate(qrels: Dict[str, Dict[str, int]], run: Dict[str, Dict[str, float]],
 def lines(qrels, run, names: Sequence[str], *, per_query: bool = False, **options) -> List[str]:
     """trec_eval's output lines (``-q``: ``per_query``) for ``names`` in that order."""
     qids, per, summary = evaluate(qrels, run, names, **options)
+    z = "Z" if options.get("zscores") is not None else ""
 
     def line(name: str, qid: str, v) -> str:
         if isinstance(v, str):
-            text = f"'{v}'"
-        elif name in COUNTS:
+            return f"{name:<22}\t{qid}\t'{v}'"
+        if name in COUNTS and not z:
             text = str(int(v))
         elif not math.isfinite(v):  # printf's %6.4f of a NaN or an infinity: its sign, right-aligned
             text = f"{('-' if math.copysign(1.0, v) < 0 else '') + ('nan' if v != v else 'inf'):>6}"
         else:
             text = f"{v:.4f}"
-        return f"{name:<22}\t{qid}\t{text}"
+        return f"{z}{name:<22}\t{qid}\t{text}"
 
     out: List[str] = []
     if per_query:
