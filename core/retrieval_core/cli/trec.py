@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -107,6 +108,9 @@ def expand_measures(names: Sequence[str]) -> Tuple[List[str], List[str], bool]:
     return list(dict.fromkeys(good)), list(dict.fromkeys(bad)), runid
 
 
+_PAIR = re.compile(r"[-+\w]+=[^()]*")  # a parameter pair (2=9, p=0.8), not a measure (ndcg.1=3, P(rel=2)@5)
+
+
 def measure_list(text: str) -> List[str]:
     """Names separated by commas, a comma followed by a parameter (a number, or a ``name=value``
     pair) continuing the name before (``"P.5,10,map"`` -> ``["P.5,10", "map"]``, as trec_eval's
@@ -114,7 +118,7 @@ def measure_list(text: str) -> List[str]:
     out: List[str] = []
     for part in _top_level_commas(text):
         if out and part and (part[0] in "0123456789.+" or part[:2].lstrip("-")[:1].isdigit()
-                             or "=" in part and "." not in part.partition("=")[0]):  # a pair: 2=9, p=0.8
+                             or _PAIR.fullmatch(part)):  # a pair: 2=9, p=0.8
             out[-1] += "," + part
         elif part:
             out.append(part)
