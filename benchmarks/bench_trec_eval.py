@@ -7,7 +7,8 @@ are checked to agree (map, P_10, ndcg_cut_10, bpref) before timing.
 
 With ``--all-trec``: ``-m all_trec`` (every trec_eval measure without preference files) against
 pytrec_eval with every measure it supports (``pytrec_eval.supported_measures``), and the largest
-difference over every output name both print.
+difference over every output name both print (ours with ``iprec_rule="v9"``: pytrec_eval computes
+``iprec_at_recall`` and ``11pt_avg`` as trec_eval 9 does; the same work as the default rule).
 
 Usage::
 
@@ -60,7 +61,8 @@ def main() -> None:
     qrels_d, run_d = make(args.queries, args.depth)
     qrels = qrels_from_dict(qrels_d)
     run = run_from_dict(run_d, docs=qrels.docs)
-    ev, best, med = timed(lambda: evaluate_trec(qrels, run, measures), args.repeat)
+    rule = "v9" if args.all_trec else "lround"  # pytrec_eval is trec_eval 9: its iprec_at_recall and 11pt_avg
+    ev, best, med = timed(lambda: evaluate_trec(qrels, run, measures, iprec_rule=rule), args.repeat)
     n = args.queries * args.depth
     print(f"evaluate_trec ({', '.join(measures)}): {args.queries} queries x {args.depth}: best {best:.3f} s, "
           f"median {med:.3f} s ({n / best / 1e6:.2f} M entries/s)")
