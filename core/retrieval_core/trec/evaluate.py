@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -57,6 +57,10 @@ COUNTS = ("num_q", "num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret")
 # trec_eval's output order (its measure table), by base name
 TREC_ORDER = tuple(name for name in TREC_EVAL_MEASURES if name != "runid")
 SUMMARY_ONLY = ("num_q", "gm_map", "gm_bpref")
+# qrels and run entries evaluated at once (whole queries): passes over 10M+ entries run from memory,
+# not cache (-m all_trec, 100k queries x 100 x 300 entries: 25.5 s whole, 8.6 s in blocks of ~2k
+# queries; BENCHMARKS.md); a query's values do not depend on the others
+BLOCK_ENTRIES = 1 << 19
 GEOMETRIC = {"gm_map": "map", "gm_bpref": "bpref"}  # summary: the geometric mean of these per-query values
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]*)?")  # trec_eval prints them in the summary alone
 
@@ -191,23 +195,21 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
                          f"got {iprec_rule!r}")
     pairs = _ordered(parse_measures(measures))
     keys = [k for k, _ in pairs]
-    cols: Dict[str, Tensor] = {}
-    texts: Dict[str, List[str]] = {}
-    for (lv, jo), group in _option_groups(keys, level, judged_only).items():
-        al = align(run, qrels, level=lv, max_per_query=max_per_query, complete=complete, judged_only=jo)
-        q = len(al.query_ids)
-        if q == 0:
-            raise ValueError(f"the run has none of the qrels' {len(qrels.query_ids)} queries (trec_eval evaluates "
-                             "the queries both have; complete=True, -c, counts every qrels query)")
-        got, got_texts = _columns(qrels, run, al, list(dict.fromkeys(group.values())), iprec_rule, num_docs,
-                                  max_per_query, complete)
-        cols.update({k: got[b] for k, b in group.items()})
-        texts.update({k: got_texts[b] for k, b in group.items() if b in got_texts})
-    values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
+    options = dict(level=level, judged_only=judged_only, max_per_query=max_per_query, complete=complete,
+                   iprec_rule=iprec_rule, num_docs=num_docs)
+    size = max(1, BLOCK_ENTRIES * len(qrels.query_ids) // max(len(qrels) + len(run), 1))  # queries a block
+    blocks = [got for qb, rb in _blocks(qrels, run, size)
+              if (got := _block_values(qb, rb, keys, **options)) is not None]
+    if not blocks:
+        raise ValueError(f"the run has none of the qrels' {len(qrels.query_ids)} queries (trec_eval evaluates "
+                         "the queries both have; complete=True, -c, counts every qrels query)")
+    query_ids = tuple(q for b in blocks for q in b[0])
+    values = torch.cat([b[1] for b in blocks])
+    texts = {k: [t for b in blocks for t in b[2][k]] for k in blocks[0][2]}
     numeric = [j for j, k in enumerate(keys) if k not in texts]
     keys = [keys[j] for j in numeric]
     if zscores is not None:  # trec_eval -Z: after the measures, before the summary
-        values[:, numeric] = to_zscores(values[:, numeric], al.query_ids, [pairs[j][1] for j in numeric], zscores,
+        values[:, numeric] = to_zscores(values[:, numeric], query_ids, [pairs[j][1] for j in numeric], zscores,
                                         logs=[i for i, k in enumerate(keys) if split_options(k)[0] in GEOMETRIC])
     finite = torch.where(torch.isinf(values[:, numeric]), torch.nan, values[:, numeric])  # G, ndcg_rel: C's inf
     res = aggregate(finite, keys, empty="zero", keep_per_query=True, ci=ci, seed=seed)
@@ -219,8 +221,48 @@ def evaluate_trec(qrels: Qrels, run: Run, measures: Union[str, Sequence[str]] = 
         if split_options(k)[0] in COUNTS or split_options(k)[0] in GEOMETRIC:
             out.ci.pop(k, None)
     names = dict(pairs)
-    return TrecEvaluation(al.query_ids, tuple(pairs), values, out, run.tag,
+    return TrecEvaluation(query_ids, tuple(pairs), values, out, run.tag,
                           {names[k]: tuple(v) for k, v in texts.items()}, zscores is not None)
+
+
+def _blocks(qrels: Qrels, run: Run, size: int):
+    """``(qrels, run)`` restricted to ``size`` qrels queries at a time, in trec_eval's query order: each
+    block's arrays stay small enough for the cache (a query's values do not depend on the others)."""
+    n = len(qrels.query_ids)
+    if n <= size:
+        yield qrels, run
+        return
+    bounds = torch.searchsorted(qrels.query, torch.arange(0, n + size, size).clamp(max=n)).tolist()
+    position = {q: i for i, q in enumerate(run.query_ids)}
+    for a, (lo, hi) in zip(range(0, n, size), zip(bounds, bounds[1:])):
+        ids = qrels.query_ids[a:a + size]
+        qb = replace(qrels, query_ids=ids, query=qrels.query[lo:hi] - a, doc=qrels.doc[lo:hi], rel=qrels.rel[lo:hi])
+        found = [position[q] for q in ids if q in position]
+        first, last = (min(found), max(found) + 1) if found else (0, 0)  # queries between: not in qrels, not evaluated
+        o = run.offsets
+        rb = replace(run, query_ids=run.query_ids[first:last], query=run.query[o[first]:o[last]] - first,
+                     doc=run.doc[o[first]:o[last]], score=run.score[o[first]:o[last]],
+                     offsets=o[first:last + 1] - o[first])
+        yield qb, rb
+
+
+def _block_values(qrels: Qrels, run: Run, keys: Sequence[str], *, level: int, judged_only: bool,
+                  max_per_query: Optional[int], complete: bool, iprec_rule: str, num_docs: int):
+    """``(query ids, values [Q, len(keys)], {key: [Q] strings})`` of one block; None when it
+    evaluates no query. The keys with their own options are evaluated in groups of one setting."""
+    cols: Dict[str, Tensor] = {}
+    texts: Dict[str, List[str]] = {}
+    for (lv, jo), group in _option_groups(keys, level, judged_only).items():
+        al = align(run, qrels, level=lv, max_per_query=max_per_query, complete=complete, judged_only=jo)
+        if len(al.query_ids) == 0:
+            return None
+        got, got_texts = _columns(qrels, run, al, list(dict.fromkeys(group.values())), iprec_rule, num_docs,
+                                  max_per_query, complete)
+        cols.update({k: got[b] for k, b in group.items()})
+        texts.update({k: got_texts[b] for k, b in group.items() if b in got_texts})
+    q = len(al.query_ids)
+    values = torch.stack([cols[k] for k in keys], 1) if keys else torch.zeros(q, 0, dtype=torch.float64)
+    return al.query_ids, values, texts
 
 
 def _summary(values: Tensor, keys: Sequence[str], zscored: bool) -> Dict[str, Tensor]:

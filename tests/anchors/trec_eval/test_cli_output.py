@@ -276,3 +276,13 @@ def test_latin1_query_id_is_written_as_read_on_a_strict_utf8_stdout(tmp_path):
     # trec_eval 10 prints these bytes (checked by hand with `cmp`)
     assert done.stdout == (b"map                   \tq\xe9\t1.0000\nrunid                 \tall\tt\xe9\n"
                            b"map                   \tall\t1.0000\n")
+
+
+@pytest.mark.parametrize("size", [1, 4000])
+@pytest.mark.parametrize("name", ["out.test.aq", "out.test.aqc", "out.test.aqcM", "out.test.aql", "out.test.aqZ"])
+def test_queries_evaluated_in_blocks_print_the_same_lines(name, size, capsys, monkeypatch):
+    from retrieval_core.trec import evaluate as evaluate_module
+    monkeypatch.setattr(evaluate_module, "BLOCK_ENTRIES", size)  # 3 queries, 5,181 entries: blocks of 1 and 2
+    status, out, err = _run(CASES[name], capsys)
+    assert (status, err) == (0, "")
+    assert out.splitlines() == (DATA / name).read_text().splitlines()
