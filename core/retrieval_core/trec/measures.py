@@ -330,7 +330,7 @@ def _from_ours(name: str) -> Optional[List[Pair]]:
     base, sep, arg = name.partition("@")
     if base in set_measures.MEASURES:  # their keys: relative_P@5, utility@2.0,-1.0,0.0,0.0
         return _trec(base, arg if sep else None, name)
-    if base in NEW_KEYS:
+    if base in NEW_KEYS and not (sep and base in REGISTRY):  # rbp@0.8: this library's rbp, not trec_eval's
         if base == "iprec_at_recall":
             if not sep:
                 raise MeasureError(f"{name!r}: iprec_at_recall needs a recall level, e.g. iprec_at_recall@0.1")
@@ -349,7 +349,7 @@ def _from_ours(name: str) -> Optional[List[Pair]]:
     if key.confidence is None and key.spec.per_query:
         spec = key.spec.name
         name = spec + (f"@{arg}" if sep else "")  # an alias (cmc@1) under its canonical name (hit_rate@1)
-        if cutoff is None and spec in _PLAIN_NAME:
+        if cutoff is None and not sep and spec in _PLAIN_NAME:
             return [(name, _PLAIN_NAME[spec])]
         if spec == "r_precision":
             return [(name, "Rprec")]

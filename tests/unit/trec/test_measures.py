@@ -193,3 +193,9 @@ def test_bad_parameters_of_the_set_measures_are_measure_errors(name, message):
         parse_one(name)
     with pytest.raises(ValueError, match=re.escape(name)):
         parse_measures([name])
+
+
+def test_this_librarys_rbp_at_p_is_not_trec_evals_rbp():
+    # trec_eval's rbp (graded, p = 0.9) prints as `rbp`; our binary rbp@p keeps its own name
+    assert parse_measures(["rbp", "rbp@0.5", "rbp.p=0.8"]) == [("rbp", "rbp"), ("rbp@0.5", None),
+                                                               ("rbp.p=0.8", "rbp_p=0.8")]
