@@ -257,7 +257,7 @@ def _block_values(qrels: Qrels, run: Run, keys: Sequence[str], *, level: int, ju
         if len(al.query_ids) == 0:
             return None
         got, got_texts = _columns(qrels, run, al, list(dict.fromkeys(group.values())), iprec_rule, num_docs,
-                                  max_per_query, complete)
+                                  max_per_query, complete, jo)
         cols.update({k: got[b] for k, b in group.items()})
         texts.update({k: got_texts[b] for k, b in group.items() if b in got_texts})
     q = len(al.query_ids)
@@ -295,7 +295,8 @@ def _option_groups(keys: Sequence[str], level: int, judged_only: bool) -> Dict[T
 
 
 def _columns(qrels: Qrels, run: Run, al: Aligned, keys: Sequence[str], iprec_rule: str, num_docs: int,
-             max_per_query: Optional[int], complete: bool) -> Tuple[Dict[str, Tensor], Dict[str, List[str]]]:
+             max_per_query: Optional[int], complete: bool,
+             judged_only: bool = False) -> Tuple[Dict[str, Tensor], Dict[str, List[str]]]:
     """``({key: [Q] values}, {key: [Q] strings})``: each key by the module that computes it."""
     cols: Dict[str, Tensor] = {}
     exact = [k for k in keys if is_exact(k)] + [v for k, v in GEOMETRIC.items() if k in keys and v not in keys]
@@ -303,18 +304,19 @@ def _columns(qrels: Qrels, run: Run, al: Aligned, keys: Sequence[str], iprec_rul
     placeholder = complete and max_per_query != 0  # trec_eval -c: a lacking query "retrieves" one document
     cols.update(gain_values(al, qrels, [k for k in keys if is_gain_key(k)], placeholder=placeholder))
     levels = [float(k.partition("@")[2]) for k in keys if k.startswith("iprec_at_recall@")]
+    mine = [k for k in keys if is_set_key(k)]
+    # a query the run lacks (complete): trec_eval's one made-up document, none under -M0, and -J removes it
+    in_run = set(run.query_ids) if (levels or mine) and complete else set(al.query_ids)
+    missing = torch.tensor([qid not in in_run for qid in al.query_ids], dtype=torch.bool)
+    bogus_docs = 0 if judged_only else min(1, 1 if max_per_query is None else max_per_query)
     if levels:
-        got = iprec_at_recall(al.relevant, al.offsets, al.n_relevant, levels, rule=iprec_rule)
+        retrieved = torch.where(missing, bogus_docs, al.offsets[1:] - al.offsets[:-1])
+        got = iprec_at_recall(al.relevant, al.offsets, al.n_relevant, levels, rule=iprec_rule, retrieved=retrieved)
         cols.update({f"iprec_at_recall@{x:g}": got[:, i] for i, x in enumerate(levels)})
     cols.update({k: ir_measures_value(al, k) for k in keys if is_ir_measures_key(k)})
     texts: Dict[str, List[str]] = {}
-    mine = [k for k in keys if is_set_key(k)]
-    if mine:  # a query the run lacks (complete): trec_eval's one made-up document, none under -M0
-        in_run = set(run.query_ids)
-        missing = torch.tensor([qid not in in_run for qid in al.query_ids], dtype=torch.bool)
-        got, texts = set_values(al, mine, missing=missing, bogus_docs=min(1, 1 if max_per_query is None else
-                                                                          max_per_query),
-                                num_docs=num_docs, rule=iprec_rule)
+    if mine:
+        got, texts = set_values(al, mine, missing=missing, bogus_docs=bogus_docs, num_docs=num_docs, rule=iprec_rule)
         cols.update(got)
     rest = [k for k in keys if k not in cols and k not in GEOMETRIC and not is_set_key(k)]
     if rest:

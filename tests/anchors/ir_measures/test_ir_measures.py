@@ -200,9 +200,10 @@ def test_gdeval_grades_beyond_4_are_refused():
 
 
 @pytest.mark.parametrize("seed", [0, 2])  # each has such a query
-def test_iprec_judged_only_is_0_where_pytrec_eval_divides_0_by_0(seed):
-    """With judged_only, a list left empty whose query has no relevant document: pytrec_eval
-    (trec_eval 9) gives NaN; trec_eval 10 prints -nan for any empty list (checked by hand); 0 here."""
+def test_iprec_judged_only_is_nan_where_pytrec_eval_divides_0_by_0(seed):
+    """With judged_only, a list left empty: trec_eval divides 0 retrieved relevant by 0 retrieved
+    (m_iprec_at_recall.c) and keeps that NaN for the levels needing no relevant document
+    (pytrec_eval's trec_eval 9 rule: every level when R = 0); so do we, query by query."""
     qrels_d, run_d = random_case(seed)
     names = ["IPrec(judged_only=True)@0.1", "NumRet", "NumRel"]
     _, their = theirs(names, qrels_d, run_d)
@@ -210,7 +211,7 @@ def test_iprec_judged_only_is_0_where_pytrec_eval_divides_0_by_0(seed):
     nan = [q for q, v in their[names[0]].items() if math.isnan(v)]
     assert nan and all(our["NumRet"][q] == our["NumRel"][q] == 0 for q in nan)
     for q, v in their[names[0]].items():
-        assert our[names[0]][q] == (0.0 if q in nan else pytest.approx(v, abs=1e-12)), q
+        assert (math.isnan(our[names[0]][q]) if q in nan else our[names[0]][q] == pytest.approx(v, abs=1e-12)), q
 
 
 @pytest.mark.parametrize("seed", SEEDS)

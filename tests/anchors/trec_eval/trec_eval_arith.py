@@ -142,9 +142,9 @@ def _iprec(q: Query, x: float) -> float:
     share = x * q.num_rel
     need = int(math.floor(share)) + (share - math.floor(share) >= 0.5)  # C's lround (half away from 0)
     rel_ret = sum(1 for i in range(q.num_ret) if q.is_rel(i))
-    if need > rel_ret or q.num_ret == 0:
+    if need > rel_ret:  # a cutoff never reached keeps its initial 0
         return 0.0
-    best, seen = float(rel_ret) / float(q.num_ret), rel_ret
+    best, seen = _divide(float(rel_ret), float(q.num_ret)), rel_ret  # nothing retrieved: 0 / 0
     for i in range(q.num_ret, 0, -1):  # backwards: the best precision at or after each rank
         if seen == 0:
             break
