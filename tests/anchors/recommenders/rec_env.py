@@ -27,6 +27,7 @@ folder first on ``sys.path``. What each evaluation module imports, read from its
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -73,6 +74,8 @@ def _put_site_first() -> None:
 def load_recommenders() -> Tuple[Optional[ModuleType], str]:
     """``(recommenders.evaluation.python_evaluation, "")``, or ``(None, why not)``."""
     _put_site_first()
+    if importlib.util.find_spec("recommenders") is None:
+        return None, f"recommenders is not installed (pip install --no-deps --target DIR; {SITE_VARIABLE}=DIR)"
     try:
         module = importlib.import_module("recommenders.evaluation.python_evaluation")
     except ImportError as error:
@@ -88,6 +91,8 @@ def load_recommenders() -> Tuple[Optional[ModuleType], str]:
 def load_recbole() -> Tuple[Optional[ModuleType], str]:
     """``(recbole.evaluator.metrics, "")``, or ``(None, why not)``."""
     _put_site_first()
+    if importlib.util.find_spec("recbole") is None:
+        return None, f"recbole is not installed (pip install --no-deps --target DIR; {SITE_VARIABLE}=DIR)"
     import numpy
 
     if not hasattr(numpy, "float"):
