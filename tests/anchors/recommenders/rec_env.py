@@ -1,5 +1,5 @@
 """Loading Microsoft Recommenders' and RecBole's evaluation code (for the cross-checks of
-tests/anchors/recommenders/ and tests/anchors/suites/run_recommenders.py).
+tests/anchors/recommenders/, tests/anchors/recbole/ and tests/anchors/suites/run_recommenders.py).
 
 Neither is a dependency, and neither is installed into the project's environment: both
 would pull a large stack (Recommenders: jupyter, transformers, cornac, lightgbm and

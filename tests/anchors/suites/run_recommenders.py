@@ -1,5 +1,5 @@
 """Run the cross-checks against Microsoft Recommenders' and RecBole's own code
-(tests/anchors/recommenders/) with their packages loaded from a folder of their own.
+(tests/anchors/recommenders/, tests/anchors/recbole/) with their packages loaded from a folder of their own.
 
 Usage (from the repository root; see docs/metrics.md, "Microsoft Recommenders and RecBole")::
 
@@ -31,7 +31,7 @@ if str(REPO) not in sys.path:  # run as a script: the repository's tests package
 from tests.anchors.recommenders.rec_env import SITE_VARIABLE, install  # noqa: E402
 from tests.anchors.suites.run import junit_outcome  # noqa: E402
 
-SUITE = "tests/anchors/recommenders"
+SUITE = ["tests/anchors/recommenders", "tests/anchors/recbole"]
 DEFAULT_SITE = "/tmp/rec_anchors_site"
 _VERSIONS = ("import importlib.metadata as m, pandas, numpy, torch; "
              "print('recommenders', m.version('recommenders'), '| recbole', m.version('recbole'), "
@@ -55,7 +55,7 @@ def run_suite(site: Path, timeout: float = 1800) -> Dict:
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "-o", "junit_family=xunit1",
-               f"--junitxml={junit}", SUITE]
+               f"--junitxml={junit}", *SUITE]
         proc = subprocess.run(cmd, cwd=REPO, env=_env(site), text=True, capture_output=True, timeout=timeout)
         if not junit.exists():
             raise RuntimeError(f"pytest produced no report (exit {proc.returncode}):\n{proc.stdout[-4000:]}")

@@ -182,7 +182,8 @@ def _similarities(seen: torch.Tensor, seed: int):
 
 def _per_user(frame: pd.DataFrame, column: str) -> torch.Tensor:
     values = torch.full((U,), float("nan"), dtype=torch.float64)
-    values[torch.tensor(frame["userID"].tolist(), dtype=torch.long)] = torch.tensor(frame[column].tolist(), dtype=torch.float64)
+    users = torch.tensor(frame["userID"].tolist(), dtype=torch.long)
+    values[users] = torch.tensor(frame[column].tolist(), dtype=torch.float64)
     return values
 
 

@@ -188,8 +188,7 @@ def test_hand_case():
                 "itemcoverage@3": 4 / 5, "averagepopularity@3": (1 + 0 + 0 + 1 + 0 + 0) / 6,
                 # counts of items 0-4 in the top 3: 0, 1, 2, 2, 1 of 6: sorted 0, 1, 1, 2, 2 weighted -4, -2, 0, 2, 4
                 "giniindex@3": (-2 + 0 + 4 + 8) / (5 * 6)}
-    keys = {"hit": "hit_rate", "mrr": "mrr", "map": "map_capped", "recall": "recall", "ndcg": "ndcg",
-            "precision": "precision", "itemcoverage": "coverage", "giniindex": "gini", "averagepopularity": "popularity"}
+    keys = {**ACCURACY, "itemcoverage": "coverage", "giniindex": "gini", "averagepopularity": "popularity"}
     ours = rc.evaluate_topk(struct["rec.items"], test.nonzero().T, [f"{v}@3" for v in keys.values()], n_items=5,
                             item_popularity=seen.sum(0))
     for name, value in expected.items():
