@@ -87,6 +87,33 @@ def test_accuracy_functions(seed, k):
                                                                    abs=TOL)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("k", [1, 3, K])
+def test_r_precision_over_the_users_with_a_hit_in_their_first_r(seed, k):
+    """r_precision_at_k is hits in the first min(R, k) ranks / R, ours ``r_precision`` of the
+    lists cut at k; its mean divides per-user counts by a per-user Series, so a user without
+    a hit in its first R ranks has no count (NaN, dropped by mean()): it averages over the
+    users with such a hit (ours > 0)."""
+    seen, topk, gains = _data(seed)
+    _, reco, truth = _frames(seen, topk, gains)
+    ours = rc.evaluate_topk(topk[:, :k], gains.nonzero().T, ["r_precision"], reduce="none")["r_precision"]
+    hit = ours > 0
+    assert pe.r_precision_at_k(truth, reco, k=k) == pytest.approx(ours[hit].mean().item(), abs=TOL)
+
+
+def test_r_precision_leaves_out_a_user_without_a_hit_in_its_first_r():
+    """Difference (docs/metrics.md): user 1 (R = 1, its hit at rank 2) scores 0 here and is
+    left out by Recommenders, whose docstring defines the metric per user as precision@R."""
+    topk = torch.tensor([[0, 1, 2], [0, 1, -1], [3, 4, -1]])
+    truth = torch.tensor([[0, 0, 1, 2, 2, 2], [0, 2, 1, 3, 4, 5]])
+    reco = pd.DataFrame([(u, i, -r) for u, row in enumerate(topk.tolist()) for r, i in enumerate(row) if i >= 0],
+                        columns=["userID", "itemID", "prediction"])
+    rating = pd.DataFrame({"userID": truth[0].tolist(), "itemID": truth[1].tolist(), "rating": 1.0})
+    ours = rc.evaluate_topk(topk, truth, ["r_precision"], reduce="none")["r_precision"]
+    assert ours.tolist() == pytest.approx([1 / 2, 0, 2 / 3])
+    assert pe.r_precision_at_k(rating, reco, k=3) == pytest.approx((1 / 2 + 2 / 3) / 2)
+
+
 def test_a_user_with_truth_and_no_recommendation_is_left_out_of_precision_recall_map():
     """Difference on purpose (docs/metrics.md): Recommenders averages precision, recall and
     MAP over the users present in both frames; ours counts a user with truth and an empty
@@ -150,6 +177,18 @@ def test_novelty(seed, k):
         assert pe.novelty(train, reco) == pytest.approx(weighted.item(), abs=TOL)
         if not short:
             assert pe.novelty(train, reco) == pytest.approx(ours.mean().item(), abs=TOL)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_historical_item_novelty_is_novelty_of_a_one_item_list(seed):
+    seen, topk, gains = _data(seed, short=False)
+    train, reco, _ = _frames(seen, topk, gains)
+    per_item = pe.historical_item_novelty(train, reco)
+    items = torch.tensor(per_item["itemID"].tolist()).unsqueeze(1)
+    ours = rc.evaluate_topk(items, torch.tensor([[0], [0]]), ["novelty@1"], item_popularity=seen.sum(0),
+                            reduce="none")["novelty@1"]
+    assert torch.allclose(ours, torch.tensor(per_item["item_novelty"].tolist(), dtype=torch.float64), rtol=0,
+                          atol=TOL)
 
 
 def test_novelty_of_an_item_never_seen_in_training():
