@@ -34,12 +34,15 @@ U, I, K = 30, 24, 6
 TOL = 1e-12
 
 
-def _data(seed: int, short: bool = True):
-    """History (every item seen at least once), lists of unseen items (some short or empty
-    when ``short``), graded truth among unseen items (every fifth user without)."""
+def _data(seed: int, short: bool = True, all_seen: bool = True):
+    """History (every item seen at least once when ``all_seen``, else items 0-3 never), lists
+    of unseen items (some short or empty when ``short``), graded truth among unseen items
+    (every fifth user without)."""
     g = torch.Generator().manual_seed(seed)
     seen = torch.rand(U, I, generator=g) < 0.2
     seen[torch.randint(0, U, (I,), generator=g), torch.arange(I)] = True
+    if not all_seen:
+        seen[:, :4] = False
     seen[3] = False  # a user without history
     topk = torch.full((U, K), -1)
     for u in range(U):
@@ -228,10 +231,12 @@ def _per_user(frame: pd.DataFrame, column: str) -> torch.Tensor:
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("k", [1, 3, K])
-def test_diversity_and_serendipity_per_user(seed, k):
+@pytest.mark.parametrize("all_seen", [True, False])
+def test_diversity_and_serendipity_per_user(seed, k, all_seen):
     """user_diversity leaves out users with fewer than 2 items (ours: NaN, skipped),
-    user_serendipity users without history (ours: empty)."""
-    seen, topk, gains = _data(seed)
+    user_serendipity users without history (ours: empty). An item never seen in training
+    co-occurs with none (similarity 0 there, a zero column here: cosine 0)."""
+    seen, topk, gains = _data(seed, all_seen=all_seen)
     train, reco, _ = _frames(seen, topk, gains, k)
     history = seen.nonzero().T
     for theirs, data in _similarities(seen, seed):
