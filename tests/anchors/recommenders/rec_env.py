@@ -6,8 +6,11 @@ would pull a large stack (Recommenders: jupyter, transformers, cornac, lightgbm 
 ``pandas<3``; RecBole: ray, tensorboard and ``torch>=1.10``, which outside an environment
 that already has torch resolves to another torch). Their evaluation modules need far
 less, so the packages go with ``pip install --no-deps --target DIR`` into a folder of
-their own (:data:`PACKAGES`, :func:`install`), and ``REC_ANCHORS_SITE=DIR`` puts that
-folder first on ``sys.path``. What each evaluation module imports, read from its source:
+their own (:data:`PACKAGES`, :func:`install`). tests/anchors/suites/run_recommenders.py
+runs the checks in a process with that folder on ``PYTHONPATH``, before the environment's
+packages; in any other test session ``REC_ANCHORS_SITE=DIR`` adds it after them (so that
+its pandas 2 never replaces the environment's pandas 3 for the other tests: Recommenders'
+checks then skip, saying so). What each evaluation module imports, read from its source:
 
 - ``recommenders.evaluation.python_evaluation`` (1.2.1): numpy, pandas, scikit-learn and
   its own ``recommenders.utils.constants`` / ``recommenders.datasets.pandas_df_utils``.
@@ -16,7 +19,7 @@ folder first on ``sys.path``. What each evaluation module imports, read from its
   distributional_coverage, and ``df[col].fillna(0, inplace=True)`` is a no-op under
   copy-on-write, so pairs that never co-occurred stay NaN and are dropped from the
   means. The folder therefore holds pandas 2.x (and its ``pytz``), which shadows the
-  environment's pandas 3 in the process that puts the folder first.
+  environment's pandas 3 in the runner's process.
 - ``recbole.evaluator.metrics`` (1.2.1): numpy, scikit-learn, torch (the environment's),
   and ``recbole.utils``, whose ``__init__`` imports ``torch.utils.tensorboard`` (needs
   ``tensorboard``, ``protobuf``, ``absl-py``), ``colorlog``, ``colorama``, ``texttable``.
@@ -65,15 +68,15 @@ def install(target: Path) -> None:
                     "--target", str(target), *PACKAGES], check=True)
 
 
-def _put_site_first() -> None:
+def _add_site() -> None:
     site = site_dir()
     if site is not None and str(site) not in sys.path:
-        sys.path.insert(0, str(site))
+        sys.path.append(str(site))
 
 
 def load_recommenders() -> Tuple[Optional[ModuleType], str]:
     """``(recommenders.evaluation.python_evaluation, "")``, or ``(None, why not)``."""
-    _put_site_first()
+    _add_site()
     if importlib.util.find_spec("recommenders") is None:
         return None, f"recommenders is not installed (pip install --no-deps --target DIR; {SITE_VARIABLE}=DIR)"
     try:
@@ -90,7 +93,7 @@ def load_recommenders() -> Tuple[Optional[ModuleType], str]:
 
 def load_recbole() -> Tuple[Optional[ModuleType], str]:
     """``(recbole.evaluator.metrics, "")``, or ``(None, why not)``."""
-    _put_site_first()
+    _add_site()
     if importlib.util.find_spec("recbole") is None:
         return None, f"recbole is not installed (pip install --no-deps --target DIR; {SITE_VARIABLE}=DIR)"
     import numpy
