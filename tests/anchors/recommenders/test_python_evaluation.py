@@ -29,7 +29,7 @@ if pe is None:
     pytest.skip(_why, allow_module_level=True)
 import pandas as pd  # noqa: E402  (the pandas Recommenders loaded: 2.x)
 
-pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # pandas 2 on Recommenders' pandas-3-era code
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # pandas 2.3 warning of its 3.0 changes
 U, I, K = 30, 24, 6
 TOL = 1e-12
 
