@@ -362,6 +362,8 @@ ANCHORS = {  # folder -> the library its tests compare with
     "trec_eval": "trec_eval (its outputs, pytrec_eval)", "pml": "pytorch-metric-learning",
     "oml": "open-metric-learning", "torch_geometric": "torch-geometric (its LinkPred* metrics)",
     "ir_measures": "ir_measures (its providers: pytrec_eval, cwl_eval, gdeval...)",
+    "recommenders": "Microsoft Recommenders (its python_evaluation; rec_env.py loads it and RecBole)",
+    "recbole": "RecBole (its evaluator: Collector and metrics)",
     "suites": "the anchors' own test suites, run against our drop-ins"}
 CROSS_ANCHOR_TESTS = {"test_empty_queries.py"}
 PROJECT_TESTS = {"test_architecture.py", "test_bench_distributed.py", "test_bench_gpu.py", "test_devices.py",
