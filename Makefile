@@ -72,6 +72,14 @@ $(WHEEL_VENV)/.stamp-deps: $(WHEEL_VENV)/.stamp-tools pyproject.toml | wheel
 	$(WPY) $(PIP) -q "$$(ls dist/*.whl)[test]"
 	touch $@
 
-test: wheel $(WHEEL_VENV)/.stamp-deps
+# Microsoft Recommenders' and RecBole's code for their cross-checks, in a folder of its own
+# (pip --no-deps --target: neither is a dependency; tests/anchors/recommenders/rec_env.py says why)
+REC_SITE := build/rec-anchors-site
+$(REC_SITE)/.stamp: tests/anchors/recommenders/rec_env.py | $(WHEEL_VENV)/.stamp-torch
+	$(WPY) -c "import sys, pathlib; sys.path.insert(0, '.'); from tests.anchors.recommenders.rec_env import install; \
+	install(pathlib.Path('$(REC_SITE)'))"
+	touch $@
+
+test: wheel $(WHEEL_VENV)/.stamp-deps $(REC_SITE)/.stamp
 	$(WPY) -m pip install -q --force-reinstall --no-deps dist/*.whl
-	$(WPY) tools/wheel_tests.py
+	REC_ANCHORS_SITE="$(CURDIR)/$(REC_SITE)" $(WPY) tools/wheel_tests.py
