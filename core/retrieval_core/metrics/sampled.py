@@ -37,7 +37,7 @@ from .spec import AT_R, WHOLE
 __all__ = ["binomial_rows", "bv_table", "correction_table", "hypergeometric_rows", "law_rows", "mle_ranks",
            "rank_metric", "sampled_rank_values"]
 
-_ROWS = 1 << 16  # full ranks per block of the binomial matrix (its memory: _ROWS x (m + 1) float64)
+_ROWS = 1 << 16  # full ranks per block of the law's matrix (its memory: _ROWS x (m + 1) float64)
 
 
 def _cut(key: MetricKey) -> float:
@@ -115,9 +115,11 @@ def bv_table(keys: Sequence[MetricKey], n: int, m: int, gamma: float, device=Non
 
 def mle_ranks(n: int, m: int, device=None) -> Tensor:
     """``[m + 1]`` float64: the rank estimate of each sampled rank ``s = 1..m+1``,
-    ``r^ = floor(1 + (s - 1)(n - 1) / m)``. ``(s - 1) / m`` is the binomial's maximum-likelihood
-    ``p^`` (and, with or without replacement, ``E[s - 1 | r] = m (r - 1) / (n - 1)``, so the
-    unfloored value is unbiased for r); the floor makes it a rank. Integer arithmetic: exact."""
+    ``r^ = floor(1 + (s - 1)(n - 1) / m)``, the paper's rank estimate as restated (docs/metrics.md,
+    "Sources checked"). ``(s - 1) / m`` is the binomial's maximum-likelihood ``p^`` (and, with or
+    without replacement, ``E[s - 1 | r] = m (r - 1) / (n - 1)``, so the unfloored value is
+    unbiased for r); the floor makes it a rank. In int64: exact while ``m n < 2^63`` (and each
+    ``r^ <= n <= 2^53`` is a float64 exactly)."""
     above = torch.arange(m + 1, dtype=torch.int64, device=device)
     return (1 + torch.div(above * (n - 1), m, rounding_mode="floor")).to(torch.float64)
 
