@@ -101,8 +101,10 @@ def sample_negatives(truth, n_items: int, n: int, *, n_users: Optional[int] = No
             with probability proportional to ``popularity[i] ** alpha`` (RecBole's ``pop``
             sampling: its frequency to the power ``alpha``; 0 is never drawn); None: uniform.
         replace: True (the default): each negative drawn independently, so a user's list
-            may repeat an item (the model of Krichene & Rendle's correction; RecBole's
-            sampler, as read, rejects only the user's items); False: ``n`` distinct items per user.
+            may repeat an item (Krichene & Rendle's model; RecBole's sampler, as read, rejects
+            only the user's items); False: ``n`` distinct items per user. Pass the same
+            ``replace`` (and ``sampling="popularity"`` with ``popularity=``) to
+            :func:`evaluate_sampled`: its corrections use the law of that sampling.
         seed: the seed of the generator (on the truth's device).
 
     The method is in the module's docstring: rejection, never a ``[U, I]`` tensor.

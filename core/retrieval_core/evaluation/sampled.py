@@ -39,7 +39,7 @@ __all__ = ["evaluate_sampled"]
 
 
 def _corrected(positive_scores: Tensor, negative_scores: Tensor, users: Tensor, keys, n_items: int,
-               correction: str, gamma: float, ties: str) -> Tensor:
+               correction: str, gamma: float, ties: str, replace: bool) -> Tensor:
     """``[U, K]``: the corrected values (one relevant item per user; NaN for a user without one)."""
     n_users, m = negative_scores.shape
     counts = torch.bincount(users, minlength=n_users)
@@ -53,7 +53,7 @@ def _corrected(positive_scores: Tensor, negative_scores: Tensor, users: Tensor, 
     negatives = negative_scores.to(dtype)
     above = (negatives > score.unsqueeze(1)).sum(1)
     tied = (negatives == score.unsqueeze(1)).sum(1)
-    table = correction_table(keys, n_items, m, correction, gamma, device=users.device)
+    table = correction_table(keys, n_items, m, correction, gamma, device=users.device, replace=replace)
     return sampled_rank_values(table, above, tied, ties, relevant=counts == 1)
 
 
@@ -88,6 +88,8 @@ def evaluate_sampled(
     n_items: Optional[int] = None,
     correction: Optional[str] = None,
     gamma: float = 0.01,
+    replace: bool = True,
+    sampling: str = "uniform",
     ties: str = "stable",
     empty: str = "skip",
     reduce: str = "mean",
@@ -114,8 +116,13 @@ def evaluate_sampled(
             ``gamma`` (0: least bias, 1: least mean squared error). A correction needs one
             positive per user and the keys ``hit_rate``, ``recall``, ``precision``, ``f1``,
             ``ndcg``, ``ndcg_exp``, ``mrr``, ``map``, ``map_capped`` (``@k``, ``@r`` or none)
-            or ``auroc`` (the specs' ``at_rank``); it
-            models negatives drawn uniformly with replacement (docs/metrics.md, "Sampled protocols").
+            or ``auroc`` (the specs' ``at_rank``) (docs/metrics.md, "Sampled protocols").
+        replace: how the negatives were drawn, as :func:`sample_negatives` takes it: True (the
+            default), independently (the sampled rank is binomial, the paper's model); False,
+            ``m`` distinct items (hypergeometric; ``m <= n_items - 1``). The corrections use that law.
+        sampling: ``"uniform"`` (the default) or ``"popularity"`` (``sample_negatives(popularity=...)``):
+            a correction refuses popularity sampling (the law of the sampled rank then depends on
+            the popularity of the items above the relevant one, which sampled scores do not give).
         ties, empty, reduce, categories (one per user), ci, ci_method, n_resamples, seed,
             keep_per_query: as :func:`~retrieval_core.evaluate_scores`.
 
@@ -123,12 +130,14 @@ def evaluate_sampled(
         :class:`MetricResults` over the U users (a user without a positive is empty).
     """
     inputs = sampled_inputs(positive_scores, negative_scores, truth, metrics, n_items=n_items, correction=correction,
-                            gamma=gamma, ties=ties, empty=empty, reduce=reduce, categories=categories, ci=ci,
-                            ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
+                            gamma=gamma, replace=replace, sampling=sampling, ties=ties, empty=empty, reduce=reduce,
+                            categories=categories, ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed,
+                            keep_per_query=keep_per_query)
     options = inputs.options
     if options["correction"] is None:
         values = _sampled(inputs.positive_scores, inputs.negative_scores, inputs.users, inputs.keys, ties)
     else:
         values = _corrected(inputs.positive_scores, inputs.negative_scores, inputs.users, inputs.keys,
-                            options["n_items"], options["correction"], options["gamma"], ties)
+                            options["n_items"], options["correction"], options["gamma"], ties,
+                            options["replace"])
     return _aggregate(values, inputs.keys, inputs.categories, None, options)

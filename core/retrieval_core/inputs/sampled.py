@@ -46,7 +46,7 @@ class SamplingInputs:
 class SampledInputs:
     """Checked inputs of :func:`~retrieval_core.evaluate_sampled`: the scores, ``users`` (each
     truth pair's user, in the pairs' order, int64), parsed ``keys``, ``categories`` and
-    ``options`` (``ties``, ``correction``, ``gamma``, ``n_items``, and the aggregation's)."""
+    ``options`` (``ties``, ``correction``, ``gamma``, ``n_items``, ``replace``, and the aggregation's)."""
 
     positive_scores: Tensor
     negative_scores: Tensor
@@ -95,7 +95,8 @@ def sampling_inputs(truth, n_items: int, n: int, *, n_users: Optional[int] = Non
 
 
 def sampled_inputs(positive_scores, negative_scores, truth, metrics, *, n_items: Optional[int] = None,
-                   correction: Optional[str] = None, gamma: float = 0.01, ties: str = "stable",
+                   correction: Optional[str] = None, gamma: float = 0.01, replace: bool = True,
+                   sampling: str = "uniform", ties: str = "stable",
                    empty: str = "skip", reduce: str = "mean", categories=None, ci: Optional[float] = None,
                    ci_method: str = "bootstrap", n_resamples: int = N_RESAMPLES, seed: int = 0,
                    keep_per_query: bool = False) -> SampledInputs:
@@ -104,10 +105,12 @@ def sampled_inputs(positive_scores, negative_scores, truth, metrics, *, n_items:
                                                          negative_scores=negative_scores, truth=truth)
     check_score_options(ties=ties, empty=empty, reduce=reduce)
     keys = tuple(parse_metrics(metrics))
-    check_correction(correction, gamma, keys, n_items, tuple(n for n, s in REGISTRY.items() if s.at_rank))
+    check_correction(correction, gamma, keys, n_items, tuple(n for n, s in REGISTRY.items() if s.at_rank),
+                     replace=replace, sampling=sampling)
     stats = check_stats_options(keys, reduce=reduce, ci=ci, ci_method=ci_method, n_resamples=n_resamples,
                                 seed=seed, keep_per_query=keep_per_query)
-    check_sampled_scores(positive_scores, negative_scores, truth)
+    check_sampled_scores(positive_scores, negative_scores, truth,
+                         None if correction is None or replace else n_items - 1)
     n_users = negative_scores.shape[0]
     device = negative_scores.device
     user_items("truth", truth.to(device), n_users,
@@ -116,6 +119,6 @@ def sampled_inputs(positive_scores, negative_scores, truth, metrics, *, n_items:
     if categories is not None:
         check_categories(categories, n_users, "user (row of negative_scores)")
     options = dict(stats, empty=empty, reduce=reduce, ties=ties, correction=correction, gamma=float(gamma),
-                   n_items=n_items)
+                   n_items=n_items, replace=replace)
     return SampledInputs(positive_scores, negative_scores, truth[0].to(device=device, dtype=torch.int64), keys,
                          categories, options)

@@ -20,8 +20,10 @@ from .counting import check
 
 # the corrections of Krichene & Rendle (2020): docs/metrics.md, "Sampled protocols"
 CORRECTIONS = ("mle", "bv")
+# how the negatives were drawn (sample_negatives: popularity=None or not)
+SAMPLINGS = ("uniform", "popularity")
 
-__all__ = ["CORRECTIONS", "check_correction", "check_popularity", "check_sampled_scores", "check_sampling"]
+__all__ = ["CORRECTIONS", "SAMPLINGS", "check_correction", "check_popularity", "check_sampled_scores", "check_sampling"]
 
 
 def _positive_int(name: str, value) -> int:
@@ -60,9 +62,10 @@ def check_popularity(popularity, n_items: int, alpha: float) -> Tensor:
 
 
 @check
-def check_sampled_scores(positive_scores, negative_scores, truth) -> None:
+def check_sampled_scores(positive_scores, negative_scores, truth, distinct_of: Optional[int] = None) -> None:
     """``positive_scores`` ``[E]`` (one per pair of ``truth``, ``[2, E]``, in its order) and
-    ``negative_scores`` ``[U, m]`` (m >= 1): real tensors on one device, without NaN."""
+    ``negative_scores`` ``[U, m]`` (m >= 1): real tensors on one device, without NaN;
+    ``distinct_of``: the negatives are distinct items of that many (m at most that)."""
     if isinstance(truth, Tensor) and truth.layout != torch.strided:
         raise ValueError("truth must be [2, E] (user, item) pairs here, in the order of positive_scores (a sparse "
                          "tensor's pairs: truth.coalesce().indices())")
@@ -87,18 +90,35 @@ def check_sampled_scores(positive_scores, negative_scores, truth) -> None:
     if positive_scores.device != negative_scores.device:
         raise ValueError(f"positive_scores and negative_scores must be on one device; got "
                          f"{positive_scores.device} and {negative_scores.device}")
+    if distinct_of is not None and negative_scores.shape[1] > distinct_of:
+        raise ValueError(f"replace=False: {negative_scores.shape[1]} distinct negatives per user cannot be drawn "
+                         f"from the n_items - 1 = {distinct_of} other items")
 
 
 @check
-def check_correction(correction, gamma, keys: Sequence, n_items: Optional[int], correctable: Sequence[str]) -> None:
-    """``correction`` None, ``"mle"`` or ``"bv"``; with one, ``n_items`` (n, at least 2), ``gamma``
-    in [0, 1] and keys whose spec gives the value of one relevant item at rank r (``at_rank``,
-    in the key's form; ``correctable``: those metrics' names, for the message)."""
+def check_correction(correction, gamma, keys: Sequence, n_items: Optional[int], correctable: Sequence[str], *,
+                     replace=True, sampling="uniform") -> None:
+    """``correction`` None, ``"mle"`` or ``"bv"``; ``replace`` a bool and ``sampling`` one of
+    :data:`SAMPLINGS` (how the negatives were drawn); with a correction, uniform sampling (the
+    law of the sampled rank under popularity sampling is not one of the full rank alone),
+    ``n_items`` (n, at least 2), ``gamma`` in [0, 1] and keys whose spec gives the value of one
+    relevant item at rank r (``at_rank``, in the key's form; ``correctable``: those metrics'
+    names, for the message)."""
+    if not isinstance(replace, bool):
+        raise TypeError(f"replace must be a bool; got {type(replace).__name__}")
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {', '.join(repr(s) for s in SAMPLINGS)}; got {sampling!r}")
     if correction is None:
         return
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be None or one of {', '.join(repr(c) for c in CORRECTIONS)}; "
                          f"got {correction!r}")
+    if sampling == "popularity":
+        raise ValueError(f"correction={correction!r} models negatives drawn uniformly; with popularity sampling "
+                         f"the number of negatives above a user's relevant item depends on the popularity of the "
+                         f"items ranked above it (their share of the weight), not on its rank alone, and sampled "
+                         f"scores do not give that share (it needs every item's score): rank every item instead, "
+                         f"or sample uniformly")
     if isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 2:
         raise ValueError(f"correction={correction!r} needs n_items, the catalogue size n (an int >= 2); got "
                          f"{n_items!r}")

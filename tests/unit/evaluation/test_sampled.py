@@ -11,7 +11,7 @@ import torch
 
 import retrieval_core as rc
 from retrieval_core.metrics.keys import parse_metrics
-from retrieval_core.metrics.sampled import binomial_rows, correction_table, rank_metric
+from retrieval_core.metrics.sampled import binomial_rows, correction_table, hypergeometric_rows, rank_metric
 
 G = torch.Generator().manual_seed(9)
 
@@ -66,24 +66,29 @@ def _leave_one_out(ranks, n_items, m, seed, replace=True):
     return -truth[1].double(), -negatives.double(), truth
 
 
+@pytest.mark.parametrize("replace", [True, False])
 @pytest.mark.parametrize("correction", [None, "mle", "bv"])
-def test_monte_carlo_mean_is_the_exact_expectation_and_bv_the_full_metric(correction):
-    """Full ranks uniform over 1..n (each rank 400 times): the mean of the corrected values
-    over the sampled negatives lies within 4 standard errors of its exact expectation
-    sum_s P(s | r) M^(s); with BV (gamma 0.01) that expectation is the full-ranking metric to
-    1e-3, while the plain sampled metric is several times too high."""
+def test_monte_carlo_mean_is_the_exact_expectation_and_bv_the_full_metric(correction, replace):
+    """Full ranks uniform over 1..n (each rank 400 times), negatives drawn with or without
+    replacement: the mean of the corrected values over the sampled negatives lies within 4
+    standard errors of its exact expectation sum_s P(s | r) M^(s) under that law (binomial or
+    hypergeometric); with BV (gamma 0.01) that expectation is the full-ranking metric to 1e-3,
+    while the plain sampled metric is several times too high. auroc is unbiased without a
+    correction and with BV; the MLE's floor moves r^ down by less than 1, so its auroc is
+    above the full one by less than 1 / (n - 1)."""
     n, m, copies = 50, 10, 400
     keys = ["hit_rate@5", "ndcg@10", "mrr", "precision@3", "auroc"]
     parsed = parse_metrics(keys)
     ranks = torch.arange(1, n + 1).repeat(copies)
-    r = rc.evaluate_sampled(*_leave_one_out(ranks, n, m, seed=1), keys, n_items=n, correction=correction,
-                            keep_per_query=True)
+    r = rc.evaluate_sampled(*_leave_one_out(ranks, n, m, seed=1, replace=replace), keys, n_items=n,
+                            correction=correction, replace=replace, keep_per_query=True)
     full_ranks = torch.arange(1, n + 1, dtype=torch.float64)
     if correction is None:
         table = rank_metric(torch.arange(1, m + 2, dtype=torch.float64), parsed, m + 1)
     else:
-        table = correction_table(parsed, n, m, correction, 0.01)
-    expectation = (binomial_rows(full_ranks, n, m) @ table).mean(0)
+        table = correction_table(parsed, n, m, correction, 0.01, replace=replace)
+    law = binomial_rows if replace else hypergeometric_rows
+    expectation = (law(full_ranks, n, m) @ table).mean(0)
     full = rank_metric(full_ranks, parsed, n).mean(0)
     for i, key in enumerate(keys):
         values = r.per_query[key]
@@ -93,7 +98,27 @@ def test_monte_carlo_mean_is_the_exact_expectation_and_bv_the_full_metric(correc
         torch.testing.assert_close(expectation, full, rtol=0, atol=1e-3)
     if correction is None:
         assert r["hit_rate@5"].item() > 4 * full[0].item()
-    torch.testing.assert_close(expectation[4], full[4])  # auroc: unbiased with or without a correction
+    if correction == "mle":
+        assert 0 <= expectation[4].item() - full[4].item() < 1 / (n - 1)
+    else:
+        torch.testing.assert_close(expectation[4], full[4])
+
+
+def test_the_law_of_the_sampled_rank_follows_replace():
+    """Every other item drawn without replacement (m = n - 1): the sampled rank is the full rank,
+    and both corrections give each user's full-ranking metric exactly; the binomial law (the
+    default, replace=True) would not."""
+    n = 12
+    ranks = torch.arange(1, n + 1)
+    args = _leave_one_out(ranks, n, n - 1, seed=2, replace=False)
+    keys = ["hit_rate@3", "ndcg@5", "mrr", "auroc"]
+    full = rank_metric(ranks.double(), parse_metrics(keys), n)
+    for correction in ("mle", "bv"):
+        r = rc.evaluate_sampled(*args, keys, n_items=n, correction=correction, replace=False, reduce="none")
+        for i, key in enumerate(keys):
+            torch.testing.assert_close(r[key], full[:, i], rtol=0, atol=1e-9, msg=f"{correction} {key}")
+    binomial = rc.evaluate_sampled(*args, keys, n_items=n, correction="bv", reduce="none")
+    assert (binomial["hit_rate@3"] - full[:, 0]).abs().max() > 0.1
 
 
 def test_sampled_metrics_reverse_two_systems():
@@ -151,6 +176,16 @@ POS, NEG = torch.tensor([0.5, 0.1]), torch.rand(2, 3, generator=G)
     (lambda: rc.evaluate_sampled(POS, NEG, PAIRS, ["mrr"], correction="unbiased", n_items=9), ValueError,
      "correction must be None or one of 'mle', 'bv'"),
     (lambda: rc.evaluate_sampled(POS, NEG, PAIRS, ["mrr"], correction="bv"), ValueError, "needs n_items"),
+    (lambda: rc.evaluate_sampled(POS, NEG, PAIRS, ["mrr"], correction="bv", n_items=9, sampling="popularity"),
+     ValueError, "with popularity sampling the number of negatives above a user's relevant item depends on the "
+                 "popularity of the items ranked above it"),
+    (lambda: rc.evaluate_sampled(POS, NEG, PAIRS, ["mrr"], correction="mle", n_items=9, sampling="popularity"),
+     ValueError, "correction='mle' models negatives drawn uniformly"),
+    (lambda: rc.evaluate_sampled(POS, NEG, PAIRS, ["mrr"], sampling="pop"), ValueError,
+     "sampling must be one of 'uniform', 'popularity'"),
+    (lambda: rc.evaluate_sampled(POS, NEG, PAIRS, ["mrr"], replace=0), TypeError, "replace must be a bool"),
+    (lambda: rc.evaluate_sampled(POS, NEG, PAIRS, ["mrr"], correction="bv", n_items=3, replace=False), ValueError,
+     "replace=False: 3 distinct negatives per user cannot be drawn from the n_items - 1 = 2 other items"),
     (lambda: rc.evaluate_sampled(POS, NEG, PAIRS, ["mrr"], correction="bv", n_items=9, gamma=2), ValueError,
      "gamma must be a number in \\[0, 1\\]"),
     (lambda: rc.evaluate_sampled(POS, NEG, PAIRS, ["rbp@0.8"], correction="mle", n_items=9), ValueError,
@@ -177,6 +212,14 @@ POS, NEG = torch.tensor([0.5, 0.1]), torch.rand(2, 3, generator=G)
 def test_bad_inputs(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_popularity_sampling_evaluates_without_a_correction():
+    """sampling="popularity" only matters to a correction: the plain sampled metrics are the same."""
+    pos, neg, truth = _leave_one_out(torch.tensor([1, 5, 9, 30]), 40, 8, seed=3)
+    plain = rc.evaluate_sampled(pos, neg, truth, ["ndcg@5"], reduce="none")
+    pop = rc.evaluate_sampled(pos, neg, truth, ["ndcg@5"], sampling="popularity", replace=False, reduce="none")
+    torch.testing.assert_close(plain["ndcg@5"], pop["ndcg@5"])
 
 
 def test_integer_scores_are_compared_exactly():

@@ -1,6 +1,7 @@
 """The corrections of Krichene & Rendle (2020) (retrieval_core.metrics.sampled): the metric of
-one relevant item at rank r agrees with the library's kernels, the binomial law of the
-sampled rank, a hand-computed MLE and BV table, and the ties' sampled ranks."""
+one relevant item at rank r agrees with the library's kernels, the binomial and hypergeometric
+laws of the sampled rank, hand-computed MLE and BV tables (with and without replacement), and
+the ties' sampled ranks."""
 from __future__ import annotations
 
 import math
@@ -12,7 +13,7 @@ import retrieval_core as rc
 from retrieval_core.metrics.keys import parse_metrics
 from retrieval_core.metrics.spec import REGISTRY
 from retrieval_core.metrics.sampled import (
-    binomial_rows, correction_table, rank_metric, sampled_rank_values,
+    binomial_rows, correction_table, hypergeometric_rows, law_rows, mle_ranks, rank_metric, sampled_rank_values,
 )
 
 KEYS = ["hit_rate@3", "recall@3", "precision@3", "f1@3", "ndcg@3", "ndcg", "ndcg_exp@2", "mrr@2", "mrr", "map@4", "map",
@@ -54,6 +55,77 @@ def test_the_mle_table_by_hand():
     torch.testing.assert_close(table[:, 0], 1 / r)
     assert table[:, 1].tolist() == [1, 1, 0, 0, 0, 0]
     torch.testing.assert_close(table[:, 2], (11 - r) / 10)
+
+
+def test_the_mle_rank_is_floored():
+    """n = 12, m = 5: 1 + (s - 1) * 11 / 5 = 1, 3.2, 5.4, 7.6, 9.8, 12, floored to a rank (the
+    rank estimate as restated from the paper's Section 5): r^ = 1, 3, 5, 7, 9, 12, so a sampled
+    rank 2 is a hit at 3 (the real 3.2 was not)."""
+    keys = parse_metrics(["hit_rate@3", "mrr"])
+    table = correction_table(keys, 12, 5, "mle")
+    assert table[:, 0].tolist() == [1, 1, 0, 0, 0, 0]
+    torch.testing.assert_close(table[:, 1], 1 / torch.tensor([1.0, 3, 5, 7, 9, 12], dtype=torch.float64))
+    assert mle_ranks(12, 5).tolist() == [1, 3, 5, 7, 9, 12]
+    torch.testing.assert_close(correction_table(keys, 12, 5, "mle", replace=False), table)  # one estimate
+
+
+def test_the_mle_rank_is_exact_integer_arithmetic():
+    """(s - 1)(n - 1) / m floored in int64: n - 1 = 3 * 2**52 - 1, m = 3, s = 2: the quotient is
+    2**52 - 1/3, which float64 rounds up to 2**52 (a floor of 2**52, not 2**52 - 1)."""
+    n, m = 3 * 2**52, 3
+    assert float(n - 1) / m == 2**52  # the float64 path's error
+    assert mle_ranks(n, m)[1].item() == 2**52  # 1 + (2**52 - 1)
+
+
+@pytest.mark.parametrize("n, m", [(4, 2), (9, 4), (9, 8), (30, 7), (200, 20)])
+def test_hypergeometric_rows_are_the_hypergeometric_law(n, m):
+    """m distinct negatives of the n - 1 others, r - 1 above: C(r-1, j) C(n-r, m-j) / C(n-1, m)."""
+    rows = hypergeometric_rows(torch.arange(1, n + 1), n, m)
+    for r in range(1, n + 1):
+        expected = [math.comb(r - 1, j) * math.comb(n - r, m - j) / math.comb(n - 1, m) for j in range(m + 1)]
+        torch.testing.assert_close(rows[r - 1], torch.tensor(expected, dtype=torch.float64), rtol=1e-12, atol=0)
+        assert all(rows[r - 1, j] == 0 for j in range(m + 1) if expected[j] == 0)  # off the support: exact 0
+    torch.testing.assert_close(law_rows(torch.arange(1, n + 1), n, m, replace=False), rows)
+
+
+def test_hypergeometric_rows_stay_exact_in_a_large_catalogue():
+    """n = 10^6, m = 100: each probability to 1e-12 relative (no lgamma(n), whose relative error
+    would be about 1e-16 n log n), at the edges and in the middle of the ranks."""
+    n, m = 10**6, 100
+    ranks = [1, 2, 3, 5000, n // 2, n - 1, n]
+    rows = hypergeometric_rows(torch.tensor(ranks), n, m)
+    for i, r in enumerate(ranks):
+        expected = [math.comb(r - 1, j) * math.comb(n - r, m - j) / math.comb(n - 1, m) for j in range(m + 1)]
+        tiny = [e < 1e-290 for e in expected]  # below float64's normal range once scaled: 0 or subnormal
+        got = [g for g, t in zip(rows[i].tolist(), tiny) if not t]
+        want = [e for e, t in zip(expected, tiny) if not t]
+        torch.testing.assert_close(torch.tensor(got, dtype=torch.float64), torch.tensor(want, dtype=torch.float64),
+                                   rtol=1e-12, atol=0)
+
+
+def test_the_bv_table_without_replacement_by_hand():
+    """n = 4, m = 2 distinct negatives of the 3 others: P(s - 1 = j | r) is, for r = 1..4,
+    [1, 0, 0], [1/3, 2/3, 0], [0, 2/3, 1/3], [0, 0, 1]. gamma = 1 gives the posterior mean under
+    uniform p(r): hit_rate@1 (M = [1, 0, 0, 0]): s = 1: 1 / (1 + 1/3) = 3/4, then 0, 0; mrr
+    (M = 1/r): s = 1: (1 + 1/6) / (4/3) = 7/8, s = 2: (1/3 + 2/9) / (4/3) = 5/12,
+    s = 3: (1/9 + 1/4) / (4/3) = 13/48. With replacement the law differs (binomial), and so does
+    the table."""
+    keys = parse_metrics(["hit_rate@1", "mrr"])
+    table = correction_table(keys, 4, 2, "bv", 1.0, replace=False)
+    torch.testing.assert_close(table[:, 0], torch.tensor([3 / 4, 0, 0], dtype=torch.float64), rtol=0, atol=1e-12)
+    torch.testing.assert_close(table[:, 1], torch.tensor([7 / 8, 5 / 12, 13 / 48], dtype=torch.float64),
+                               rtol=0, atol=1e-12)
+    assert (correction_table(keys, 4, 2, "bv", 1.0) - table).abs().max() > 0.05
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.01, 1.0])
+def test_every_other_item_sampled_without_replacement_is_the_full_rank(gamma):
+    """m = n - 1 distinct negatives: s = r surely, so both corrections give the metric itself."""
+    n = 9
+    keys = parse_metrics(["hit_rate@3", "ndcg@4", "mrr", "auroc"])
+    full = rank_metric(torch.arange(1, n + 1, dtype=torch.float64), keys, n)
+    torch.testing.assert_close(correction_table(keys, n, n - 1, "bv", gamma, replace=False), full)
+    torch.testing.assert_close(correction_table(keys, n, n - 1, "mle", replace=False), full)
 
 
 @pytest.mark.parametrize("gamma, expected", [(0.0, [5 / 6, -1 / 6]), (1.0, [2 / 3, 0.0]), (0.5, [11 / 15, -1 / 15])])
