@@ -30,7 +30,7 @@ from ...distributed.duplicates import drop_duplicates
 from ...distributed.evaluation import evaluate_split
 from ...metrics.keys import parse_metrics
 from ...stats.aggregate import MetricResults
-from ...validate.pairs import check_user_items
+from ...inputs.pairs import batch_exclusions, excluded_positions
 from ...validate import (
     as_tensors, check_batch_like_earlier, check_confidence, check_embedding_options, check_embeddings, check_labels,
     check_rows, check_stats_options,
@@ -39,8 +39,7 @@ from ..embeddings import evaluate_embeddings
 from .state import Accumulator, same_rows
 from ...validate.stats import N_RESAMPLES
 
-__all__ = ["EmbeddingAccumulator", "EMBEDDING_ROWS", "check_embedding_batch", "batch_exclusions",
-           "finalize_embeddings"]
+__all__ = ["EmbeddingAccumulator", "EMBEDDING_ROWS", "check_embedding_batch", "finalize_embeddings"]
 
 # the optional per-item rows of an embedding batch, with the kind of their values
 EMBEDDING_ROWS: Tuple[Tuple[str, str], ...] = (("ids", "int"), ("is_query", "flag"), ("is_gallery", "flag"),
@@ -147,50 +146,6 @@ def check_embedding_batch(embeddings: Tensor, labels: Tensor, rows: Dict[str, Op
     return embeddings, labels, checked
 
 
-def batch_exclusions(exclude, ids: Optional[Tensor], *, n: int) -> Dict[str, Tensor]:
-    """The excluded pairs of one batch of ``n`` items as state entries: ``exclude_queries``
-    (the query's id) and ``exclude_items`` (the gallery item's id), from ``exclude``: ``[2, E]``
-    (row of this batch, item id) pairs or a sparse ``[n, items]`` tensor whose columns are item
-    ids (its non-zero entries), checked once (:func:`~retrieval_core.validate.pairs.check_user_items`:
-    integer ids, rows in ``[0, n)``, item ids >= 0, a pair given twice counted once). Items
-    are named by their ``ids`` (the dataset index that the state keeps and that padding
-    repeats), so the pairs follow their query and item across batches and ranks; whether
-    each names a query and a gallery item is checked at compute. Empty when not given.
-
-    Example:
-        >>> batch_exclusions(torch.tensor([[1, 0], [5, 7]]), torch.tensor([10, 11]), n=2)
-        {'exclude_queries': tensor([10, 11]), 'exclude_items': tensor([7, 5])}
-        >>> batch_exclusions(torch.tensor([[0], [5]]), None, n=1)
-        Traceback (most recent call last):
-        ...
-        ValueError: exclude names gallery items by their ids: pass ids with this batch (each item's dataset index)
-    """
-    if exclude is None:
-        return {}
-    if ids is None:
-        raise ValueError("exclude names gallery items by their ids: pass ids with this batch (each item's dataset "
-                         "index)")
-    rows, items, _, _ = check_user_items("exclude", exclude, n, None, repeats=True)
-    return {"exclude_queries": ids[rows.to(ids.device)], "exclude_items": items.to(ids.device)}
-
-
-def _excluded_positions(exclude_ids: Tuple[Tensor, Tensor], query_ids: Tensor, gallery_ids: Tensor) -> Tensor:
-    """``[2, E]`` (query position, gallery position) of the excluded (query id, item id)
-    pairs; each id must be one of a query (``query_ids``) and of a gallery item
-    (``gallery_ids``; both distinct: repeats were dropped)."""
-    positions = []
-    for ids, among, what in ((exclude_ids[0], query_ids, "query"), (exclude_ids[1], gallery_ids, "gallery item")):
-        ids = ids.to(among.device)
-        order = torch.argsort(among)
-        at = torch.searchsorted(among[order], ids).clamp_(max=max(among.shape[0] - 1, 0))
-        missing = ids != among[order][at] if among.numel() else torch.ones_like(ids, dtype=torch.bool)
-        if bool(missing.any()):
-            raise ValueError(f"exclude names id {int(ids[missing][0])}, which is no {what}'s id (exclude pairs a "
-                             "query row of its batch with a gallery item's id)")
-        positions.append(order[at])
-    return torch.stack(positions)
-
-
 def finalize_embeddings(embeddings: Tensor, labels: Tensor, metrics: Sequence[str], *, ids: Optional[Tensor] = None,
                         is_query: Optional[Tensor] = None, is_gallery: Optional[Tensor] = None,
                         categories: Optional[Tensor] = None, confidence: Optional[Tensor] = None, group=None,
@@ -234,12 +189,12 @@ def finalize_embeddings(embeddings: Tensor, labels: Tensor, metrics: Sequence[st
     if exclude_ids is not None and ids is None:
         raise ValueError("exclude names gallery items by their ids: pass ids with every batch")
     if is_query is None and is_gallery is None:
-        exclude = None if exclude_ids is None else _excluded_positions(exclude_ids, item_ids, item_ids)
+        exclude = None if exclude_ids is None else excluded_positions(exclude_ids, item_ids, item_ids)
         return evaluate(embeddings, labels, metrics, query_ids=item_ids, categories=categories,
                         confidence=confidence, exclude=exclude, **options)
     q = torch.ones_like(item_ids, dtype=torch.bool) if is_query is None else is_query.bool()
     g = torch.ones_like(item_ids, dtype=torch.bool) if is_gallery is None else is_gallery.bool()
-    exclude = None if exclude_ids is None else _excluded_positions(exclude_ids, item_ids[q], item_ids[g])
+    exclude = None if exclude_ids is None else excluded_positions(exclude_ids, item_ids[q], item_ids[g])
     return evaluate(
         embeddings[q], labels[q], metrics, gallery=embeddings[g], gallery_labels=labels[g],
         query_ids=item_ids[q], gallery_ids=item_ids[g],
