@@ -83,6 +83,22 @@ def test_score_values_exclude_bad_inputs():
                         exclude=torch.tensor([[0], [0]]))
 
 
+def test_numpy_pairs_are_taken_as_tensors(generator):
+    """A NumPy array of pairs is converted as the scores are, in every entry point of dense scores."""
+    np = pytest.importorskip("numpy")
+    preds, target, seen = scored(generator, n_users=6)
+    keys = ["ndcg@3", "map@r"]
+    want = rc.score_values(preds, target, keys, exclude=seen).values
+    got = rc.score_values(preds.numpy(), target.numpy(), keys, exclude=seen.numpy()).values
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    assert_same(rc.evaluate_scores(preds, target, keys, exclude=seen.numpy(), reduce="none"),
+                rc.evaluate_scores(preds, target, keys, exclude=seen, reduce="none"), keys)
+    acc = ScoreAccumulator(keys, reduce="none")
+    state = acc.new_state()
+    acc.update(state, preds.numpy(), target.numpy(), exclude=np.asarray(seen.numpy()))
+    torch.testing.assert_close(acc.compute(state).per_query["ndcg@3"], want[:, 0], rtol=0, atol=0, equal_nan=True)
+
+
 # ------------------------------------------------------------------ the score accumulator (RankingMetrics)
 
 
