@@ -44,12 +44,20 @@ def data():
     return preds, target, users, items, user_labels, item_labels, seen
 
 
+def layout_pairs(seen: torch.Tensor, layout: str) -> torch.Tensor:
+    """``"pairs_on_rank_1"``: only users 5.. have seen items (rank 0 of 2, users 0..4, passes
+    ``exclude=None``: its exclusion states are empty while rank 1's are not)."""
+    return seen[:, seen[0] >= 5] if layout == "pairs_on_rank_1" else seen
+
+
 def user_batches(rank: int, world: int, layout: str) -> List[Tuple[int, int]]:
     """This rank's batches of users, ``(start, stop)``; a repeat of user 4 on rank 0 (padding)."""
     if world == 1:
         return [(0, 6), (6, N_USERS)]
     if layout == "empty_rank":
         return [] if rank == 0 else [(0, 6), (6, N_USERS)]
+    if layout == "pairs_on_rank_1":
+        return [(0, 5)] if rank == 0 else [(5, 9), (9, N_USERS)]
     return [(0, 4), (4, 5)] if rank == 0 else [(4, 9), (9, N_USERS)]
 
 
@@ -81,6 +89,7 @@ def _plain(results, keys) -> Dict[str, Any]:
 
 def _ranking(make, rank: int, world: int, layout: str) -> Dict[str, Any]:
     preds, target, *_, seen = data()
+    seen = layout_pairs(seen, layout)
     out = {}
     for mode in MODES:
         metric = make(KEYS[mode], mode)
@@ -88,6 +97,7 @@ def _ranking(make, rank: int, world: int, layout: str) -> Dict[str, Any]:
             mine = rows_of(seen, start, stop)
             exclude = mine.clone() if n % 2 else torch.zeros(stop - start, N_ITEMS).index_put_(
                 tuple(mine), torch.tensor(1.0)).to_sparse_csr()  # pairs and a sparse tensor
+            exclude = exclude if mine.numel() else None
             metric.update(preds[start:stop], target[start:stop], ids=torch.arange(start, stop), exclude=exclude)
         out[mode] = metric.results()
     return out
@@ -119,6 +129,7 @@ class _Lightning:
 
 def _embedding(make, rank: int, world: int, layout: str) -> Dict[str, Any]:
     _, _, users, items, user_labels, item_labels, seen = data()
+    seen = layout_pairs(seen, layout)
     out = {}
     for mode in MODES:
         metric = make(KEYS[mode], mode)
@@ -130,7 +141,7 @@ def _embedding(make, rank: int, world: int, layout: str) -> Dict[str, Any]:
             n, mine = stop - start, rows_of(seen, start, stop)
             metric.update(users[start:stop], user_labels[start:stop], ids=torch.arange(start, stop),
                           is_query=torch.ones(n, dtype=torch.bool), is_gallery=torch.zeros(n, dtype=torch.bool),
-                          exclude=torch.stack([mine[0], mine[1] + ITEM_ID]))
+                          exclude=torch.stack([mine[0], mine[1] + ITEM_ID]) if mine.numel() else None)
         out[mode] = metric.results()
     return out
 
@@ -166,6 +177,10 @@ SCENARIOS = {
     "lightning_embedding": _case(_embedding, _embedding_maker(_Lightning), "padded"),
     "ignite_embedding_empty_rank": _case(_embedding, _embedding_maker(_Ignite), "empty_rank"),
     "lightning_embedding_empty_rank": _case(_embedding, _embedding_maker(_Lightning), "empty_rank"),
+    "ignite_ranking_pairs_on_rank_1": _case(_ranking, lambda k, m: _Ignite(k, m), "pairs_on_rank_1"),
+    "lightning_ranking_pairs_on_rank_1": _case(_ranking, lambda k, m: _Lightning(k, m), "pairs_on_rank_1"),
+    "ignite_embedding_pairs_on_rank_1": _case(_embedding, _embedding_maker(_Ignite), "pairs_on_rank_1"),
+    "lightning_embedding_pairs_on_rank_1": _case(_embedding, _embedding_maker(_Lightning), "pairs_on_rank_1"),
     "split": _split,
     "error_split_exclude_on_one_rank": lambda rank, world: _split(rank, world, only_rank_0=True),
 }
