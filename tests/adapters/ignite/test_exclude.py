@@ -107,3 +107,19 @@ def test_embedding_metrics_exclude_errors_name_the_metric(generator):
     metric.update({"embeddings": x, "labels": labels, "ids": torch.arange(4), "exclude": torch.tensor([[0], [7]])})
     with pytest.raises(ValueError, match="exclude names id 7, which is no gallery item's id"):
         metric.compute()
+
+
+def test_a_checkpoint_without_the_exclusion_states_loads(generator):
+    """A state saved before EmbeddingMetrics kept exclusions (no such entries) resumes, with none."""
+    x, labels = torch.randn(6, 3, generator=generator), torch.tensor([0, 1, 0, 1, 0, 1])
+    first = EmbeddingMetrics(["cmc@1", "map@r"])
+    first.update({"embeddings": x[:3], "labels": labels[:3], "ids": torch.arange(3)})
+    saved = first.state_dict()
+    for per_rank in saved["__metric_state_per_rank"]:  # ignite's per-rank format
+        del per_rank["_state"]["exclude_queries"], per_rank["_state"]["exclude_items"]
+    resumed = EmbeddingMetrics(["cmc@1", "map@r"])
+    resumed.load_state_dict(saved)
+    resumed.update({"embeddings": x[3:], "labels": labels[3:], "ids": torch.arange(3, 6),
+                    "exclude": torch.tensor([[0], [1]])})
+    want = rc.evaluate_embeddings(x, labels, ["cmc@1", "map@r"], exclude=torch.tensor([[3], [1]]))
+    assert resumed.compute() == pytest.approx({k: v.item() for k, v in want.items()}, abs=1e-12, rel=0)
