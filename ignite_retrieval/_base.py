@@ -141,6 +141,8 @@ class RetrievalMetric(Metric):
             raise ValueError(f"{self._name()}: state_dict lacks {missing}; expected keys {list(self._state_attributes)}")
         for k in self._state_attributes:
             setattr(self, k, _copy_state(state_dict[k]))
+        # a checkpoint written before an entry existed (EmbeddingMetrics' exclusions): that entry empty
+        self._state = {**self.accumulator.new_state(self._device), **self._state}
         if "_result" in self.__dict__:
             self._result = None
 

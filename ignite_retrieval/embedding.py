@@ -26,7 +26,13 @@ class EmbeddingMetrics(RetrievalMetric):
     (``[B]`` integer labels: adds ``"{key}/{label}"`` results) and ``"confidence"``
     (``[B]`` finite floats, higher = more confident; the queries' are used: needed
     by the confidence keys ``"erc:<key>"``, ``"conf:<key>"``, ``"spearman:<key>"``,
-    ``"kendall:<key>"``; curves in ``last_results.curves``).
+    ``"kendall:<key>"``; curves in ``last_results.curves``). Any batch may also hold
+    ``"exclude"``: gallery items removed from the rankings of this batch's queries (a
+    recommender's seen items; neither relevant nor irrelevant, they take no rank), as
+    ``[2, E]`` (row of this batch, item id) integer pairs or a sparse ``[B, n]`` tensor
+    whose columns are item ids: items are named by their ``"ids"`` (needed), so the pairs
+    follow their items across batches and processes; each must name a query and a
+    gallery item (checked at ``compute``), and a pair given twice counts once.
 
     Without flags every item is both a query and a gallery item (PML's layout);
     with ``is_query``/``is_gallery`` (OML's layout) each side is the flagged items.
@@ -66,10 +72,20 @@ class EmbeddingMetrics(RetrievalMetric):
         >>> metrics = evaluator.run([(x[:3], labels[:3]), (x[3:], labels[3:])]).metrics
         >>> metrics["cmc@1"], metrics["map@r"]
         (1.0, 1.0)
+
+        Seen items excluded: item 10 (row 0) has seen items 11 and 13, so item 12, of its
+        label, comes first.
+
+        >>> metric = EmbeddingMetrics(["cmc@1"], reduce="none")
+        >>> metric.update({"embeddings": x, "labels": torch.tensor([0, 1, 0, 1]), "ids": torch.tensor([10, 11, 12, 13]),
+        ...                "exclude": torch.tensor([[0, 0], [11, 13]])})
+        >>> metric.compute()
+        {'cmc@1': [1.0, 0.0, 0.0, 0.0]}
     """
 
     _required = ("embeddings", "labels")
     _optional = ("ids", "is_query", "is_gallery", "categories", "confidence")
+    _per_batch = ("exclude",)
     required_output_keys = _required
 
     def __init__(

@@ -34,7 +34,11 @@ class RankingMetrics(RetrievalMetric):
     lists cut from a larger collection, ``"n_relevant"`` (``[B]`` int, each query's R)
     and ``"ideal"`` (``[B, m]``, its ideal gains): each row is then ranked once and
     evaluated as ``retrieval_core.evaluate_ranked`` (trec_eval's semantics; ``ties``
-    not "expected"); they change the per-query values only. From TREC qrels:
+    not "expected"); they change the per-query values only. ``"exclude"``: each
+    query's seen items, removed from its ranking (neither relevant nor irrelevant,
+    they take no rank: as ``"mask"`` False at them), as ``[2, E]`` (row of this batch,
+    item column) integer pairs or a sparse ``[B, N]`` tensor (not with ``"n_relevant"``
+    / ``"ideal"``); a query repeated by padding must repeat its exclusions. From TREC qrels:
     ``retrieval_core.trec.QrelsJudge`` (``judge(...).inputs(preds="y_pred", target="y")``
     is such a mapping; docs/ignite.md).
 
@@ -77,11 +81,19 @@ class RankingMetrics(RetrievalMetric):
         >>> metrics = evaluator.run(batches).metrics
         >>> metrics["mrr@3"], metrics["hit_rate@1"]
         (0.75, 0.5)
+
+        Seen items excluded (``"exclude"``: row 0 of the batch has seen column 0):
+
+        >>> metric = RankingMetrics(["mrr@3"])
+        >>> metric.update({"y_pred": torch.tensor([[0.9, 0.2, 0.5]]), "y": torch.tensor([[0, 0, 1]]),
+        ...                "exclude": torch.tensor([[0], [0]])})
+        >>> metric.compute()
+        {'mrr@3': 1.0}
     """
 
     _required = ("y_pred", "y")
     _optional = ("ids", "categories", "confidence")
-    _per_batch = ("mask", "n_relevant", "ideal")
+    _per_batch = ("mask", "n_relevant", "ideal", "exclude")
     required_output_keys = _required
 
     def __init__(

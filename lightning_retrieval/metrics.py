@@ -40,7 +40,7 @@ class RankingMetrics(CoreStateMetric):
             ``process_group``, ``dist_sync_fn``, ``compute_on_cpu``...).
 
     ``update(preds, target, *, ids=None, categories=None, mask=None, confidence=None,
-    n_relevant=None, ideal=None)`` takes
+    n_relevant=None, ideal=None, exclude=None)`` takes
     ``preds[B, N]`` scores and ``target[B, N]`` gains (bool, or >= 0) of ``B`` queries;
     ``mask[B, N]`` marks real candidates. ``ids[B]`` (int) are query ids: a query
     seen twice with the same row (DistributedSampler padding) counts once; an id
@@ -48,7 +48,11 @@ class RankingMetrics(CoreStateMetric):
     add ``"{key}/{category}"`` results. ``confidence[B]`` (finite floats, higher =
     more confident) feeds the confidence keys (``"erc:<key>"``, ``"conf:<key>"``,
     ``"spearman:<key>"``, ``"kendall:<key>"``; curves in ``compute().curves``).
-    The per-query values are computed in
+    ``exclude``: each query's seen items, removed from its ranking (neither relevant nor
+    irrelevant, they take no rank: as ``mask`` False at them), as ``[2, E]`` (row of this
+    batch, item column) integer pairs or a sparse ``[B, N]`` tensor (not with
+    ``n_relevant``/``ideal``); it changes the per-query values only (a query repeated by
+    padding must repeat its exclusions). The per-query values are computed in
     ``update``; the states are ``values [n, M]`` float64 (NaN = undefined), ``ids``
     and ``categories`` ("cat"), or ``sums [3, M]`` ("sum") with ``compact=True``,
     plus ``invalid [2]`` ("sum"): counts of NaN/inf scores and bad gains, checked in
@@ -75,6 +79,10 @@ class RankingMetrics(CoreStateMetric):
         >>> m.update(torch.tensor([[0.1, 0.8, 0.3]]), torch.tensor([[0, 0, 1]]))
         >>> {k: round(v.item(), 4) for k, v in m.compute().items()}
         {'mrr@3': 0.75, 'precision@1': 0.5}
+        >>> m = RankingMetrics(["mrr@3"])  # row 0 of the batch has seen column 0: it takes no rank
+        >>> m.update(torch.tensor([[0.9, 0.2, 0.5]]), torch.tensor([[0, 0, 1]]), exclude=torch.tensor([[0], [0]]))
+        >>> m.compute()["mrr@3"].item()
+        1.0
     """
 
     higher_is_better: Optional[bool] = None
@@ -118,10 +126,12 @@ class RankingMetrics(CoreStateMetric):
         confidence: Optional[Tensor] = None,
         n_relevant: Optional[Tensor] = None,
         ideal: Optional[Tensor] = None,
+        exclude=None,
     ) -> None:
         """Compute the batch's per-query values (structure checked here, values in ``compute``)."""
         self.accumulator.update(self._states(), preds, target, ids=ids, categories=categories, mask=mask,
-                                confidence=confidence, n_relevant=n_relevant, ideal=ideal, device=self.device)
+                                confidence=confidence, n_relevant=n_relevant, ideal=ideal, exclude=exclude,
+                                device=self.device)
 
     def compute(self):
         """``{key: value}`` over every query seen (on every rank, when synced)."""
@@ -143,7 +153,7 @@ class EmbeddingMetrics(CoreStateMetric):
         kwargs: torchmetrics' ``Metric`` arguments.
 
     ``update(embeddings, labels, *, ids=None, is_query=None, is_gallery=None,
-    categories=None, confidence=None)`` stores a batch: ``embeddings[B, D]``, ``labels[B]`` (int) or
+    categories=None, confidence=None, exclude=None)`` stores a batch: ``embeddings[B, D]``, ``labels[B]`` (int) or
     ``[B, C]`` multi-hot, ``ids[B]`` (int) sample ids (an item seen twice, e.g.
     DistributedSampler padding, counts once (an id repeated with a different row
     is a ``ValueError``); an item is never matched with one of
@@ -151,7 +161,13 @@ class EmbeddingMetrics(CoreStateMetric):
     is both a query and a gallery item, and never retrieves itself),
     ``categories[B]`` (int) per query, ``confidence[B]`` (finite floats, higher = more
     confident; the queries' feed the confidence keys ``"erc:<key>"``...; curves in
-    ``compute().curves``). States are "cat" lists of those tensors.
+    ``compute().curves``). ``exclude``: gallery items removed from the rankings of this
+    batch's queries (a recommender's seen items; neither relevant nor irrelevant, they take
+    no rank), as ``[2, E]`` (row of this batch, item id) integer pairs or a sparse
+    ``[B, n]`` tensor whose columns are item ids: items are named by their ``ids`` (needed),
+    so the pairs follow their items across batches and ranks (kept as (query id, item id)
+    states); each must name a query and a gallery item (checked in ``compute``), and a pair
+    given twice counts once. States are "cat" lists of those tensors.
     Shapes and dtypes are checked in ``update`` (``retrieval_core.validate``, as
     everywhere), including that every batch has the embedding dimension and label
     form (1-D classes, or multi-hot with the same classes) of the earlier ones.
@@ -210,10 +226,21 @@ class EmbeddingMetrics(CoreStateMetric):
         is_gallery: Optional[Tensor] = None,
         categories: Optional[Tensor] = None,
         confidence: Optional[Tensor] = None,
+        exclude=None,
     ) -> None:
-        """Store one batch (detached). Shapes and dtypes are checked here, values in ``compute``."""
+        """Store one batch (detached). Shapes and dtypes are checked here, values in ``compute``.
+
+        Example:
+            >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+            >>> m = EmbeddingMetrics(["cmc@1"], reduce="none")
+            >>> m.update(x, torch.tensor([0, 1, 0, 1]), ids=torch.tensor([10, 11, 12, 13]),
+            ...          exclude=torch.tensor([[0, 0], [11, 13]]))  # item 10 has seen items 11 and 13
+            >>> m.compute()["cmc@1"].tolist()
+            [1.0, 0.0, 0.0, 0.0]
+        """
         self.accumulator.update(self._states(), embeddings, labels, ids=ids, is_query=is_query,
-                                is_gallery=is_gallery, categories=categories, confidence=confidence, device=self.device)
+                                is_gallery=is_gallery, categories=categories, confidence=confidence, exclude=exclude,
+                                device=self.device)
 
     def forward(self, *args: Any, **kwargs: Any) -> dict:
         """Accumulate the batch (as ``update``); returns an empty dict (see the class docs)."""

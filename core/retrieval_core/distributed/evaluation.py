@@ -282,6 +282,7 @@ def evaluate_split(
     seed: int = 0,
     keep_per_query: bool = False,
     return_neighbours: Optional[int] = None,
+    exclude=None,
 ):
     """:func:`retrieval_core.evaluate_embeddings` of inputs that every rank of
     ``group`` holds whole (e.g. gathered adapter states): each rank evaluates a
@@ -290,12 +291,18 @@ def evaluate_split(
 
     The ranks must hold the same rows and give the same options (all but
     ``progress``); a different number of rows, or an option that differs, on
-    some rank is a ``ValueError`` on every rank.
+    some rank is a ``ValueError`` on every rank. ``exclude`` (and relevance pairs) as
+    :func:`~retrieval_core.evaluate_embeddings` takes them, for all the queries (every rank
+    passes the same): each rank keeps the pairs of its share's queries; given on some ranks
+    and not on others is a ``ValueError`` on every rank.
 
     Example:
         >>> x = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
         >>> evaluate_split(x, torch.tensor([0, 0, 1, 1]), ["cmc@1"])["cmc@1"].item()  # one process
         1.0
+        >>> seen = torch.tensor([[0, 0], [1, 3]])  # query 0 has seen items 1 and 3: item 2 comes first
+        >>> evaluate_split(x, torch.tensor([0, 1, 0, 1]), ["cmc@1"], exclude=seen, reduce="none")["cmc@1"].tolist()
+        [1.0, 0.0, 0.0, 0.0]
     """
 
     options = embedding_options(distance=distance, relevance=relevance, ties=ties, empty=empty, reduce=reduce,
@@ -306,16 +313,17 @@ def evaluate_split(
     if n == 1:
         return evaluate_one(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
                             query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
-                            confidence=confidence, **options)
+                            confidence=confidence, exclude=exclude, **options)
     device = _comm_device(query if isinstance(query, Tensor) else None, group)
 
     def check():  # every input, once (a rank whose input is not usable raises here, never alone)
         inputs = embedding_inputs(query, query_labels, metrics, gallery=gallery, gallery_labels=gallery_labels,
                                   query_ids=query_ids, gallery_ids=gallery_ids, categories=categories,
-                                  confidence=confidence, **options)
+                                  confidence=confidence, exclude=exclude, **options)
         return inputs, [inputs.query.shape[0], None if inputs.self_gallery else int(inputs.gallery.shape[0])]
 
-    inputs, sizes = agree(check, group=group, device=device, options=_agreed(metrics, options),
+    given = None if exclude is None else "(query, item) pairs"  # data: only its presence is compared
+    inputs, sizes = agree(check, group=group, device=device, options=_agreed(metrics, options, exclude=given),
                           what="distributed.evaluate_split")
     if any(s != sizes[0] for s in sizes):
         raise ValueError(

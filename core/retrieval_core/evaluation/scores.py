@@ -143,6 +143,7 @@ def score_values(
     mask: Optional[Tensor] = None,
     ties: str = "stable",
     block_elements: Optional[int] = None,
+    exclude=None,
 ) -> QueryValues:
     """Per-query values of ``metrics`` for dense ``[Q, N]`` or flat (``indexes``) scores.
 
@@ -150,11 +151,20 @@ def score_values(
     entries of one block of top-k rankings (divided by ``DEEP_BLOCK_DIVISOR`` for
     whole-list and ``@r`` keys); None: ``sizing.block_elements`` of the device.
     Where host reads synchronise (``sizing.sync_free``), the number of host reads
-    per call does not grow with the input.
+    per call does not grow with the input. ``exclude``: as :func:`evaluate_scores`
+    (dense rows: ``[2, E]`` (row, column) pairs or a sparse ``[Q, N]`` tensor); the
+    values are those of ``mask=`` False at the excluded items, under every tie mode.
+
+    Example:
+        >>> preds, target = torch.tensor([[0.1, 0.9, 0.5]]), torch.tensor([[0, 0, 1]])
+        >>> score_values(preds, target, ["mrr@3"]).values.tolist()
+        [[0.5]]
+        >>> score_values(preds, target, ["mrr@3"], exclude=torch.tensor([[0], [1]])).values.tolist()  # item 1 seen
+        [[1.0]]
     """
-    inputs = score_value_inputs(preds, target, metrics, indexes=indexes, mask=mask, ties=ties)
+    inputs = score_value_inputs(preds, target, metrics, indexes=indexes, mask=mask, ties=ties, exclude=exclude)
     return _score_values(inputs.preds, inputs.target, inputs.keys, indexes=inputs.indexes, mask=inputs.mask,
-                         ties=ties, block_elements=block_elements)
+                         ties=ties, block_elements=block_elements, exclude=inputs.exclude)
 
 
 def _score_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, indexes: Optional[Tensor],

@@ -8,6 +8,10 @@ A chunk of users reads its own slice of the CSR (:meth:`UserItems.pairs`): a den
 item, the CSR's pairs are also sorted int64 keys ``user * n_items + item``
 (:meth:`UserItems.keys`): what top-k lists search, one ``searchsorted`` per listed item.
 
+The embedding accumulator's exclusions name items by id, not position (the rows of a
+gathered state move): :func:`batch_exclusions` checks a batch's pairs into (query id, item
+id) pairs, :func:`excluded_positions` turns them into positions at compute.
+
 Example:
     >>> import torch
     >>> seen = user_items("exclude", torch.tensor([[1, 0, 1], [3, 2, 0]]), 2, 4, repeats=True)
@@ -23,14 +27,14 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from ..validate.pairs import check_user_items
 
-__all__ = ["UserItems", "user_items"]
+__all__ = ["UserItems", "user_items", "batch_exclusions", "excluded_positions"]
 
 Part = Union[slice, Tensor]  # a chunk of users: a slice, or their positions (ascending or not)
 
@@ -138,3 +142,47 @@ def user_items(name: str, value, n_users: int, n_items: Optional[int] = None, *,
     counts = torch.bincount(users, minlength=n_users)
     offsets = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
     return UserItems(offsets, items, gains, n_items, offsets.cpu())
+
+
+def batch_exclusions(exclude, ids: Optional[Tensor], *, n: int) -> Dict[str, Tensor]:
+    """The excluded pairs of one batch of ``n`` items as state entries: ``exclude_queries``
+    (the query's id) and ``exclude_items`` (the gallery item's id), from ``exclude``: ``[2, E]``
+    (row of this batch, item id) pairs or a sparse ``[n, items]`` tensor whose columns are item
+    ids (its non-zero entries), checked once (:func:`~retrieval_core.validate.pairs.check_user_items`:
+    integer ids, rows in ``[0, n)``, item ids >= 0, a pair given twice counted once). Items
+    are named by their ``ids`` (the dataset index that the state keeps and that padding
+    repeats), so the pairs follow their query and item across batches and ranks; whether
+    each names a query and a gallery item is checked at compute. Empty when not given.
+
+    Example:
+        >>> batch_exclusions(torch.tensor([[1, 0], [5, 7]]), torch.tensor([10, 11]), n=2)
+        {'exclude_queries': tensor([10, 11]), 'exclude_items': tensor([7, 5])}
+        >>> batch_exclusions(torch.tensor([[0], [5]]), None, n=1)
+        Traceback (most recent call last):
+        ...
+        ValueError: exclude names gallery items by their ids: pass ids with this batch (each item's dataset index)
+    """
+    if exclude is None:
+        return {}
+    if ids is None:
+        raise ValueError("exclude names gallery items by their ids: pass ids with this batch (each item's dataset "
+                         "index)")
+    rows, items, _, _ = check_user_items("exclude", exclude, n, None, repeats=True)
+    return {"exclude_queries": ids[rows.to(ids.device)], "exclude_items": items.to(ids.device)}
+
+
+def excluded_positions(exclude_ids: Tuple[Tensor, Tensor], query_ids: Tensor, gallery_ids: Tensor) -> Tensor:
+    """``[2, E]`` (query position, gallery position) of the excluded (query id, item id)
+    pairs; each id must be one of a query (``query_ids``) and of a gallery item
+    (``gallery_ids``; both distinct: repeats were dropped)."""
+    positions = []
+    for ids, among, what in ((exclude_ids[0], query_ids, "query"), (exclude_ids[1], gallery_ids, "gallery item")):
+        ids = ids.to(among.device)
+        order = torch.argsort(among)
+        at = torch.searchsorted(among[order], ids).clamp_(max=max(among.shape[0] - 1, 0))
+        missing = ids != among[order][at] if among.numel() else torch.ones_like(ids, dtype=torch.bool)
+        if bool(missing.any()):
+            raise ValueError(f"exclude names id {int(ids[missing][0])}, which is no {what}'s id (exclude pairs a "
+                             "query row of its batch with a gallery item's id)")
+        positions.append(order[at])
+    return torch.stack(positions)

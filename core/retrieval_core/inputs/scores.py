@@ -36,7 +36,10 @@ from .pairs import UserItems, user_items
 from .ranked import check_indexes, ranked_options
 
 __all__ = ["ScoreInputs", "score_inputs", "score_value_inputs", "ScoreBatch", "score_batch_inputs",
-           "accumulated_score_options"]
+           "accumulated_score_options", "score_exclude"]
+
+_DENSE_ONLY = ("exclude= takes dense [queries, items] scores whose columns are the items (not the flat form, nor "
+               "n_relevant/ideal); mask= removes candidates there")
 
 
 @dataclass(frozen=True)
@@ -79,14 +82,12 @@ def score_inputs(preds, target, metrics, *, indexes=None, mask=None, ties: str =
                  n_relevant=None, ideal=None, exclude=None) -> ScoreInputs:
     """Check every input of :func:`~retrieval_core.evaluate_scores` once (arguments as there)."""
     check_score_options(ties=ties, empty=empty, reduce=reduce)
-    preds, target, indexes, mask, confidence, n_relevant, ideal = as_tensors(
+    preds, target, indexes, mask, confidence, n_relevant, ideal, exclude = as_tensors(
         preds=preds, target=target, indexes=indexes, mask=mask, confidence=confidence, n_relevant=n_relevant,
-        ideal=ideal)
+        ideal=ideal, exclude=exclude)
     categories = as_categories(categories, tensor_device(preds, target))
     stats = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
-    if exclude is not None and (indexes is not None or n_relevant is not None or ideal is not None):
-        raise ValueError("exclude= takes dense [queries, items] scores whose columns are the items (not the flat "
-                         "form, nor n_relevant/ideal); mask= removes candidates there")
+    check_exclude_form(exclude, indexes=indexes, n_relevant=n_relevant, ideal=ideal)
     if n_relevant is not None or ideal is not None:  # R given: the whole list ranked, then ranked lists' values
         if confidence is not None:
             raise ValueError("confidence keys are not available with n_relevant or ideal")
@@ -114,9 +115,7 @@ def score_inputs(preds, target, metrics, *, indexes=None, mask=None, ties: str =
                              values=False)
         check_per_query_keys(keys, "evaluate_embeddings computes them")
         check_tie_keys(keys, ties)
-        if exclude is not None:
-            exclude = user_items("exclude", exclude, preds.shape[0], preds.shape[1], repeats=True,
-                                 device=preds.device)
+        exclude = score_exclude(exclude, preds)
     except Exception:
         if fused:  # the values' errors come first, as from the up-front check
             check_values(preds, target)
@@ -125,17 +124,46 @@ def score_inputs(preds, target, metrics, *, indexes=None, mask=None, ties: str =
                        dict(stats, ties=ties, empty=empty, reduce=reduce), exclude)
 
 
-def score_value_inputs(preds, target, metrics, *, indexes=None, mask=None, ties: str = "stable") -> ScoreInputs:
+def check_exclude_form(exclude, *, indexes=None, n_relevant=None, ideal=None) -> None:
+    """``exclude=`` names items by column: dense rows only, without R given (the flat form's
+    entries name no item; ``n_relevant``/``ideal`` count items that are not columns)."""
+    if exclude is not None and (indexes is not None or n_relevant is not None or ideal is not None):
+        raise ValueError(_DENSE_ONLY)
+
+
+def score_exclude(exclude, preds: Tensor) -> Optional[UserItems]:
+    """``exclude=`` of dense ``[Q, N]`` scores, checked once into each row's excluded columns
+    (None when not given): ``[2, E]`` (row, column) pairs or a sparse ``[Q, N]`` tensor, a pair
+    given twice counted once (:func:`~retrieval_core.inputs.pairs.user_items`).
+
+    Example:
+        >>> score_exclude(torch.tensor([[0, 0], [2, 2]]), torch.zeros(1, 3)).dense(slice(None))
+        tensor([[False, False,  True]])
+        >>> score_exclude(torch.tensor([[1], [0]]), torch.zeros(1, 3))
+        Traceback (most recent call last):
+        ...
+        ValueError: exclude holds user ids outside [0, 1) (the users, rows); got 1
+    """
+    if exclude is None:
+        return None
+    return user_items("exclude", exclude, preds.shape[0], preds.shape[1], repeats=True, device=preds.device)
+
+
+def score_value_inputs(preds, target, metrics, *, indexes=None, mask=None, ties: str = "stable",
+                       exclude=None) -> ScoreInputs:
     """Check the structure (shapes, dtypes, devices, keys; not the values) of
-    :func:`~retrieval_core.score_values`' inputs once."""
+    :func:`~retrieval_core.score_values`' inputs once, and ``exclude`` (its ids)."""
     check_ties(ties)
     keys = tuple(parse_metrics(metrics))
     check_per_query_keys(keys, "evaluate_embeddings computes them")
     check_tie_keys(keys, ties)
-    preds, target, indexes, mask = as_tensors(preds=preds, target=target, indexes=indexes, mask=mask)
+    preds, target, indexes, mask, exclude = as_tensors(preds=preds, target=target, indexes=indexes, mask=mask,
+                                                       exclude=exclude)
     check_scores(preds, target, indexes=indexes, mask=mask)
+    check_exclude_form(exclude, indexes=indexes)
     target, indexes = widen_unsigned("target", target), widen_unsigned("indexes", indexes)
-    return ScoreInputs(keys, preds, target, indexes, mask, None, None, None, None, False, False, dict(ties=ties))
+    return ScoreInputs(keys, preds, target, indexes, mask, None, None, None, None, False, False, dict(ties=ties),
+                       score_exclude(exclude, preds))
 
 
 def accumulated_score_options(metrics, *, ties: str, empty: str, reduce: str, compact: bool,
@@ -160,23 +188,27 @@ class ScoreBatch(NamedTuple):
     confidence: Optional[Tensor]
     n_relevant: Optional[Tensor]
     ideal: Optional[Tensor]
+    exclude: Optional[UserItems] = None
 
 
 def score_batch_inputs(preds, target, *, ids=None, categories=None, confidence=None, mask=None, n_relevant=None,
-                       ideal=None, compact: bool = False, names: Tuple[str, str] = ("preds", "target"),
+                       ideal=None, exclude=None, compact: bool = False, names: Tuple[str, str] = ("preds", "target"),
                        dims: Optional[str] = None, numpy: bool = True, device=None) -> ScoreBatch:
     """Structure of one score batch and its optional rows (values are read at compute);
     ``numpy``: NumPy arrays become tensors (on ``device`` when no argument is a tensor).
+    ``exclude``: the batch's excluded items, ``[2, E]`` (row of this batch, column) pairs or a
+    sparse ``[B, N]`` tensor, checked here (:func:`score_exclude`: its ids are read).
 
     Example:
         >>> score_batch_inputs(torch.tensor([[0.9, 0.2]]), torch.tensor([[1, 0]]), ids=torch.tensor([7])).ids
         tensor([7])
     """
     if numpy:
-        preds, target, ids, categories, confidence, mask, n_relevant, ideal = as_tensors(
+        preds, target, ids, categories, confidence, mask, n_relevant, ideal, exclude = as_tensors(
             device=device, preds=preds, target=target, ids=ids, categories=categories, confidence=confidence,
-            mask=mask, n_relevant=n_relevant, ideal=ideal)
+            mask=mask, n_relevant=n_relevant, ideal=ideal, exclude=exclude)
     check_score_batch(preds, target, mask=mask, names=names, **({} if dims is None else {"dims": dims}))
+    check_exclude_form(exclude, n_relevant=n_relevant, ideal=ideal)
     n = preds.shape[0]
     if ids is not None:
         ids = check_rows("ids", ids, n, lists=True)
@@ -185,4 +217,5 @@ def score_batch_inputs(preds, target, *, ids=None, categories=None, confidence=N
     if confidence is not None:  # values (finite) are read once, at compute
         confidence = check_confidence(confidence, n, values=False, lists=True)
     check_compact_inputs(compact, ids=ids, categories=categories, confidence=confidence)
-    return ScoreBatch(n, preds, target, mask, ids, categories, confidence, n_relevant, ideal)
+    return ScoreBatch(n, preds, target, mask, ids, categories, confidence, n_relevant, ideal,
+                      score_exclude(exclude, preds))

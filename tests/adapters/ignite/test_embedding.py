@@ -161,7 +161,7 @@ E, L = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
 @pytest.mark.parametrize(
     "output, error, match",
     [
-        ((E, L, L), ValueError, r"expected output \(embeddings, labels\) or a mapping with keys 'embeddings', 'labels' \(optional: 'ids', 'is_query', 'is_gallery', 'categories', 'confidence'\); got a tuple of 3 items"),
+        ((E, L, L), ValueError, r"expected output \(embeddings, labels\) or a mapping with keys 'embeddings', 'labels' \(optional: 'ids', 'is_query', 'is_gallery', 'categories', 'confidence', 'exclude'\); got a tuple of 3 items"),
         (E, TypeError, r"expected output \(embeddings, labels\).*got Tensor"),
         ({"embeddings": E, "y": L}, ValueError, r"the output mapping lacks 'labels'.*got keys \['embeddings', 'y'\]"),
         ({"y_pred": E, "y": L}, ValueError, r"lacks 'embeddings', 'labels'"),

@@ -182,7 +182,7 @@ P, T = torch.rand(3, 4), torch.randint(0, 2, (3, 4))
 @pytest.mark.parametrize(
     "output, error, match",
     [
-        ([P, T, T], ValueError, r"expected output \(y_pred, y\) or a mapping with keys 'y_pred', 'y' \(optional: 'ids', 'categories', 'confidence', 'mask', 'n_relevant', 'ideal'\); got a list of 3 items"),
+        ([P, T, T], ValueError, r"expected output \(y_pred, y\) or a mapping with keys 'y_pred', 'y' \(optional: 'ids', 'categories', 'confidence', 'mask', 'n_relevant', 'ideal', 'exclude'\); got a list of 3 items"),
         ("text", TypeError, r"expected output \(y_pred, y\).*got str"),
         (P, TypeError, r"expected output \(y_pred, y\).*got Tensor"),
         ({"y_pred": P}, ValueError, r"the output mapping lacks 'y'; expected .*; got keys \['y_pred'\]"),

@@ -1,9 +1,10 @@
 """Accumulating embeddings and labels: rows kept at update, evaluated once at compute.
 
 The state is "cat" lists of ``embeddings``, ``labels`` and the optional ``ids``,
-``is_query``, ``is_gallery``, ``categories`` and ``confidence`` of each batch. With
-several ranks holding the gathered state, each evaluates a share of the queries
-(:func:`finalize_embeddings`).
+``is_query``, ``is_gallery``, ``categories`` and ``confidence`` of each batch, and the
+excluded (query id, item id) pairs of the batches that gave ``exclude``
+(``exclude_queries``, ``exclude_items``). With several ranks holding the gathered state,
+each evaluates a share of the queries (:func:`finalize_embeddings`).
 
 Example:
     >>> import torch
@@ -29,6 +30,7 @@ from ...distributed.duplicates import drop_duplicates
 from ...distributed.evaluation import evaluate_split
 from ...metrics.keys import parse_metrics
 from ...stats.aggregate import MetricResults
+from ...inputs.pairs import batch_exclusions, excluded_positions
 from ...validate import (
     as_tensors, check_batch_like_earlier, check_confidence, check_embedding_options, check_embeddings, check_labels,
     check_rows, check_stats_options,
@@ -54,7 +56,7 @@ class EmbeddingAccumulator(Accumulator):
 
     cat_states = (("embeddings", torch.float32), ("labels", torch.int64), ("ids", torch.int64),
                   ("is_query", torch.bool), ("is_gallery", torch.bool), ("categories", torch.int64),
-                  ("confidence", torch.float64))
+                  ("confidence", torch.float64), ("exclude_queries", torch.int64), ("exclude_items", torch.int64))
     optional = ("ids", "is_query", "is_gallery", "categories", "confidence")
     unit = "item"
 
@@ -80,23 +82,29 @@ class EmbeddingAccumulator(Accumulator):
         return dict(metrics=self.keys, **{k: v for k, v in self.options.items() if k != "progress"})
 
     def update(self, state, embeddings, labels, *, ids=None, is_query=None, is_gallery=None, categories=None,
-               confidence=None, device=None) -> int:
+               confidence=None, exclude=None, device=None) -> int:
         """Check one batch once (shapes and dtypes, and its dimension and label form
-        against the earlier batches) and append it; the number of items."""
+        against the earlier batches) and append it; the number of items. ``exclude``: gallery
+        items removed from the rankings of this batch's queries (:func:`batch_exclusions`:
+        ``[2, E]`` (row of this batch, item id) pairs or a sparse ``[B, n]`` tensor whose
+        columns are item ids; needs ``ids``); any batch may give it or not."""
         rows = dict(ids=ids, is_query=is_query, is_gallery=is_gallery, categories=categories, confidence=confidence)
         if self.numpy:
-            embeddings, labels, *given = as_tensors(device=device, embeddings=embeddings, labels=labels, **rows)
+            embeddings, labels, exclude, *given = as_tensors(device=device, embeddings=embeddings, labels=labels,
+                                                             exclude=exclude, **rows)
             rows = dict(zip(rows, given))
         earlier_embeddings, earlier_labels = self._last_batch(state, "embeddings"), self._last_batch(state, "labels")
         embeddings, labels, checked = check_embedding_batch(
             embeddings, labels, rows, distance=self.options["distance"], relevance=self.options["relevance"],
             dim=None if earlier_embeddings is None else earlier_embeddings.shape[1],
             label_shape=None if earlier_labels is None else tuple(earlier_labels.shape[1:]))
+        excluded = batch_exclusions(exclude, checked.get("ids"), n=embeddings.shape[0])
         self._check_given(state, {k: rows[k] is not None for k in self.optional})
         n = embeddings.shape[0]
         if n == 0:
             return 0
-        self._append(state, self.device or embeddings.device, {"embeddings": embeddings, "labels": labels, **checked})
+        self._append(state, self.device or embeddings.device, {"embeddings": embeddings, "labels": labels, **checked,
+                                                               **excluded})
         return n
 
     @staticmethod
@@ -115,8 +123,10 @@ class EmbeddingAccumulator(Accumulator):
         same_rows(embeddings.shape[0], labels=labels, **optional)
         if optional["ids"] is None:
             self.warn_without_ids(processes, group)
+        excluded = [self.cat(state[name]) for name in ("exclude_queries", "exclude_items")]
         return finalize_embeddings(embeddings, labels, self.keys, split=split, processes=processes, group=group,
-                                   **optional, **self.options)
+                                   exclude_ids=None if excluded[0] is None else tuple(excluded), **optional,
+                                   **self.options)
 
 
 def check_embedding_batch(embeddings: Tensor, labels: Tensor, rows: Dict[str, Optional[Tensor]], *, distance,
@@ -139,7 +149,8 @@ def check_embedding_batch(embeddings: Tensor, labels: Tensor, rows: Dict[str, Op
 def finalize_embeddings(embeddings: Tensor, labels: Tensor, metrics: Sequence[str], *, ids: Optional[Tensor] = None,
                         is_query: Optional[Tensor] = None, is_gallery: Optional[Tensor] = None,
                         categories: Optional[Tensor] = None, confidence: Optional[Tensor] = None, group=None,
-                        split: bool = False, processes: int = 1, **options) -> MetricResults:
+                        split: bool = False, processes: int = 1,
+                        exclude_ids: Optional[Tuple[Tensor, Tensor]] = None, **options) -> MetricResults:
     """Drop repeated ``ids`` of the items (of ``processes`` processes: at most
     ``processes - 1`` repeats each) and evaluate.
 
@@ -158,6 +169,9 @@ def finalize_embeddings(embeddings: Tensor, labels: Tensor, metrics: Sequence[st
     with ``is_query``/``is_gallery`` (OML's layout) the flagged subsets are used. An
     item is never matched with itself (nor with another item of the same id).
     ``confidence`` (one per item; the queries' are used) feeds the confidence keys.
+    ``exclude_ids``: ``(query ids, item ids)`` of the excluded pairs (:func:`batch_exclusions`;
+    ``ids`` given): each item is removed from its query's ranking (``exclude=`` of
+    :func:`~retrieval_core.evaluate_embeddings`); a pair given twice counts once.
     """
     if ids is not None:
         named = [(n, t) for n, t in (("labels", labels), ("is_query", is_query), ("is_gallery", is_gallery),
@@ -172,14 +186,18 @@ def finalize_embeddings(embeddings: Tensor, labels: Tensor, metrics: Sequence[st
         confidence = None if confidence is None else next(rest)
     item_ids = ids if ids is not None else torch.arange(embeddings.shape[0], device=embeddings.device)
     evaluate = partial(evaluate_split, group=group) if split and world_size(group) > 1 else evaluate_embeddings
+    if exclude_ids is not None and ids is None:
+        raise ValueError("exclude names gallery items by their ids: pass ids with every batch")
     if is_query is None and is_gallery is None:
+        exclude = None if exclude_ids is None else excluded_positions(exclude_ids, item_ids, item_ids)
         return evaluate(embeddings, labels, metrics, query_ids=item_ids, categories=categories,
-                        confidence=confidence, **options)
+                        confidence=confidence, exclude=exclude, **options)
     q = torch.ones_like(item_ids, dtype=torch.bool) if is_query is None else is_query.bool()
     g = torch.ones_like(item_ids, dtype=torch.bool) if is_gallery is None else is_gallery.bool()
+    exclude = None if exclude_ids is None else excluded_positions(exclude_ids, item_ids[q], item_ids[g])
     return evaluate(
         embeddings[q], labels[q], metrics, gallery=embeddings[g], gallery_labels=labels[g],
         query_ids=item_ids[q], gallery_ids=item_ids[g],
         categories=None if categories is None else categories[q],
-        confidence=None if confidence is None else confidence[q], **options,
+        confidence=None if confidence is None else confidence[q], exclude=exclude, **options,
     )

@@ -22,7 +22,8 @@ import torch
 from torch import Tensor
 
 from ...distributed.duplicates import drop_duplicates
-from ...inputs.scores import accumulated_score_options, score_batch_inputs
+from ...inputs.pairs import UserItems
+from ...inputs.scores import accumulated_score_options, check_exclude_form, score_batch_inputs
 from ...metrics.keys import MetricKey, parse_metrics
 from ...stats.aggregate import MetricResults, aggregate_checked
 from ...validate import (
@@ -83,15 +84,19 @@ class ScoreAccumulator(Accumulator):
                     **self.stats)
 
     def update(self, state, preds, target, *, ids=None, categories=None, confidence=None, mask=None,
-               n_relevant=None, ideal=None, device=None,
+               n_relevant=None, ideal=None, exclude=None, device=None,
                prepare: Optional[Callable[[Tensor, Tensor], Tuple[Tensor, Tensor]]] = None) -> int:
         """Check one batch once and append its per-query values; the number of queries.
 
+        ``exclude``: the batch's excluded items (``[2, E]`` (row of this batch, column) pairs or
+        a sparse ``[B, N]`` tensor): they take no rank, as ``mask=`` False (the per-query values
+        carry it: no state of its own, and a query repeated by padding repeats its values).
         ``device``: where NumPy inputs go. ``prepare(preds, target)``: the adapter's own
         preparation of checked inputs (a drop-in's binarised gains)."""
-        n, preds, target, mask, ids, categories, confidence, n_relevant, ideal = score_batch_inputs(
+        n, preds, target, mask, ids, categories, confidence, n_relevant, ideal, exclude = score_batch_inputs(
             preds, target, ids=ids, categories=categories, confidence=confidence, mask=mask, n_relevant=n_relevant,
-            ideal=ideal, compact=self.compact, names=self.names, dims=self.dims, numpy=self.numpy, device=device)
+            ideal=ideal, exclude=exclude, compact=self.compact, names=self.names, dims=self.dims, numpy=self.numpy,
+            device=device)
         self._check_given(state, {"ids": ids is not None, "categories": categories is not None,
                                   "confidence": confidence is not None})
         if n == 0:
@@ -99,7 +104,7 @@ class ScoreAccumulator(Accumulator):
         if prepare is not None:
             preds, target = prepare(preds, target)
         values, flags = score_batch_values(preds, target, self.parsed, ties=self.ties, mask=mask,
-                                           n_relevant=n_relevant, ideal=ideal, checked=True)
+                                           n_relevant=n_relevant, ideal=ideal, checked=True, exclude=exclude)
         state["invalid"] += flags.to(state["invalid"].device)
         store = self.device or preds.device
         if self.compact:
@@ -135,7 +140,8 @@ class ScoreAccumulator(Accumulator):
 
 def score_batch_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey], *, ties: str = "stable",
                        mask: Optional[Tensor] = None, n_relevant: Optional[Tensor] = None,
-                       ideal: Optional[Tensor] = None, checked: bool = False) -> Tuple[Tensor, Tensor]:
+                       ideal: Optional[Tensor] = None, checked: bool = False,
+                       exclude: Optional[UserItems] = None) -> Tuple[Tensor, Tensor]:
     """``([B, M] per-query values, [3] value flags)`` of a batch whose structure
     :func:`~retrieval_core.inputs.scores.score_batch_inputs` checked (``checked``: not again); the flags are summed over
     batches and raised at compute (``raise_value_flags``).
@@ -144,6 +150,8 @@ def score_batch_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey],
     gains) as :func:`~retrieval_core.evaluate_scores` takes them: each row is ranked once by
     its scores (``ties`` "stable", "optimistic" or "pessimistic"), then evaluated as
     :func:`~retrieval_core.evaluate_ranked` does (a top-k list judged against qrels).
+    ``exclude``: each row's excluded columns (:func:`~retrieval_core.inputs.scores.score_exclude`;
+    without R given), masked block by block.
 
     Example:
         >>> values, flags = score_batch_values(torch.tensor([[0.9, 0.2]]), torch.tensor([[1, 0]]),
@@ -155,8 +163,9 @@ def score_batch_values(preds: Tensor, target: Tensor, keys: Sequence[MetricKey],
         if not checked:
             check_score_batch(preds, target, mask=mask)
         values = _score_values(preds, widen_unsigned("target", target), keys, indexes=None, mask=mask,
-                               ties=ties).values
+                               ties=ties, exclude=exclude).values
         return values, value_flags(preds, target)
+    check_exclude_form(exclude, n_relevant=n_relevant, ideal=ideal)
     if ties == "expected":
         raise ValueError('n_relevant / ideal rank each list once: ties must be "stable", "optimistic" or '
                          '"pessimistic", not "expected"')
