@@ -6,7 +6,8 @@ Per user (averaged over users like the accuracy keys): ``popularity@k``, ``novel
 user's first k hold no item (diversity: fewer than two). Set-level (one value over all users): ``coverage@k``,
 ``gini@k``, ``entropy@k``, ``personalization@k``, each ``f(keys, lists) -> [value per key]``
 computed from the exposure counts alone (:func:`exposure_counts`: ``c_i``, the users whose
-first k hold item i) and the number of users: across ranks the counts and the user counts
+first k hold item i; :func:`recommended_counts`, those above 0 alone: no tensor of the
+catalogue's size) and the number of users: across ranks the counts and the user counts
 add up, and the values follow from their sums (no per-user value travels).
 
 Example:
@@ -24,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["ItemLists", "exposure_counts", "coverage", "gini", "entropy", "personalization",
+__all__ = ["ItemLists", "exposure_counts", "recommended_counts", "coverage", "gini", "entropy", "personalization",
            "popularity", "novelty", "diversity", "tail", "tail_items", "serendipity", "item_values", "item_set_values",
            "coverage_values", "gini_values", "entropy_values", "personalization_values"]
 
@@ -54,10 +55,9 @@ class ItemLists:
         return ids.clamp(min=0), valid
 
     def counts(self, k: int) -> Tensor:
-        """:func:`exposure_counts` at ``k``, computed once per cutoff."""
+        """:func:`recommended_counts` at ``k``, computed once per cutoff."""
         if k not in self._counts:
-            width = self.n_items if self.n_items is not None else int(self.ids.max()) + 1 if self.ids.numel() else 1
-            self._counts[k] = exposure_counts(self.ids, k, width)
+            self._counts[k] = recommended_counts(self.ids, k)
         return self._counts[k]
 
 
@@ -67,18 +67,28 @@ def exposure_counts(ids: Tensor, k: int, n_items: int) -> Tensor:
     return torch.bincount(first[first >= 0], minlength=max(n_items, 1))[:max(n_items, 1)].to(torch.int64)
 
 
+def recommended_counts(ids: Tensor, k: int) -> Tensor:
+    """int64: the c_i > 0 of :func:`exposure_counts`, in increasing item id, without a tensor of
+    the catalogue's size (n_items may be 10^15): the set-level keys read these alone (an item
+    at 0 adds nothing to a sum; ``gini`` is told how many there are)."""
+    first = ids[:, :k].reshape(-1)
+    return torch.unique(first[first >= 0], return_counts=True)[1].to(torch.int64)
+
+
 def coverage(counts: Tensor, n_items: int) -> Tensor:
     """Catalogue coverage: items recommended to anyone / n_items."""
     return (counts > 0).sum().to(torch.float64) / n_items
 
 
-def gini(counts: Tensor) -> Tensor:
+def gini(counts: Tensor, n_items: Optional[int] = None) -> Tensor:
     """Gini index of the exposure over the catalogue (every item, unrecommended ones at 0):
     sum_j (2j - n - 1) c_(j) / (n sum_j c_j), the counts in increasing order (RecBole's
-    GiniIndex); NaN when nothing is recommended."""
-    n = counts.numel()
+    GiniIndex); NaN when nothing is recommended. ``counts``: every item's (``n_items``
+    None), or some of them, the n_items - len(counts) others at 0: those come first in
+    the order and add 0 to the sum, so the given counts take the last ranks j."""
+    n = counts.numel() if n_items is None else n_items
     c = counts.sort().values.to(torch.float64)
-    j = torch.arange(1, n + 1, dtype=torch.float64, device=c.device)
+    j = torch.arange(n - c.numel() + 1, n + 1, dtype=torch.float64, device=c.device)
     total = c.sum()
     return torch.where(total > 0, ((2 * j - n - 1) * c).sum() / (n * total.clamp(min=1)), float("nan"))
 
@@ -216,7 +226,7 @@ def coverage_values(keys: Sequence, lists: ItemLists) -> List[Tensor]:
 
 
 def gini_values(keys: Sequence, lists: ItemLists) -> List[Tensor]:
-    return [gini(lists.counts(m.cutoff)) for m in keys]
+    return [gini(lists.counts(m.cutoff), lists.n_items) for m in keys]
 
 
 def entropy_values(keys: Sequence, lists: ItemLists) -> List[Tensor]:

@@ -184,3 +184,33 @@ def test_a_history_pair_given_twice_counts_once():
         again = rc.evaluate_topk(TOPK, TRUTH, ["serendipity@3"], item_categories=CATEGORIES, history=history,
                                  reduce="none")["serendipity@3"]
         assert torch.equal(again, once)
+
+
+def test_set_level_keys_hold_no_tensor_of_the_catalogue():
+    """A catalogue of 10^15 items (as the accuracy keys run on): the set-level keys read the
+    counts of the recommended items alone (an [n_items] count would be 8 PB), and without
+    n_items the largest listed id (2^50 here) does not size anything either."""
+    n = 10**15
+    topk = torch.tensor([[n - 1, 5, 2], [5, 2, -1], [7, 5, n - 2]])
+    keys = ["coverage@3", "gini@3", "entropy@3", "personalization@3", "coverage@1", "gini@1"]
+    r = rc.evaluate_topk(topk, TRUTH, keys, n_items=n)
+    # counts c = 1, 1, 3, 2, 1 (items n-1, n-2, 5, 2, 7) over 8 slots; at 1: n-1, 5, 7 once each
+    assert r["coverage@3"].item() == 5 / n and r["coverage@1"].item() == 3 / n
+    ascending, first = [1, 1, 1, 2, 3], n - 5 + 1  # the n - 5 items at 0 take the first ranks
+    assert r["gini@3"].item() == pytest.approx(
+        sum((2 * (first + i) - n - 1) * c for i, c in enumerate(ascending)) / (n * 8), rel=1e-12)
+    assert r["gini@1"].item() == pytest.approx((n - 1 + n - 3 + n - 5) / (n * 3), rel=1e-12)
+    assert r["entropy@3"].item() == pytest.approx(-sum(c / 8 * math.log2(c / 8) for c in ascending))
+    assert r["personalization@3"].item() == pytest.approx(1 - (2 + 1 + 1) / 3 / 3)  # pairs share 2, 1, 1 items
+    huge = torch.tensor([[2**50, 1], [1, 3]])
+    unsized = rc.evaluate_topk(huge, TRUTH[:, :1], ["entropy@2", "personalization@2"])
+    assert unsized["entropy@2"].item() == pytest.approx(1.5) and unsized["personalization@2"].item() == 0.5
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gini_of_the_recommended_counts_equals_gini_of_every_count(seed):
+    ids, n_items = _lists(seed, n_items=30)
+    for k in (1, 3, 5):
+        dense, listed = M.exposure_counts(ids, k, n_items), M.recommended_counts(ids, k)
+        assert torch.equal(listed, dense[dense > 0])
+        assert M.gini(listed, n_items).item() == M.gini(dense).item()
