@@ -26,8 +26,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["ItemLists", "exposure_counts", "recommended_counts", "coverage", "gini", "entropy", "personalization",
-           "popularity", "novelty", "diversity", "tail", "tail_items", "serendipity", "item_values", "item_set_values",
-           "coverage_values", "gini_values", "entropy_values", "personalization_values"]
+           "popularity", "novelty", "diversity", "unit_rows", "tail", "tail_items", "serendipity", "item_values",
+           "item_set_values", "coverage_values", "gini_values", "entropy_values", "personalization_values"]
 
 
 @dataclass(eq=False)
@@ -169,6 +169,21 @@ def _same_category_pairs(cats: Tensor, valid: Tensor) -> Tensor:
     return 2.0 * (j - start).sum(1).to(torch.float64)
 
 
+def unit_rows(e: Tensor) -> Tensor:
+    """float64 ``e`` scaled to unit rows (last dimension), a zero row left at 0 (no cosine).
+
+    Each row is first scaled by a power of two to a largest |entry| in [0.5, 1), in two
+    factors of at most 2^538 each (one of 2^1074 overflows): exact wherever the entries stay
+    normal, and e / |e| is the same for every scale of e, so rows of ordinary size get the
+    bits they would unscaled, while in the norm tiny rows (1e-200: their squares underflow to
+    0) and huge ones (1e200: the sum overflows) neither underflow nor overflow."""
+    e = e.to(torch.float64)
+    exponent = torch.frexp(e.abs().amax(dim=-1, keepdim=True)).exponent.to(torch.float64)
+    half = torch.floor(-exponent / 2)
+    e = e * torch.exp2(half) * torch.exp2(-exponent - half)
+    return e / e.norm(dim=-1, keepdim=True).clamp(min=1e-300)
+
+
 def diversity(lists: ItemLists, k: int) -> Tensor:
     """Intra-list diversity: 1 - the mean similarity over ordered pairs of distinct items
     among the user's first k (n of them): 1 - sum_{i != j} sim(i, j) / (n (n - 1)), sim = 1
@@ -181,8 +196,7 @@ def diversity(lists: ItemLists, k: int) -> Tensor:
     if lists.categories is not None:
         pairs = _same_category_pairs(lists.categories[ids], valid)
     else:
-        e = lists.embeddings[ids].to(torch.float64)
-        unit = e / e.norm(dim=2, keepdim=True).clamp(min=1e-300) * valid.unsqueeze(2)
+        unit = unit_rows(lists.embeddings[ids]) * valid.unsqueeze(2)
         pairs = unit.sum(1).pow(2).sum(1) - unit.pow(2).sum((1, 2))
     return torch.where(n > 1, 1.0 - pairs / (n * (n - 1)).clamp(min=1), float("nan"))
 
@@ -204,8 +218,7 @@ def _history_similarity(lists: ItemLists, ids: Tensor) -> Tuple[Tensor, Tensor]:
         at = torch.searchsorted(keys, wanted).clamp(max=max(keys.numel() - 1, 0))
         same = torch.where(keys[at] == wanted, counts[at], 0) if keys.numel() else torch.zeros_like(wanted)
         return same.to(torch.float64) / sizes.clamp(min=1).unsqueeze(1), sizes
-    e = lists.embeddings.to(torch.float64)
-    unit = e / e.norm(dim=1, keepdim=True).clamp(min=1e-300)
+    unit = unit_rows(lists.embeddings)
     mean = torch.zeros(n_users, unit.shape[1], dtype=torch.float64, device=ids.device).index_add_(0, users,
                                                                                                 unit[items])
     return (unit[ids] * (mean / sizes.clamp(min=1).unsqueeze(1)).unsqueeze(1)).sum(2), sizes

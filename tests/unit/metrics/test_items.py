@@ -214,3 +214,27 @@ def test_gini_of_the_recommended_counts_equals_gini_of_every_count(seed):
         dense, listed = M.exposure_counts(ids, k, n_items), M.recommended_counts(ids, k)
         assert torch.equal(listed, dense[dense > 0])
         assert M.gini(listed, n_items).item() == M.gini(dense).item()
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0**-700, 1e-200, 1e-310, 1e200, 1e300])
+def test_cosine_keys_do_not_depend_on_the_embeddings_scale(scale):
+    """The cosine does not change with the scale of the vectors: tiny embeddings (whose
+    squares underflow: the norm was 0 and the values ~ -1e200) and huge ones (whose squared
+    norm overflows: every cosine was 0) give the values of ordinary ones."""
+    emb = torch.tensor([[1.0, 1.0], [1.0, 1.0], [3.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
+    topk, history = torch.tensor([[0, 1, -1], [2, 3, 4]]), torch.tensor([[0, 1, 1], [0, 2, 5]])
+    keys = ["diversity@3", "serendipity@3"]
+    want = rc.evaluate_topk(topk, TRUTH[:, :1], keys, item_embeddings=emb, history=history, reduce="none")
+    got = rc.evaluate_topk(topk, TRUTH[:, :1], keys, item_embeddings=emb * scale, history=history, reduce="none")
+    for key in keys:
+        assert got[key].tolist() == pytest.approx(want[key].tolist(), abs=1e-12), key
+    assert want["diversity@3"].tolist() == pytest.approx([0.0, 2 / 3], abs=1e-12)
+
+
+def test_unit_rows_are_the_plain_normalisation_for_rows_of_ordinary_size():
+    """The power-of-two scaling is exact: the same bits as e / |e| where nothing over- or underflows."""
+    g = torch.Generator().manual_seed(5)
+    for e in (torch.randn(200, 7, generator=g, dtype=torch.float64), torch.randn(200, 3, generator=g) * 1e3):
+        plain = e.double() / e.double().norm(dim=1, keepdim=True)
+        assert torch.equal(M.unit_rows(e), plain)
+    assert torch.equal(M.unit_rows(torch.zeros(2, 3)), torch.zeros(2, 3, dtype=torch.float64))  # no cosine: 0
