@@ -158,9 +158,11 @@ def tail(lists: ItemLists, k: int) -> Tensor:
 def _same_category_pairs(cats: Tensor, valid: Tensor) -> Tensor:
     """``[U]`` float64: ordered pairs of distinct listed items of one category, sum_c n_c (n_c - 1),
     from each row's categories in sorted order (an entry has as many equal ones before it as
-    its distance to its run's start); padding takes categories of its own."""
+    its distance to its run's start); padding takes categories of its own, past the codes
+    0..m-1 of the m categories listed (any int64 category: ``max + 1`` would wrap around)."""
     c = cats.shape[1]
     j = torch.arange(c, device=cats.device)
+    cats = torch.unique(cats, return_inverse=True)[1]
     own = cats.max() + 1 + j if cats.numel() else j
     s = torch.where(valid, cats, own).sort(dim=1).values
     new_run = torch.ones_like(s, dtype=torch.bool)

@@ -238,3 +238,12 @@ def test_unit_rows_are_the_plain_normalisation_for_rows_of_ordinary_size():
         plain = e.double() / e.double().norm(dim=1, keepdim=True)
         assert torch.equal(M.unit_rows(e), plain)
     assert torch.equal(M.unit_rows(torch.zeros(2, 3)), torch.zeros(2, 3, dtype=torch.float64))  # no cosine: 0
+
+
+def test_padding_never_takes_a_listed_category_at_the_int64_extremes():
+    """Padding's own categories were max + 1 + j: past 2^63 - 1 they wrapped around onto
+    -2^63 + j, here item 1's category, and the two distinct items counted as alike."""
+    categories = torch.tensor([2**63 - 1, -2**63 + 2, 0, -2**63])
+    topk = torch.tensor([[0, 1, -1], [3, 2, -1], [0, 3, 1]])
+    r = rc.evaluate_topk(topk, TRUTH[:, :1], ["diversity@3"], item_categories=categories, reduce="none")
+    assert r["diversity@3"].tolist() == [1.0, 1.0, 1.0]
