@@ -79,9 +79,9 @@ def score_inputs(preds, target, metrics, *, indexes=None, mask=None, ties: str =
                  n_relevant=None, ideal=None, exclude=None) -> ScoreInputs:
     """Check every input of :func:`~retrieval_core.evaluate_scores` once (arguments as there)."""
     check_score_options(ties=ties, empty=empty, reduce=reduce)
-    preds, target, indexes, mask, confidence, n_relevant, ideal = as_tensors(
+    preds, target, indexes, mask, confidence, n_relevant, ideal, exclude = as_tensors(
         preds=preds, target=target, indexes=indexes, mask=mask, confidence=confidence, n_relevant=n_relevant,
-        ideal=ideal)
+        ideal=ideal, exclude=exclude)
     categories = as_categories(categories, tensor_device(preds, target))
     stats = dict(ci=ci, ci_method=ci_method, n_resamples=n_resamples, seed=seed, keep_per_query=keep_per_query)
     if exclude is not None and (indexes is not None or n_relevant is not None or ideal is not None):
