@@ -25,6 +25,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from .. import sizing
+
 __all__ = ["ItemLists", "exposure_counts", "recommended_counts", "coverage", "gini", "entropy", "personalization",
            "popularity", "novelty", "diversity", "unit_rows", "tail", "tail_items", "serendipity", "item_values",
            "item_set_values", "coverage_values", "gini_values", "entropy_values", "personalization_values"]
@@ -171,6 +173,14 @@ def _same_category_pairs(cats: Tensor, valid: Tensor) -> Tensor:
     return 2.0 * (j - start).sum(1).to(torch.float64)
 
 
+def _blocks(n_rows: int, per_row: int, device) -> List[slice]:
+    """Slices of ``n_rows`` rows of ``per_row`` float64 elements each, about one
+    :func:`~retrieval_core.sizing.block_elements` a slice (one empty slice for no row): the
+    ``[users, k, D]`` vectors of embedding keys are never whole (1M users x 20 x 64: 10 GB each)."""
+    step = max(1, sizing.block_elements(device) // max(per_row, 1))
+    return [slice(start, min(start + step, n_rows)) for start in range(0, n_rows, step)] or [slice(0, 0)]
+
+
 def unit_rows(e: Tensor) -> Tensor:
     """float64 ``e`` scaled to unit rows (last dimension), a zero row left at 0 (no cosine).
 
@@ -197,9 +207,12 @@ def diversity(lists: ItemLists, k: int) -> Tensor:
     n = valid.sum(1).to(torch.float64)
     if lists.categories is not None:
         pairs = _same_category_pairs(lists.categories[ids], valid)
-    else:
-        unit = unit_rows(lists.embeddings[ids]) * valid.unsqueeze(2)
-        pairs = unit.sum(1).pow(2).sum(1) - unit.pow(2).sum((1, 2))
+    else:  # [b, c, D] float64 vectors, a block of users at a time
+        parts = []
+        for rows in _blocks(ids.shape[0], ids.shape[1] * lists.embeddings.shape[1], ids.device):
+            unit = unit_rows(lists.embeddings[ids[rows]]) * valid[rows].unsqueeze(2)
+            parts.append(unit.sum(1).pow(2).sum(1) - unit.pow(2).sum((1, 2)))
+        pairs = torch.cat(parts)
     return torch.where(n > 1, 1.0 - pairs / (n * (n - 1)).clamp(min=1), float("nan"))
 
 
@@ -221,9 +234,14 @@ def _history_similarity(lists: ItemLists, ids: Tensor) -> Tuple[Tensor, Tensor]:
         same = torch.where(keys[at] == wanted, counts[at], 0) if keys.numel() else torch.zeros_like(wanted)
         return same.to(torch.float64) / sizes.clamp(min=1).unsqueeze(1), sizes
     unit = unit_rows(lists.embeddings)
-    mean = torch.zeros(n_users, unit.shape[1], dtype=torch.float64, device=ids.device).index_add_(0, users,
-                                                                                                unit[items])
-    return (unit[ids] * (mean / sizes.clamp(min=1).unsqueeze(1)).unsqueeze(1)).sum(2), sizes
+    dims = unit.shape[1]
+    mean = torch.zeros(n_users, dims, dtype=torch.float64, device=ids.device)
+    for part in _blocks(users.numel(), dims, ids.device):  # in order: the sums of one index_add_
+        mean.index_add_(0, users[part], unit[items[part]])
+    mean = mean / sizes.clamp(min=1).unsqueeze(1)
+    similarity = [(unit[ids[rows]] * mean[rows].unsqueeze(1)).sum(2)
+                  for rows in _blocks(n_users, ids.shape[1] * dims, ids.device)]
+    return torch.cat(similarity), sizes
 
 
 def serendipity(lists: ItemLists, k: int) -> Tensor:

@@ -247,3 +247,22 @@ def test_padding_never_takes_a_listed_category_at_the_int64_extremes():
     topk = torch.tensor([[0, 1, -1], [3, 2, -1], [0, 3, 1]])
     r = rc.evaluate_topk(topk, TRUTH[:, :1], ["diversity@3"], item_categories=categories, reduce="none")
     assert r["diversity@3"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_embedding_keys_take_a_block_of_users_at_a_time(monkeypatch):
+    """diversity@k and serendipity@k with item_embeddings hold [users, k, D] float64 vectors a
+    block of users at a time (whole, 1M users x 20 x 64 were 10 GB each), with the values of
+    one block, bit for bit (each user's sums are its own; the history's index_add_ in order)."""
+    g = torch.Generator().manual_seed(9)
+    ids, n_items = _lists(9, users=23, width=5, n_items=12)
+    emb = torch.randn(n_items, 4, generator=g)
+    history = (torch.rand(23, n_items, generator=g) < 0.4).nonzero().T
+    keys = ["diversity@5", "serendipity@5", "serendipity@2"]
+    whole = rc.evaluate_topk(ids, TRUTH[:, :1], keys, item_embeddings=emb, history=history, reduce="none")
+    seen, unit_rows = [], M.unit_rows
+    monkeypatch.setattr(M, "unit_rows", lambda e: seen.append(e.shape[0]) or unit_rows(e))
+    monkeypatch.setattr(M.sizing, "block_elements", lambda device, deep=False: 3 * 5 * 4)
+    blocks = rc.evaluate_topk(ids, TRUTH[:, :1], keys, item_embeddings=emb, history=history, reduce="none")
+    for key in keys:
+        assert torch.equal(blocks[key].nan_to_num(-1), whole[key].nan_to_num(-1)), key
+    assert max(n for n in seen if n != n_items) <= 3  # the listed items' vectors: 3 users at most (the catalogue's once)
