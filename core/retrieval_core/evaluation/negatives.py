@@ -3,7 +3,8 @@ positives (``truth``) and none of its ``exclude`` items (a history), drawn unifo
 probability proportional to ``popularity ** alpha``, with or without replacement.
 
 The method (exact, no ``[U, I]`` tensor): each user draws a sequence of items independently
-from the whole catalogue (``torch.randint``, or ``torch.multinomial`` over the weights), and
+from the whole catalogue (``torch.randint``, or ``torch.multinomial`` over the weights: past its 2^24
+items, a search in their cumulative sum), and
 keeps, in the order drawn, the first ``n`` that are allowed (neither positive nor excluded,
 found by a binary search in the user's sorted pairs) and, without replacement, not drawn
 before. Rejecting the forbidden items leaves each kept draw distributed as a draw from the
