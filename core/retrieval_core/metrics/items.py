@@ -124,6 +124,25 @@ def _mean_over_list(values: Tensor, valid: Tensor) -> Tensor:
     return torch.where(n > 0, total / n.clamp(min=1), float("nan"))
 
 
+def _power_of_two(x: Tensor, exponent: Tensor) -> Tensor:
+    """``x * 2^exponent`` (float64 exponents, integers in [-1074, 1074]) in two factors of at
+    most 2^537 each (one of 2^1074 overflows): exact wherever the result stays normal."""
+    half = torch.floor(exponent / 2)
+    return x * torch.exp2(half) * torch.exp2(exponent - half)
+
+
+def _unit_scale(x: Tensor, dim=None) -> Tuple[Tensor, Tensor]:
+    """``(x * 2^-e, e)``: float64 ``x`` scaled by a power of two to a largest |entry| in
+    [0.5, 1) (over ``dim``, else the whole tensor; 0 stays 0), with the exponent ``e``
+    (float64). Sums of the scaled values neither overflow nor, for the largest, underflow,
+    and where nothing leaves the normal range the scaling is exact: a ratio of them has the
+    bits it has unscaled."""
+    x = x.to(torch.float64)
+    largest = x.abs().amax() if dim is None else x.abs().amax(dim=dim, keepdim=True)
+    exponent = torch.frexp(largest).exponent.to(torch.float64)
+    return _power_of_two(x, -exponent), exponent
+
+
 def popularity(lists: ItemLists, k: int) -> Tensor:
     """Average recommendation popularity: the mean popularity of the user's first k items."""
     ids, valid = lists.cut(k)
@@ -133,10 +152,16 @@ def popularity(lists: ItemLists, k: int) -> Tensor:
 def novelty(lists: ItemLists, k: int) -> Tensor:
     """The mean self-information -log2(p_i) of the user's first k items, p_i = popularity_i /
     sum_j popularity_j (the item's share of all interactions; every listed item's popularity > 0,
-    checked by ``validate.topk.check_topk_keys``)."""
+    checked by ``validate.topk.check_topk_keys``). The popularity is scaled by a power of two
+    first (its sum would overflow past 1e308), and a share below float64's least (an item
+    2^1074 times rarer than all together) is -log2 p_i = e + log2(scaled sum) - log2(popularity_i)."""
     ids, valid = lists.cut(k)
-    share = lists.popularity / lists.popularity.sum()
-    return _mean_over_list(-torch.log2(share[ids]), valid)
+    scaled, exponent = _unit_scale(lists.popularity)
+    total = scaled.sum()
+    share = scaled / total
+    information = torch.where(share > 0, -torch.log2(share),
+                              exponent + torch.log2(total) - torch.log2(lists.popularity.to(torch.float64)))
+    return _mean_over_list(information[ids], valid)
 
 
 def tail_items(popularity: Tensor, ratio: float) -> Tensor:
@@ -189,10 +214,7 @@ def unit_rows(e: Tensor) -> Tensor:
     normal, and e / |e| is the same for every scale of e, so rows of ordinary size get the
     bits they would unscaled, while in the norm tiny rows (1e-200: their squares underflow to
     0) and huge ones (1e200: the sum overflows) neither underflow nor overflow."""
-    e = e.to(torch.float64)
-    exponent = torch.frexp(e.abs().amax(dim=-1, keepdim=True)).exponent.to(torch.float64)
-    half = torch.floor(-exponent / 2)
-    e = e * torch.exp2(half) * torch.exp2(-exponent - half)
+    e = _unit_scale(e, dim=-1)[0]
     return e / e.norm(dim=-1, keepdim=True).clamp(min=1e-300)
 
 

@@ -266,3 +266,26 @@ def test_embedding_keys_take_a_block_of_users_at_a_time(monkeypatch):
     for key in keys:
         assert torch.equal(blocks[key].nan_to_num(-1), whole[key].nan_to_num(-1)), key
     assert max(n for n in seen if n != n_items) <= 3  # the listed items' vectors: 3 users at most (the catalogue's once)
+
+
+@pytest.mark.parametrize("popularity, expected", [
+    ([1.0, 1.0, 5e-324, 1.0], [math.log2(3), (math.log2(3) + 1074 + math.log2(3)) / 2]),  # a share below 2^-1074
+    ([1e308, 1e308, 1.0, 1.0], [1.0, 1 + math.log2(1e308)]),  # the sum past float64
+    ([2.0**1000, 1.0, 1.0, 1.0], [500.0, 1000.0]),
+])
+def test_novelty_of_extreme_popularity_is_finite(popularity, expected):
+    """-log2 p_i is finite for every popularity > 0: a sum past 1e308 made every share 0 (the
+    information inf), and a share below 2^-1074 rounded to 0; both were refused as inf."""
+    r = rc.evaluate_topk(torch.tensor([[0, 1], [2, 3]]), TRUTH[:, :1], ["novelty@2"],
+                         item_popularity=torch.tensor(popularity, dtype=torch.float64), reduce="none")
+    assert r["novelty@2"].tolist() == pytest.approx(expected, rel=1e-15)
+
+
+def test_novelty_of_ordinary_popularity_has_the_bits_of_the_plain_share():
+    """The power-of-two scaling is exact: -log2(popularity / popularity.sum()) bit for bit."""
+    g = torch.Generator().manual_seed(4)
+    for popularity in (torch.randint(1, 10**6, (50,), generator=g), torch.rand(50, generator=g, dtype=torch.float64)):
+        ids = torch.stack([torch.randperm(50, generator=g)[:6] for _ in range(9)])
+        share = popularity.double() / popularity.double().sum()
+        plain = (-torch.log2(share[ids])).sum(1) / 6
+        assert torch.equal(M.novelty(M.ItemLists(ids, 50, popularity.double()), 6), plain)
