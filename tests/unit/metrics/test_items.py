@@ -265,7 +265,7 @@ def test_embedding_keys_take_a_block_of_users_at_a_time(monkeypatch):
     blocks = rc.evaluate_topk(ids, TRUTH[:, :1], keys, item_embeddings=emb, history=history, reduce="none")
     for key in keys:
         assert torch.equal(blocks[key].nan_to_num(-1), whole[key].nan_to_num(-1)), key
-    assert max(n for n in seen if n != n_items) <= 3  # the listed items' vectors: 3 users at most (the catalogue's once)
+    assert max(n for n in seen if n != n_items) <= 3  # the listed items of 3 users at most (the catalogue: once)
 
 
 @pytest.mark.parametrize("popularity, expected", [
