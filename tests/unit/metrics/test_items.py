@@ -289,3 +289,4 @@ def test_novelty_of_ordinary_popularity_has_the_bits_of_the_plain_share():
         share = popularity.double() / popularity.double().sum()
         plain = (-torch.log2(share[ids])).sum(1) / 6
         assert torch.equal(M.novelty(M.ItemLists(ids, 50, popularity.double()), 6), plain)
+
