@@ -59,7 +59,7 @@ class ItemLists:
     def counts(self, k: int) -> Tensor:
         """:func:`recommended_counts` at ``k``, computed once per cutoff."""
         if k not in self._counts:
-            self._counts[k] = recommended_counts(self.ids, k)
+            self._counts[k] = recommended_counts(self.ids, k, self.n_items)
         return self._counts[k]
 
 
@@ -69,12 +69,20 @@ def exposure_counts(ids: Tensor, k: int, n_items: int) -> Tensor:
     return torch.bincount(first[first >= 0], minlength=max(n_items, 1))[:max(n_items, 1)].to(torch.int64)
 
 
-def recommended_counts(ids: Tensor, k: int) -> Tensor:
+def recommended_counts(ids: Tensor, k: int, n_items: Optional[int] = None) -> Tensor:
     """int64: the c_i > 0 of :func:`exposure_counts`, in increasing item id, without a tensor of
-    the catalogue's size (n_items may be 10^15): the set-level keys read these alone (an item
-    at 0 adds nothing to a sum; ``gini`` is told how many there are)."""
+    the catalogue's size when it exceeds the lists' (n_items may be 10^15): the set-level keys
+    read these alone (an item at 0 adds nothing to a sum; ``gini`` is told how many there
+    are). A count per item (a ``bincount``, 2x faster than sorting 20M slots) where the ids
+    range over at most ``max(slots, 2^20)`` values (``n_items``, else the largest id + 1),
+    else ``torch.unique``'s counts: the same counts in the same order."""
     first = ids[:, :k].reshape(-1)
-    return torch.unique(first[first >= 0], return_counts=True)[1].to(torch.int64)
+    first = first[first >= 0]
+    width = n_items if n_items is not None else int(first.max()) + 1 if first.numel() else 1
+    if width <= max(first.numel(), 1 << 20):
+        counts = torch.bincount(first, minlength=width)
+        return counts[counts > 0].to(torch.int64)
+    return torch.unique(first, return_counts=True)[1].to(torch.int64)
 
 
 def coverage(counts: Tensor, n_items: int) -> Tensor:

@@ -211,8 +211,11 @@ def test_set_level_keys_hold_no_tensor_of_the_catalogue():
 def test_gini_of_the_recommended_counts_equals_gini_of_every_count(seed):
     ids, n_items = _lists(seed, n_items=30)
     for k in (1, 3, 5):
-        dense, listed = M.exposure_counts(ids, k, n_items), M.recommended_counts(ids, k)
+        dense, listed = M.exposure_counts(ids, k, n_items), M.recommended_counts(ids, k, n_items)
         assert torch.equal(listed, dense[dense > 0])
+        # a count per item (ids within 2^20) or the sorted ids' counts (a catalogue past the lists): the same
+        assert torch.equal(M.recommended_counts(ids, k, 2**30), listed)
+        assert torch.equal(M.recommended_counts(ids, k), listed)
         assert M.gini(listed, n_items).item() == M.gini(dense).item()
 
 
