@@ -193,11 +193,11 @@ def tail(lists: ItemLists, k: int) -> Tensor:
 def _same_category_pairs(cats: Tensor, valid: Tensor) -> Tensor:
     """``[U]`` float64: ordered pairs of distinct listed items of one category, sum_c n_c (n_c - 1),
     from each row's categories in sorted order (an entry has as many equal ones before it as
-    its distance to its run's start); padding takes categories of its own, past the codes
-    0..m-1 of the m categories listed (any int64 category: ``max + 1`` would wrap around)."""
+    its distance to its run's start); padding takes categories of its own, past the listed
+    ones (``cats`` are codes 0..m-1 of the catalogue's m categories, so ``max + 1`` cannot
+    wrap around int64 as it could on the categories themselves)."""
     c = cats.shape[1]
     j = torch.arange(c, device=cats.device)
-    cats = torch.unique(cats, return_inverse=True)[1]
     own = cats.max() + 1 + j if cats.numel() else j
     s = torch.where(valid, cats, own).sort(dim=1).values
     new_run = torch.ones_like(s, dtype=torch.bool)
@@ -236,7 +236,8 @@ def diversity(lists: ItemLists, k: int) -> Tensor:
     ids, valid = lists.cut(k)
     n = valid.sum(1).to(torch.float64)
     if lists.categories is not None:
-        pairs = _same_category_pairs(lists.categories[ids], valid)
+        codes = torch.unique(lists.categories, return_inverse=True)[1]  # of the catalogue's categories
+        pairs = _same_category_pairs(codes[ids], valid)
     else:  # [b, c, D] float64 vectors, a block of users at a time
         parts = []
         for rows in _blocks(ids.shape[0], ids.shape[1] * lists.embeddings.shape[1], ids.device):
