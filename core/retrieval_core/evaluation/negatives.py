@@ -3,7 +3,8 @@ positives (``truth``) and none of its ``exclude`` items (a history), drawn unifo
 probability proportional to ``popularity ** alpha``, with or without replacement.
 
 The method (exact, no ``[U, I]`` tensor): each user draws a sequence of items independently
-from the whole catalogue (``torch.randint``, or ``torch.multinomial`` over the weights), and
+from the whole catalogue (``torch.randint``, or ``torch.multinomial`` over the weights: past its 2^24
+items, a search in their cumulative sum), and
 keeps, in the order drawn, the first ``n`` that are allowed (neither positive nor excluded,
 found by a binary search in the user's sorted pairs) and, without replacement, not drawn
 before. Rejecting the forbidden items leaves each kept draw distributed as a draw from the
@@ -49,11 +50,23 @@ def _allowed_mass(forbidden: UserItems, weights: Optional[Tensor]) -> Tensor:
     return ((total - taken) / total).clamp_(min=0.0)
 
 
+MULTINOMIAL_CATEGORIES = 2**24  # the most categories torch.multinomial takes
+
+
 def _draw(rows: int, width: int, n_items: int, weights: Optional[Tensor], generator) -> Tensor:
+    """``[rows, width]`` items drawn independently: uniformly, or in proportion to ``weights``
+    (``torch.multinomial``; past its 2^24 categories, the inverse of the cumulative weights:
+    item i where the cumulative sum first exceeds a uniform draw in [0, total), so an item of
+    weight 0, whose sum equals the one before, is never drawn)."""
     device = generator.device
     if weights is None:
         return torch.randint(0, n_items, (rows, width), generator=generator, device=device)
-    return torch.multinomial(weights, rows * width, replacement=True, generator=generator).view(rows, width)
+    if weights.numel() <= MULTINOMIAL_CATEGORIES:
+        return torch.multinomial(weights, rows * width, replacement=True, generator=generator).view(rows, width)
+    cumulative = torch.cumsum(weights, 0)
+    last = torch.searchsorted(cumulative, cumulative[-1:])  # the last item of weight > 0 (a draw rounded up to total)
+    u = torch.rand(rows * width, dtype=torch.float64, generator=generator, device=device) * cumulative[-1]
+    return torch.minimum(torch.searchsorted(cumulative, u, right=True), last).view(rows, width)
 
 
 def _kept(sequence: Tensor, users: Tensor, forbidden: UserItems, replace: bool) -> Tensor:

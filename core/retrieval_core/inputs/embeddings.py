@@ -25,7 +25,7 @@ from ..metrics.keys import MetricKey, depth_needed, parse_metrics, split_scopes
 from ..validate import (
     check_backend, check_categories, check_confidence, check_embedding_options, check_embedding_values,
     check_embeddings, check_labels, check_pairs, check_per_class, check_query_gallery,
-    check_return_neighbours, check_rows, check_same_device, check_stats_options, embedding_arrays,
+    as_tensor, check_return_neighbours, check_rows, check_same_device, check_stats_options, embedding_arrays,
 )
 from ..validate.pairs import check_truth_mode
 from ..validate.stats import N_RESAMPLES
@@ -140,6 +140,9 @@ def embedding_inputs(query, query_labels, metrics, *, gallery=None, gallery_labe
     self-gallery (``gallery=None``) is left to the caller (its ids are global positions)
     and ``return_neighbours`` is not compared with the (local) gallery size.
     """
+    if "relevance" in options:  # relevance pairs as a NumPy array, as every other input
+        options["relevance"] = as_tensor("relevance", options["relevance"])
+    exclude = as_tensor("exclude", exclude)
     options = embedding_options(**options)
     keys = tuple(parse_metrics(metrics))
     options = _check_options(keys, options)

@@ -6,7 +6,8 @@ Per user (averaged over users like the accuracy keys): ``popularity@k``, ``novel
 user's first k hold no item (diversity: fewer than two). Set-level (one value over all users): ``coverage@k``,
 ``gini@k``, ``entropy@k``, ``personalization@k``, each ``f(keys, lists) -> [value per key]``
 computed from the exposure counts alone (:func:`exposure_counts`: ``c_i``, the users whose
-first k hold item i) and the number of users: across ranks the counts and the user counts
+first k hold item i; :func:`recommended_counts`, those above 0 alone: no tensor of the
+catalogue's size) and the number of users: across ranks the counts and the user counts
 add up, and the values follow from their sums (no per-user value travels).
 
 Example:
@@ -24,9 +25,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["ItemLists", "exposure_counts", "coverage", "gini", "entropy", "personalization",
-           "popularity", "novelty", "diversity", "tail", "tail_items", "serendipity", "item_values", "item_set_values",
-           "coverage_values", "gini_values", "entropy_values", "personalization_values"]
+from .. import sizing
+
+__all__ = ["ItemLists", "exposure_counts", "recommended_counts", "coverage", "gini", "entropy", "personalization",
+           "popularity", "novelty", "diversity", "unit_rows", "tail", "tail_items", "serendipity", "item_values",
+           "item_set_values", "coverage_values", "gini_values", "entropy_values", "personalization_values"]
 
 
 @dataclass(eq=False)
@@ -54,10 +57,9 @@ class ItemLists:
         return ids.clamp(min=0), valid
 
     def counts(self, k: int) -> Tensor:
-        """:func:`exposure_counts` at ``k``, computed once per cutoff."""
+        """:func:`recommended_counts` at ``k``, computed once per cutoff."""
         if k not in self._counts:
-            width = self.n_items if self.n_items is not None else int(self.ids.max()) + 1 if self.ids.numel() else 1
-            self._counts[k] = exposure_counts(self.ids, k, width)
+            self._counts[k] = recommended_counts(self.ids, k, self.n_items)
         return self._counts[k]
 
 
@@ -67,18 +69,36 @@ def exposure_counts(ids: Tensor, k: int, n_items: int) -> Tensor:
     return torch.bincount(first[first >= 0], minlength=max(n_items, 1))[:max(n_items, 1)].to(torch.int64)
 
 
+def recommended_counts(ids: Tensor, k: int, n_items: Optional[int] = None) -> Tensor:
+    """int64: the c_i > 0 of :func:`exposure_counts`, in increasing item id, without a tensor of
+    the catalogue's size when it exceeds the lists' (n_items may be 10^15): the set-level keys
+    read these alone (an item at 0 adds nothing to a sum; ``gini`` is told how many there
+    are). A count per item (a ``bincount``, 2x faster than sorting 20M slots) where the ids
+    range over at most ``max(slots, 2^20)`` values (``n_items``, else the largest id + 1),
+    else ``torch.unique``'s counts: the same counts in the same order."""
+    first = ids[:, :k].reshape(-1)
+    first = first[first >= 0]
+    width = n_items if n_items is not None else int(first.max()) + 1 if first.numel() else 1
+    if width <= max(first.numel(), 1 << 20):
+        counts = torch.bincount(first, minlength=width)
+        return counts[counts > 0].to(torch.int64)
+    return torch.unique(first, return_counts=True)[1].to(torch.int64)
+
+
 def coverage(counts: Tensor, n_items: int) -> Tensor:
     """Catalogue coverage: items recommended to anyone / n_items."""
     return (counts > 0).sum().to(torch.float64) / n_items
 
 
-def gini(counts: Tensor) -> Tensor:
+def gini(counts: Tensor, n_items: Optional[int] = None) -> Tensor:
     """Gini index of the exposure over the catalogue (every item, unrecommended ones at 0):
     sum_j (2j - n - 1) c_(j) / (n sum_j c_j), the counts in increasing order (RecBole's
-    GiniIndex); NaN when nothing is recommended."""
-    n = counts.numel()
+    GiniIndex); NaN when nothing is recommended. ``counts``: every item's (``n_items``
+    None), or some of them, the n_items - len(counts) others at 0: those come first in
+    the order and add 0 to the sum, so the given counts take the last ranks j."""
+    n = counts.numel() if n_items is None else n_items
     c = counts.sort().values.to(torch.float64)
-    j = torch.arange(1, n + 1, dtype=torch.float64, device=c.device)
+    j = torch.arange(n - c.numel() + 1, n + 1, dtype=torch.float64, device=c.device)
     total = c.sum()
     return torch.where(total > 0, ((2 * j - n - 1) * c).sum() / (n * total.clamp(min=1)), float("nan"))
 
@@ -112,6 +132,25 @@ def _mean_over_list(values: Tensor, valid: Tensor) -> Tensor:
     return torch.where(n > 0, total / n.clamp(min=1), float("nan"))
 
 
+def _power_of_two(x: Tensor, exponent: Tensor) -> Tensor:
+    """``x * 2^exponent`` (float64 exponents, integers in [-1074, 1074]) in two factors of at
+    most 2^537 each (one of 2^1074 overflows): exact wherever the result stays normal."""
+    half = torch.floor(exponent / 2)
+    return x * torch.exp2(half) * torch.exp2(exponent - half)
+
+
+def _unit_scale(x: Tensor, dim=None) -> Tuple[Tensor, Tensor]:
+    """``(x * 2^-e, e)``: float64 ``x`` scaled by a power of two to a largest |entry| in
+    [0.5, 1) (over ``dim``, else the whole tensor; 0 stays 0), with the exponent ``e``
+    (float64). Sums of the scaled values neither overflow nor, for the largest, underflow,
+    and where nothing leaves the normal range the scaling is exact: a ratio of them has the
+    bits it has unscaled."""
+    x = x.to(torch.float64)
+    largest = x.abs().amax() if dim is None else x.abs().amax(dim=dim, keepdim=True)
+    exponent = torch.frexp(largest).exponent.to(torch.float64)
+    return _power_of_two(x, -exponent), exponent
+
+
 def popularity(lists: ItemLists, k: int) -> Tensor:
     """Average recommendation popularity: the mean popularity of the user's first k items."""
     ids, valid = lists.cut(k)
@@ -121,10 +160,16 @@ def popularity(lists: ItemLists, k: int) -> Tensor:
 def novelty(lists: ItemLists, k: int) -> Tensor:
     """The mean self-information -log2(p_i) of the user's first k items, p_i = popularity_i /
     sum_j popularity_j (the item's share of all interactions; every listed item's popularity > 0,
-    checked by ``validate.topk.check_topk_keys``)."""
+    checked by ``validate.topk.check_topk_keys``). The popularity is scaled by a power of two
+    first (its sum would overflow past 1e308), and a share below float64's least (an item
+    2^1074 times rarer than all together) is -log2 p_i = e + log2(scaled sum) - log2(popularity_i)."""
     ids, valid = lists.cut(k)
-    share = lists.popularity / lists.popularity.sum()
-    return _mean_over_list(-torch.log2(share[ids]), valid)
+    scaled, exponent = _unit_scale(lists.popularity)
+    total = scaled.sum()
+    share = scaled / total
+    information = torch.where(share > 0, -torch.log2(share),
+                              exponent + torch.log2(total) - torch.log2(lists.popularity.to(torch.float64)))
+    return _mean_over_list(information[ids], valid)
 
 
 def tail_items(popularity: Tensor, ratio: float) -> Tensor:
@@ -148,7 +193,9 @@ def tail(lists: ItemLists, k: int) -> Tensor:
 def _same_category_pairs(cats: Tensor, valid: Tensor) -> Tensor:
     """``[U]`` float64: ordered pairs of distinct listed items of one category, sum_c n_c (n_c - 1),
     from each row's categories in sorted order (an entry has as many equal ones before it as
-    its distance to its run's start); padding takes categories of its own."""
+    its distance to its run's start); padding takes categories of its own, past the listed
+    ones (``cats`` are codes 0..m-1 of the catalogue's m categories, so ``max + 1`` cannot
+    wrap around int64 as it could on the categories themselves)."""
     c = cats.shape[1]
     j = torch.arange(c, device=cats.device)
     own = cats.max() + 1 + j if cats.numel() else j
@@ -157,6 +204,26 @@ def _same_category_pairs(cats: Tensor, valid: Tensor) -> Tensor:
     new_run[:, 1:] = s[:, 1:] != s[:, :-1]
     start = torch.where(new_run, j, 0).cummax(1).values
     return 2.0 * (j - start).sum(1).to(torch.float64)
+
+
+def _blocks(n_rows: int, per_row: int, device) -> List[slice]:
+    """Slices of ``n_rows`` rows of ``per_row`` float64 elements each, about one
+    :func:`~retrieval_core.sizing.block_elements` a slice (one empty slice for no row): the
+    ``[users, k, D]`` vectors of embedding keys are never whole (1M users x 20 x 64: 10 GB each)."""
+    step = max(1, sizing.block_elements(device) // max(per_row, 1))
+    return [slice(start, min(start + step, n_rows)) for start in range(0, n_rows, step)] or [slice(0, 0)]
+
+
+def unit_rows(e: Tensor) -> Tensor:
+    """float64 ``e`` scaled to unit rows (last dimension), a zero row left at 0 (no cosine).
+
+    Each row is first scaled by a power of two to a largest |entry| in [0.5, 1), in two
+    factors of at most 2^538 each (one of 2^1074 overflows): exact wherever the entries stay
+    normal, and e / |e| is the same for every scale of e, so rows of ordinary size get the
+    bits they would unscaled, while in the norm tiny rows (1e-200: their squares underflow to
+    0) and huge ones (1e200: the sum overflows) neither underflow nor overflow."""
+    e = _unit_scale(e, dim=-1)[0]
+    return e / e.norm(dim=-1, keepdim=True).clamp(min=1e-300)
 
 
 def diversity(lists: ItemLists, k: int) -> Tensor:
@@ -169,11 +236,14 @@ def diversity(lists: ItemLists, k: int) -> Tensor:
     ids, valid = lists.cut(k)
     n = valid.sum(1).to(torch.float64)
     if lists.categories is not None:
-        pairs = _same_category_pairs(lists.categories[ids], valid)
-    else:
-        e = lists.embeddings[ids].to(torch.float64)
-        unit = e / e.norm(dim=2, keepdim=True).clamp(min=1e-300) * valid.unsqueeze(2)
-        pairs = unit.sum(1).pow(2).sum(1) - unit.pow(2).sum((1, 2))
+        codes = torch.unique(lists.categories, return_inverse=True)[1]  # of the catalogue's categories
+        pairs = _same_category_pairs(codes[ids], valid)
+    else:  # [b, c, D] float64 vectors, a block of users at a time
+        parts = []
+        for rows in _blocks(ids.shape[0], ids.shape[1] * lists.embeddings.shape[1], ids.device):
+            unit = unit_rows(lists.embeddings[ids[rows]]) * valid[rows].unsqueeze(2)
+            parts.append(unit.sum(1).pow(2).sum(1) - unit.pow(2).sum((1, 2)))
+        pairs = torch.cat(parts)
     return torch.where(n > 1, 1.0 - pairs / (n * (n - 1)).clamp(min=1), float("nan"))
 
 
@@ -194,11 +264,15 @@ def _history_similarity(lists: ItemLists, ids: Tensor) -> Tuple[Tensor, Tensor]:
         at = torch.searchsorted(keys, wanted).clamp(max=max(keys.numel() - 1, 0))
         same = torch.where(keys[at] == wanted, counts[at], 0) if keys.numel() else torch.zeros_like(wanted)
         return same.to(torch.float64) / sizes.clamp(min=1).unsqueeze(1), sizes
-    e = lists.embeddings.to(torch.float64)
-    unit = e / e.norm(dim=1, keepdim=True).clamp(min=1e-300)
-    mean = torch.zeros(n_users, unit.shape[1], dtype=torch.float64, device=ids.device).index_add_(0, users,
-                                                                                                unit[items])
-    return (unit[ids] * (mean / sizes.clamp(min=1).unsqueeze(1)).unsqueeze(1)).sum(2), sizes
+    unit = unit_rows(lists.embeddings)
+    dims = unit.shape[1]
+    mean = torch.zeros(n_users, dims, dtype=torch.float64, device=ids.device)
+    for part in _blocks(users.numel(), dims, ids.device):  # in order: the sums of one index_add_
+        mean.index_add_(0, users[part], unit[items[part]])
+    mean = mean / sizes.clamp(min=1).unsqueeze(1)
+    similarity = [(unit[ids[rows]] * mean[rows].unsqueeze(1)).sum(2)
+                  for rows in _blocks(n_users, ids.shape[1] * dims, ids.device)]
+    return torch.cat(similarity), sizes
 
 
 def serendipity(lists: ItemLists, k: int) -> Tensor:
@@ -216,7 +290,7 @@ def coverage_values(keys: Sequence, lists: ItemLists) -> List[Tensor]:
 
 
 def gini_values(keys: Sequence, lists: ItemLists) -> List[Tensor]:
-    return [gini(lists.counts(m.cutoff)) for m in keys]
+    return [gini(lists.counts(m.cutoff), lists.n_items) for m in keys]
 
 
 def entropy_values(keys: Sequence, lists: ItemLists) -> List[Tensor]:

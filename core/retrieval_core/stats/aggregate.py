@@ -32,8 +32,9 @@ def fill_empty(values: Tensor, keys: Sequence[str], empty: str) -> Tensor:
         bad = [f"{k}: {c}" for k, c in zip(keys, counts) if c]
         if bad:
             raise ValueError(
-                f"queries with no relevant candidate (no non-relevant one for fall_out/auroc) "
-                f"out of {values.shape[0]}: {', '.join(bad)}; empty='error' forbids them"
+                f"queries where a key is undefined (no relevant candidate; no non-relevant one for fall_out/auroc; "
+                f"for the beyond-accuracy keys of top-k lists an empty list, fewer than 2 items for diversity, no "
+                f"history for serendipity) out of {values.shape[0]}: {', '.join(bad)}; empty='error' forbids them"
             )
         return values
     return values.masked_fill(undefined, 0.0 if empty == "zero" else 1.0)

@@ -48,7 +48,7 @@ def check_sampling(n_items, n, *, alpha, replace, seed) -> None:
 @check
 def check_popularity(popularity, n_items: int, alpha: float) -> Tensor:
     """``[n_items]`` real weights, finite and >= 0, returned as float64 ``popularity ** alpha``
-    (an item of popularity 0 is never drawn, as RecBole's ``pop`` sampling)."""
+    (an item of popularity 0 is never drawn, as RecBole's ``pop`` sampling), whose sum is finite."""
     if not isinstance(popularity, Tensor):
         raise TypeError(f"popularity must be a tensor of one weight per item; got {type(popularity).__name__}")
     if popularity.shape != (n_items,):
@@ -58,7 +58,11 @@ def check_popularity(popularity, n_items: int, alpha: float) -> Tensor:
     weights = popularity.to(torch.float64)
     if not bool((torch.isfinite(weights) & (weights >= 0)).all()):
         raise ValueError("popularity must be finite and >= 0")
-    return torch.where(weights > 0, weights.pow(float(alpha)), torch.zeros_like(weights))
+    weights = torch.where(weights > 0, weights.pow(float(alpha)), torch.zeros_like(weights))
+    if not bool(torch.isfinite(weights.sum())):  # the draws and the allowed shares divide by it
+        raise ValueError(f"popularity ** alpha (alpha={alpha}) sums past float64 (up to {weights.max().item():.3g}): "
+                         "scale the popularity down (the sampling reads only its proportions)")
+    return weights
 
 
 @check

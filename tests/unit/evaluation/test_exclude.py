@@ -295,3 +295,23 @@ def test_two_tower_with_gains_of_one_builds_no_dense_block(generator, monkeypatc
     with pytest.raises(AssertionError, match="dense"):
         rc.evaluate_embeddings(users, None, ["ndcg@5"], gallery=items, distance="dot", relevance=truth, exclude=seen,
                                ties="expected")
+
+
+def test_numpy_exclude_and_relevance_pairs_are_read_as_tensors():
+    """NumPy arrays are taken in every function (README), exclude= and relevance pairs too
+    (they were a TypeError in evaluate_scores and evaluate_embeddings, not in evaluate_topk)."""
+    g = torch.Generator().manual_seed(3)
+    users, items = torch.randn(4, 3, generator=g), torch.randn(7, 3, generator=g)
+    truth, seen = random_pairs(g, 4, 7, 6).unique(dim=1), random_pairs(g, 4, 7, 5)
+    keys = ["ndcg@3", "recall@5", "mrr"]
+    scores = users @ items.T
+    target = torch.zeros(4, 7, dtype=torch.int64).index_put_(tuple(truth), torch.tensor(1))
+    want = rc.evaluate_scores(scores, target, keys, exclude=seen, reduce="none")
+    got = rc.evaluate_scores(scores.numpy(), target.numpy(), keys, exclude=seen.numpy(), reduce="none")
+    want_two = rc.evaluate_embeddings(users, None, keys, gallery=items, distance="dot", relevance=truth,
+                                      exclude=seen, reduce="none")
+    got_two = rc.evaluate_embeddings(users, None, keys, gallery=items, distance="dot", relevance=truth.numpy(),
+                                     exclude=seen.numpy(), reduce="none")
+    for key in keys:
+        assert torch.equal(got[key].nan_to_num(-1), want[key].nan_to_num(-1)), key
+        assert torch.equal(got_two[key].nan_to_num(-1), want_two[key].nan_to_num(-1)), key

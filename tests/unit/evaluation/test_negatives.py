@@ -138,3 +138,27 @@ def test_popularity_without_replacement_is_successive_sampling():
 def test_bad_inputs(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_popularity_sampling_past_two_to_the_24_items():
+    """torch.multinomial takes at most 2^24 categories (a RuntimeError past them): a larger
+    catalogue draws by the inverse of the cumulative weights, with the same law (chi-square),
+    never an item of weight 0 nor a positive."""
+    n_items = 2**24 + 5
+    popularity = torch.zeros(n_items)
+    popularity[[0, 7, n_items - 2, n_items - 1]] = torch.tensor([1.0, 4.0, 2.0, 3.0])
+    neg = rc.sample_negatives(torch.tensor([[0, 1], [7, 7]]), n_items, 3000, popularity=popularity, seed=3)
+    for row in neg:  # item 7 is both users' positive
+        items, counts = torch.unique(row, return_counts=True)
+        assert items.tolist() == [0, n_items - 2, n_items - 1]
+        assert _chi2(counts.double(), torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64) / 6) < CHI2_999[3]
+
+
+@pytest.mark.parametrize("popularity, alpha", [([1e200, 1.0, 1.0], 2.0), ([1e-200, 1.0, 1.0], -2.0),
+                                               ([1e308, 1e308, 1.0], 1.0)])
+def test_popularity_to_the_alpha_past_float64_is_refused(popularity, alpha):
+    """Weights whose sum overflows float64 were a 'cannot convert float NaN to integer' (the
+    draws' width) or a wrong 'has not an item to sample'."""
+    with pytest.raises(ValueError, match=r"popularity \*\* alpha \(alpha=.*\) sums past float64"):
+        rc.sample_negatives(torch.tensor([[0], [0]]), 3, 2, popularity=torch.tensor(popularity, dtype=torch.float64),
+                            alpha=alpha)

@@ -230,3 +230,20 @@ def test_the_per_user_values_carry_the_user_ids():
     want = rc.evaluate_topk(topk, target.nonzero().T, ["recall@5"], n_items=I, keep_per_query=True)
     assert torch.equal(results.per_query["recall@5"].nan_to_num(-1), want.per_query["recall@5"].nan_to_num(-1))
     assert results.worst("recall@5", 1)
+
+
+def test_a_history_given_in_some_batches_is_named_history():
+    """The state's name ('history_counts') is not the input's: the messages name 'history'."""
+    import ignite_retrieval
+    import lightning_retrieval
+
+    metric = ignite_retrieval.TopKMetrics(["recall@2"], n_items=4)
+    metric.update({"topk": torch.tensor([[1, 2]]), "truth": torch.tensor([[0], [1]])})
+    with pytest.raises(ValueError, match="'history' was missing in earlier batches"):
+        metric.update({"topk": torch.tensor([[1, 2]]), "truth": torch.tensor([[0], [1]]),
+                       "history": torch.tensor([[0], [3]])})
+    metric = lightning_retrieval.TopKMetrics(["recall@2"], n_items=4)  # not strict: rows counted at compute
+    metric.update(torch.tensor([[1, 2]]), torch.tensor([[0], [1]]), history=torch.tensor([[0], [3]]))
+    metric.update(torch.tensor([[1, 3]]), torch.tensor([[0], [1]]))
+    with pytest.raises(ValueError, match="^history were given for 1 of 2 rows: pass history with every update"):
+        metric.compute()

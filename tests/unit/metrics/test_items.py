@@ -184,3 +184,112 @@ def test_a_history_pair_given_twice_counts_once():
         again = rc.evaluate_topk(TOPK, TRUTH, ["serendipity@3"], item_categories=CATEGORIES, history=history,
                                  reduce="none")["serendipity@3"]
         assert torch.equal(again, once)
+
+
+def test_set_level_keys_hold_no_tensor_of_the_catalogue():
+    """A catalogue of 10^15 items (as the accuracy keys run on): the set-level keys read the
+    counts of the recommended items alone (an [n_items] count would be 8 PB), and without
+    n_items the largest listed id (2^50 here) does not size anything either."""
+    n = 10**15
+    topk = torch.tensor([[n - 1, 5, 2], [5, 2, -1], [7, 5, n - 2]])
+    keys = ["coverage@3", "gini@3", "entropy@3", "personalization@3", "coverage@1", "gini@1"]
+    r = rc.evaluate_topk(topk, TRUTH, keys, n_items=n)
+    # counts c = 1, 1, 3, 2, 1 (items n-1, n-2, 5, 2, 7) over 8 slots; at 1: n-1, 5, 7 once each
+    assert r["coverage@3"].item() == 5 / n and r["coverage@1"].item() == 3 / n
+    ascending, first = [1, 1, 1, 2, 3], n - 5 + 1  # the n - 5 items at 0 take the first ranks
+    assert r["gini@3"].item() == pytest.approx(
+        sum((2 * (first + i) - n - 1) * c for i, c in enumerate(ascending)) / (n * 8), rel=1e-12)
+    assert r["gini@1"].item() == pytest.approx((n - 1 + n - 3 + n - 5) / (n * 3), rel=1e-12)
+    assert r["entropy@3"].item() == pytest.approx(-sum(c / 8 * math.log2(c / 8) for c in ascending))
+    assert r["personalization@3"].item() == pytest.approx(1 - (2 + 1 + 1) / 3 / 3)  # pairs share 2, 1, 1 items
+    huge = torch.tensor([[2**50, 1], [1, 3]])
+    unsized = rc.evaluate_topk(huge, TRUTH[:, :1], ["entropy@2", "personalization@2"])
+    assert unsized["entropy@2"].item() == pytest.approx(1.5) and unsized["personalization@2"].item() == 0.5
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gini_of_the_recommended_counts_equals_gini_of_every_count(seed):
+    ids, n_items = _lists(seed, n_items=30)
+    for k in (1, 3, 5):
+        dense, listed = M.exposure_counts(ids, k, n_items), M.recommended_counts(ids, k, n_items)
+        assert torch.equal(listed, dense[dense > 0])
+        # a count per item (ids within 2^20) or the sorted ids' counts (a catalogue past the lists): the same
+        assert torch.equal(M.recommended_counts(ids, k, 2**30), listed)
+        assert torch.equal(M.recommended_counts(ids, k), listed)
+        assert M.gini(listed, n_items).item() == M.gini(dense).item()
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0**-700, 1e-200, 1e-310, 1e200, 1e300])
+def test_cosine_keys_do_not_depend_on_the_embeddings_scale(scale):
+    """The cosine does not change with the scale of the vectors: tiny embeddings (whose
+    squares underflow: the norm was 0 and the values ~ -1e200) and huge ones (whose squared
+    norm overflows: every cosine was 0) give the values of ordinary ones."""
+    emb = torch.tensor([[1.0, 1.0], [1.0, 1.0], [3.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
+    topk, history = torch.tensor([[0, 1, -1], [2, 3, 4]]), torch.tensor([[0, 1, 1], [0, 2, 5]])
+    keys = ["diversity@3", "serendipity@3"]
+    want = rc.evaluate_topk(topk, TRUTH[:, :1], keys, item_embeddings=emb, history=history, reduce="none")
+    got = rc.evaluate_topk(topk, TRUTH[:, :1], keys, item_embeddings=emb * scale, history=history, reduce="none")
+    for key in keys:
+        assert got[key].tolist() == pytest.approx(want[key].tolist(), abs=1e-12), key
+    assert want["diversity@3"].tolist() == pytest.approx([0.0, 2 / 3], abs=1e-12)
+
+
+def test_unit_rows_are_the_plain_normalisation_for_rows_of_ordinary_size():
+    """The power-of-two scaling is exact: the same bits as e / |e| where nothing over- or underflows."""
+    g = torch.Generator().manual_seed(5)
+    for e in (torch.randn(200, 7, generator=g, dtype=torch.float64), torch.randn(200, 3, generator=g) * 1e3):
+        plain = e.double() / e.double().norm(dim=1, keepdim=True)
+        assert torch.equal(M.unit_rows(e), plain)
+    assert torch.equal(M.unit_rows(torch.zeros(2, 3)), torch.zeros(2, 3, dtype=torch.float64))  # no cosine: 0
+
+
+def test_padding_never_takes_a_listed_category_at_the_int64_extremes():
+    """Padding's own categories were max + 1 + j: past 2^63 - 1 they wrapped around onto
+    -2^63 + j, here item 1's category, and the two distinct items counted as alike."""
+    categories = torch.tensor([2**63 - 1, -2**63 + 2, 0, -2**63])
+    topk = torch.tensor([[0, 1, -1], [3, 2, -1], [0, 3, 1]])
+    r = rc.evaluate_topk(topk, TRUTH[:, :1], ["diversity@3"], item_categories=categories, reduce="none")
+    assert r["diversity@3"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_embedding_keys_take_a_block_of_users_at_a_time(monkeypatch):
+    """diversity@k and serendipity@k with item_embeddings hold [users, k, D] float64 vectors a
+    block of users at a time (whole, 1M users x 20 x 64 were 10 GB each), with the values of
+    one block, bit for bit (each user's sums are its own; the history's index_add_ in order)."""
+    g = torch.Generator().manual_seed(9)
+    ids, n_items = _lists(9, users=23, width=5, n_items=12)
+    emb = torch.randn(n_items, 4, generator=g)
+    history = (torch.rand(23, n_items, generator=g) < 0.4).nonzero().T
+    keys = ["diversity@5", "serendipity@5", "serendipity@2"]
+    whole = rc.evaluate_topk(ids, TRUTH[:, :1], keys, item_embeddings=emb, history=history, reduce="none")
+    seen, unit_rows = [], M.unit_rows
+    monkeypatch.setattr(M, "unit_rows", lambda e: seen.append(e.shape[0]) or unit_rows(e))
+    monkeypatch.setattr(M.sizing, "block_elements", lambda device, deep=False: 3 * 5 * 4)
+    blocks = rc.evaluate_topk(ids, TRUTH[:, :1], keys, item_embeddings=emb, history=history, reduce="none")
+    for key in keys:
+        assert torch.equal(blocks[key].nan_to_num(-1), whole[key].nan_to_num(-1)), key
+    assert max(n for n in seen if n != n_items) <= 3  # the listed items of 3 users at most (the catalogue: once)
+
+
+@pytest.mark.parametrize("popularity, expected", [
+    ([1.0, 1.0, 5e-324, 1.0], [math.log2(3), (math.log2(3) + 1074 + math.log2(3)) / 2]),  # a share below 2^-1074
+    ([1e308, 1e308, 1.0, 1.0], [1.0, 1 + math.log2(1e308)]),  # the sum past float64
+    ([2.0**1000, 1.0, 1.0, 1.0], [500.0, 1000.0]),
+])
+def test_novelty_of_extreme_popularity_is_finite(popularity, expected):
+    """-log2 p_i is finite for every popularity > 0: a sum past 1e308 made every share 0 (the
+    information inf), and a share below 2^-1074 rounded to 0; both were refused as inf."""
+    r = rc.evaluate_topk(torch.tensor([[0, 1], [2, 3]]), TRUTH[:, :1], ["novelty@2"],
+                         item_popularity=torch.tensor(popularity, dtype=torch.float64), reduce="none")
+    assert r["novelty@2"].tolist() == pytest.approx(expected, rel=1e-15)
+
+
+def test_novelty_of_ordinary_popularity_has_the_bits_of_the_plain_share():
+    """The power-of-two scaling is exact: -log2(popularity / popularity.sum()) bit for bit."""
+    g = torch.Generator().manual_seed(4)
+    for popularity in (torch.randint(1, 10**6, (50,), generator=g), torch.rand(50, generator=g, dtype=torch.float64)):
+        ids = torch.stack([torch.randperm(50, generator=g)[:6] for _ in range(9)])
+        share = popularity.double() / popularity.double().sum()
+        plain = (-torch.log2(share[ids])).sum(1) / 6
+        assert torch.equal(M.novelty(M.ItemLists(ids, 50, popularity.double()), 6), plain)
+

@@ -110,7 +110,8 @@ class Accumulator:
     """State, update, sync across ranks and compute of one kind of input.
 
     Subclasses list ``cat_states`` (name, dtype of a rank without rows) and
-    ``optional`` (the optional inputs: given in every batch or in none), and define
+    ``optional`` (the optional inputs: given in every batch or in none; ``input_names``:
+    the name a user passes one under, where its state's differs), and define
     ``sum_states``, ``update``, ``compute`` and ``agreed_options``.
 
     ``name``: the metric's name in messages. ``device``: where update keeps the rows
@@ -122,6 +123,7 @@ class Accumulator:
 
     cat_states: Tuple[Tuple[str, torch.dtype], ...] = ()
     optional: Tuple[str, ...] = ()
+    input_names: Dict[str, str] = {}
     unit = "row"
 
     def __init__(self, *, name: str = "metric", device=None, strict_inputs: bool = False,
@@ -175,8 +177,8 @@ class Accumulator:
         for k in self.optional:
             if given[k] != before[k]:
                 was, now = ("given", "missing") if before[k] else ("missing", "given")
-                raise ValueError(f"{k!r} was {was} in earlier batches and is {now} in this one; "
-                                 "give it in every batch or in none")
+                raise ValueError(f"{self.input_names.get(k, k)!r} was {was} in earlier batches and is {now} in this "
+                                 "one; give it in every batch or in none")
 
     def _append(self, state, device, rows: Dict[str, Optional[Tensor]]) -> None:
         for name, value in rows.items():
@@ -210,8 +212,8 @@ class Accumulator:
             return Synced({}, 0, processes)
         for k, c in zip(self.optional, on):
             if 0 < c < data_ranks:
-                raise ValueError(f"{what}: {k!r} was given on {c} of the {data_ranks} processes that saw data; "
-                                 "give it on all of them or on none")
+                raise ValueError(f"{what}: {self.input_names.get(k, k)!r} was given on {c} of the {data_ranks} "
+                                 "processes that saw data; give it on all of them or on none")
         present = dict(zip(self.optional, on))
         synced: Dict[str, Any] = {}
         for name, dtype in self.cat_states:

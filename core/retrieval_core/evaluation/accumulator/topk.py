@@ -55,6 +55,7 @@ class TopkAccumulator(Accumulator):
                   ("truth_items", _I64), ("truth_gains", _F64), ("user_ids", _I64), ("categories", _I64),
                   ("history_counts", _I64), ("history_items", _I64), ("history_gains", _F64))
     optional = ("user_ids", "categories", "history_counts")
+    input_names = {"history_counts": "history"}
     unit = "user"
 
     def __init__(self, metrics, *, n_items: Optional[int] = None, item_popularity=None, item_categories=None,
@@ -103,7 +104,8 @@ class TopkAccumulator(Accumulator):
         parts = {name: self.cat(state[name]) for name, _ in self.cat_states}
         if parts["widths"] is None:
             raise ValueError(f"{self.name}: no list was given; nothing to evaluate")
-        same_rows(parts["widths"].shape[0], **{k: parts[k] for k in ("truth_counts",) + self.optional})
+        same_rows(parts["widths"].shape[0], **{self.input_names.get(k, k): parts[k]
+                                               for k in ("truth_counts",) + self.optional})
         if parts["user_ids"] is None:
             self.warn_without_ids(processes, group)
         return finalize_topk(parts, self.keys, processes=processes, **self.options)
