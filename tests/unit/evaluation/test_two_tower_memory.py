@@ -116,3 +116,17 @@ def test_sorted_pairs_are_not_sorted_again():
     check_user_items("exclude", seen, n_users, n_items, repeats=True)  # warm
     n = seen.shape[1]
     assert peak_bytes(lambda: check_user_items("exclude", seen, n_users, n_items, repeats=True)) < n * 12
+
+
+def test_the_representable_check_holds_one_copy_of_the_values():
+    """The per-user values [U, M] are checked (before they are reduced) with one float64
+    temporary and a mask, not two temporaries: the aggregation of a million users' values."""
+    from retrieval_core.validate.values import check_representable
+    values = torch.rand(50000, 9, dtype=torch.float64)
+    values[::7, 3] = float("nan")
+    check_representable(values, [f"k{j}" for j in range(9)])  # warm
+    peak = peak_bytes(lambda: check_representable(values, [f"k{j}" for j in range(9)]))
+    assert peak < values.numel() * (8 + 1) + 4096
+    values[5, 2] = float("inf")
+    with pytest.raises(ValueError, match="k2: values up to inf"):
+        check_representable(values, [f"k{j}" for j in range(9)])
