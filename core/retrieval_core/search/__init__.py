@@ -16,6 +16,6 @@ from .labels import Checks, Exclusion, count_equal, eligible, gains, label_count
 
 __all__ = [
     "DISTANCES", "DISTANCE_ERROR", "FUSED_MAX_DEPTH", "MIN_ROWS", "Distance", "Relevance", "Frame", "EuclideanOrder",
-    "FaissSearch", "Checks", "Exclusion", "prepare", "pow2_factor", "dot_scale", "dot_factors", "dot_apply", "similarity",
-    "distances", "gains", "eligible", "count_equal", "label_counts",
+    "FaissSearch", "Checks", "Exclusion", "prepare", "pow2_factor", "dot_scale", "dot_factors", "dot_apply",
+    "similarity", "distances", "gains", "eligible", "count_equal", "label_counts",
 ]

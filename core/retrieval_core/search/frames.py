@@ -9,8 +9,8 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "DISTANCES", "Distance", "Relevance", "prepare", "pow2_factor", "dot_scale", "dot_factors", "dot_apply", "Frame", "similarity", "MIN_ROWS",
-    "distances", "DISTANCE_ERROR", "FUSED_MAX_DEPTH",
+    "DISTANCES", "Distance", "Relevance", "prepare", "pow2_factor", "dot_scale", "dot_factors", "dot_apply", "Frame",
+    "similarity", "MIN_ROWS", "distances", "DISTANCE_ERROR", "FUSED_MAX_DEPTH",
 ]
 
 DISTANCES = ("cosine", "dot", "euclidean", "squared_euclidean", "hamming")
