@@ -141,8 +141,9 @@ class _ChunkWalk:
                                       device=self.device)
 
     def _prepare_embeddings(self, query: Tensor, gallery: Tensor) -> None:
-        """``q_all``, ``g`` (the embeddings as the products take them), ``exact`` (euclidean:
-        the exact order), ``dot_q``, ``dot_g`` (dot: the scales) and ``g_sq``."""
+        """``q_all``, ``g`` (the embeddings as the products take them; dot: the queries unscaled,
+        :meth:`queries` scales each chunk), ``exact`` (euclidean: the exact order), ``dot_q``,
+        ``dot_g`` (dot: the scales) and ``g_sq``."""
         distance = self.distance
         self.q_all = search.prepare(query, distance)
         self.g = self.q_all if gallery is query else search.prepare(gallery, distance)
@@ -157,7 +158,8 @@ class _ChunkWalk:
             self.g = self.q_all if gallery is query else frame.apply(gallery, dtype)
             self.exact = search.EuclideanOrder(self.g, gallery, frame, fused=self.fused)
         elif distance == "dot":  # scaled by powers of two: no product overflows or underflows
-            self.q_all, self.dot_q = search.dot_scale(self.q_all)
+            # the queries' factors only ([Q, 1]): each chunk is scaled when ranked (no [Q, D] copy)
+            self.dot_q = search.dot_factors(self.q_all)
             self.g, self.dot_g = search.dot_scale(self.g, self.g.abs().amax())
         self.g_sq = (self.g * self.g).sum(1) if self.euclidean else None
 
@@ -240,12 +242,19 @@ class _ChunkWalk:
             mask = kept if mask is None else mask & kept
         return gain, mask
 
+    def queries(self, part) -> Tensor:
+        """The queries ``part`` as the products take them (dot: scaled row by row, as
+        ``search.dot_scale`` scales the whole: the same values)."""
+        if self.dot_q is None:
+            return self.q_all[part]
+        return search.dot_apply(self.q_all[part], self.dot_q[part])
+
     def rank(self, part, select):
         """The Ranking of the queries ``part`` (a slice, or positions when re-ranking)."""
         if self.tie_exact:
             scores, ranking = None, self._rank_ties(part, select)
         else:
-            scores = search.similarity(self.q_all[part], self.g, self.distance, self.g_sq, out=self.buffer,
+            scores = search.similarity(self.queries(part), self.g, self.distance, self.g_sq, out=self.buffer,
                                        checks=self.checks, fused=self.fused)
             if self.binary:
                 ranking = self._rank_binary(part, select, scores)
@@ -326,7 +335,7 @@ class _ChunkWalk:
 
     def faiss_ranking(self, part):
         """The chunk's Ranking from faiss candidate lists (1-D labels)."""
-        return _faiss_ranking(self.faiss, self.q_all[part], self.query_labels[part], self.gallery_labels, self.depth,
+        return _faiss_ranking(self.faiss, self.queries(part), self.query_labels[part], self.gallery_labels, self.depth,
                               self.at_r, self.need_ideal, self.n_relevant[part], self.n_candidates[part],
                               self.exclusion, part, self.query_ids, self.gallery_ids)
 

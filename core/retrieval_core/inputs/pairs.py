@@ -27,14 +27,15 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
+from .. import sizing
 from ..validate.pairs import check_user_items
 
-__all__ = ["UserItems", "user_items", "batch_exclusions", "excluded_positions"]
+__all__ = ["UserItems", "user_items", "user_blocks", "batch_exclusions", "excluded_positions"]
 
 Part = Union[slice, Tensor]  # a chunk of users: a slice, or their positions (ascending or not)
 
@@ -122,12 +123,34 @@ class UserItems:
                          self.host_offsets[start:stop + 1] - lo)
 
     def overlap(self, other: "UserItems") -> Tensor:
-        """``[U]`` int64: how many of each user's items are also the user's in ``other``."""
-        rows, items, _ = self.pairs(slice(0, self.n_users))
-        o_rows, o_items, _ = other.pairs(slice(0, other.n_users))
-        both = torch.isin(rows * self.n_items + items, o_rows * self.n_items + o_items)
-        return torch.zeros(self.n_users, dtype=torch.int64, device=rows.device).index_add_(
-            0, rows, both.to(torch.int64))
+        """``[U]`` int64: how many of each user's items are also the user's in ``other`` (the same
+        users): each pair's key searched in ``other``'s sorted keys, in blocks of users of about
+        ``sizing.bucket_entries`` pairs of both (no keys of every pair at once)."""
+        out = torch.zeros(self.n_users, dtype=torch.int64, device=self.items.device)
+        for part in user_blocks(self.host_offsets + other.host_offsets, sizing.bucket_entries(self.items.device)):
+            rows, items, _ = self.pairs(part)
+            o_rows, o_items, _ = other.pairs(part)
+            if rows.numel() and o_rows.numel():
+                keys, o_keys = rows * self.n_items + items, o_rows * self.n_items + o_items  # sorted (see keys)
+                at = torch.searchsorted(o_keys, keys).clamp_(max=o_keys.numel() - 1)
+                out[part].index_add_(0, rows, (o_keys[at] == keys).to(torch.int64))
+        return out
+
+
+def user_blocks(host_offsets: Tensor, per_block: int) -> List[slice]:
+    """Consecutive slices of users covering all of them: a block starts at the user holding
+    entry ``j * per_block`` (CSR ``host_offsets`` on the CPU: no device read), so it holds
+    at most ``per_block`` entries past those of its first user.
+
+    Example:
+        >>> user_blocks(torch.tensor([0, 3, 3, 7, 8, 12]), 4)
+        [slice(0, 2, None), slice(2, 4, None), slice(4, 5, None)]
+    """
+    n_users, total = host_offsets.shape[0] - 1, int(host_offsets[-1])
+    cuts = torch.arange(per_block, max(total, per_block), per_block)
+    firsts = torch.searchsorted(host_offsets, cuts, right=True) - 1
+    bounds = [0] + sorted(set(firsts.tolist()) - {0}) + [n_users]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
 def user_items(name: str, value, n_users: int, n_items: Optional[int] = None, *, graded: bool = False,

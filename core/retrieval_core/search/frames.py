@@ -9,8 +9,8 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "DISTANCES", "Distance", "Relevance", "prepare", "pow2_factor", "dot_scale", "Frame", "similarity", "MIN_ROWS",
-    "distances", "DISTANCE_ERROR", "FUSED_MAX_DEPTH",
+    "DISTANCES", "Distance", "Relevance", "prepare", "pow2_factor", "dot_scale", "dot_factors", "dot_apply", "Frame",
+    "similarity", "MIN_ROWS", "distances", "DISTANCE_ERROR", "FUSED_MAX_DEPTH",
 ]
 
 DISTANCES = ("cosine", "dot", "euclidean", "squared_euclidean", "hamming")
@@ -69,12 +69,32 @@ def dot_scale(x: Tensor, largest: Optional[Tensor] = None) -> "tuple[Tensor, Ten
     products neither overflow nor underflow: ``(scaled, factors)``. Queries
     (``largest=None``) are scaled row by row (each query's order is unchanged); a
     gallery as a whole, by its largest entry ``largest`` (a 0-d tensor). The dot product
-    is the scaled one divided by both factors."""
-    if largest is None:
-        f = pow2_factor(x.abs().amax(1, keepdim=True)) if x.shape[0] else x.new_ones(0, 1, dtype=torch.float64)
-    else:
-        f = pow2_factor(largest).reshape(1, 1)
-    return (x.to(torch.float64) * f).to(x.dtype), f
+    is the scaled one divided by both factors. (:func:`dot_factors` then :func:`dot_apply`.)"""
+    f = dot_factors(x, largest)
+    return dot_apply(x, f), f
+
+
+def dot_factors(x: Tensor, largest: Optional[Tensor] = None) -> Tensor:
+    """The factors of :func:`dot_scale`: ``[N, 1]`` float64, one per row from the row's largest
+    ``|entry|`` (``largest=None``; found in one pass, without an ``|x|`` copy), or ``[1, 1]`` from
+    ``largest``. Row by row: the factors of a chunk of rows are those rows' factors in the whole.
+
+    Example:
+        >>> dot_factors(torch.tensor([[3.0, -6.0], [0.0, 0.0], [0.25, 0.0]])).flatten().tolist()
+        [0.125, 1.0, 2.0]
+    """
+    if largest is not None:
+        return pow2_factor(largest).reshape(1, 1)
+    if not x.shape[0]:
+        return x.new_ones(0, 1, dtype=torch.float64)
+    low, high = torch.aminmax(x, dim=1, keepdim=True)
+    return pow2_factor(torch.maximum(high, -low))  # max |x| of the row: exact, as x.abs().amax(1)
+
+
+def dot_apply(x: Tensor, factors: Tensor) -> Tensor:
+    """``x`` scaled by :func:`dot_factors` (in float64, exact, then back to ``x``'s dtype): entry
+    by entry, so a chunk of rows scaled with its own factors equals those rows of the whole."""
+    return (x.to(torch.float64) * factors).to(x.dtype)
 
 
 class Frame:

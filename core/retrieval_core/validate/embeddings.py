@@ -179,6 +179,17 @@ def check_per_class(per_class, labels: Tensor, custom: bool = False) -> None:
 # -- embedding mode: values (read from the data, once per evaluation) -----------------------
 
 
+def _all_finite(x: Tensor) -> bool:
+    """Whether every entry of floating ``x`` is finite, in one pass and without a temporary of
+    ``x``'s size (``torch.isfinite`` builds ``|x|`` and masks): the smallest and the largest
+    entries are both finite exactly when every entry is (``aminmax`` propagates NaN, and an
+    infinity is the largest or the smallest entry)."""
+    if x.numel() == 0:
+        return True
+    low, high = torch.aminmax(x)
+    return bool(torch.isfinite(low) & torch.isfinite(high))
+
+
 @check
 def check_embedding_values(
     query: Tensor, query_labels: Tensor, gallery: Optional[Tensor] = None, gallery_labels: Optional[Tensor] = None,
@@ -197,7 +208,7 @@ def check_embedding_values(
     if gallery is not None:
         sides.append(("gallery", gallery, "gallery_labels", gallery_labels))
     for name, x, _, _ in sides:
-        if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        if x.is_floating_point() and not _all_finite(x):
             raise ValueError(f"{_contains(name + ' embeddings')} NaN or inf")
     if distance == "hamming":
         for name, x, _, _ in sides:

@@ -96,10 +96,13 @@ def _check_ids(name: str, users: Tensor, items: Tensor, n_users: int, n_items: O
 def _sorted_once(name: str, users: Tensor, items: Tensor, gains: Optional[Tensor], n_items: int,
                  repeats: bool) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
     """The pairs sorted by ``user * n_items + item``, a pair given twice kept once
-    (``repeats``) or refused."""
-    key, order = (users * n_items + items).sort(stable=True)  # n_users * n_items < 2^63: checked before
-    users, items = users[order], items[order]
-    gains = None if gains is None else gains[order]
+    (``repeats``) or refused. Pairs already in that order (sorted pairs, a coalesced COO
+    tensor) are kept as given: no sort, no sorted copies."""
+    key = (users * n_items).add_(items)  # n_users * n_items < 2^63: checked before
+    if not bool((key[1:] >= key[:-1]).all()):  # the stable sort of sorted keys is the identity
+        key, order = key.sort(stable=True)
+        users, items = users[order], items[order]
+        gains = None if gains is None else gains[order]
     twice = key[1:] == key[:-1]
     if bool(twice.any()):
         if not repeats:

@@ -176,7 +176,7 @@ def check_representable(values: Tensor, keys: Sequence[str], n_queries: Optional
     if values.numel() == 0:
         return
     limit = torch.finfo(torch.float64).max / n
-    largest = torch.where(torch.isnan(values), 0.0, values.abs()).amax(0)
+    largest = values.abs().masked_fill_(torch.isnan(values), 0.0).amax(0)  # one [Q, M] temporary
     bad = [(k, v) for k, v in zip(keys, largest.tolist()) if v > limit]
     if bad:
         raise ValueError(

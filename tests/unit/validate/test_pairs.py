@@ -105,3 +105,80 @@ def test_one_check_per_conversion():
     with count_checks() as counts:
         user_items("exclude", torch.tensor([[0], [1]]), 3, 5)
     assert dict(counts) == {"check_user_items(exclude)": 1}
+
+
+# -- sorted pairs kept as given; the overlap in blocks of users (issue 30: two-tower memory) ------------
+
+
+def _shuffled(pairs, generator):
+    return pairs[:, torch.randperm(pairs.shape[1], generator=generator)]
+
+
+@pytest.mark.parametrize("repeats", [False, True])
+def test_sorted_and_shuffled_pairs_give_the_same_csr(generator, repeats):
+    """Pairs already sorted skip the sort; the CSR is the one of the same pairs in any order
+    (repeats adjacent in the sorted input counted once, or refused, naming the same pair)."""
+    key = torch.randint(0, 40 * 30, (300,), generator=generator).unique()
+    pairs = torch.stack([key // 30, key % 30])  # sorted by user, then item
+    with_repeats = torch.cat([pairs, pairs[:, ::7]], 1)[:, torch.cat([key, key[::7]]).argsort(stable=True)]
+    for value in (pairs, with_repeats) if repeats else (pairs,):
+        got = csr(value, 40, 30, repeats=repeats)
+        assert got == csr(_shuffled(value, generator), 40, 30, repeats=repeats)
+        assert got == csr(value.flip(1), 40, 30, repeats=repeats)  # reversed: sorted again
+    if not repeats:
+        for value in (with_repeats, _shuffled(with_repeats, generator)):
+            with pytest.raises(ValueError, match=r"holds the pair \(user \d+, item \d+\) twice"):
+                csr(value, 40, 30)
+    for value in (torch.zeros(2, 0, dtype=torch.int64), torch.tensor([[3], [4]])):  # no pair, one pair
+        assert csr(value, 40, 30, repeats=repeats) == csr(_shuffled(value, generator), 40, 30, repeats=repeats)
+
+
+def test_a_coalesced_sparse_tensor_keeps_its_gains_in_order(generator):
+    gains = torch.randint(0, 3, (6, 7), generator=generator).float() * torch.rand(6, 7, generator=generator)
+    want = (gains > 0).nonzero()
+    for value in (gains.to_sparse(), gains.to_sparse_csr()):  # sorted: no sort
+        offsets, items, got = csr(value, 6, 7, graded=True)
+        assert items == want[:, 1].tolist() and got == gains[want[:, 0], want[:, 1]].tolist()
+
+
+def _overlap_reference(a, b, n_users, n_items):
+    ka, kb = a[0] * n_items + a[1], b[0] * n_items + b[1]
+    return torch.zeros(n_users, dtype=torch.int64).index_add_(0, a[0], torch.isin(ka, kb).to(torch.int64))
+
+
+@pytest.mark.parametrize("per_block", [1, 2, 3, 7, 1000])
+def test_overlap_in_blocks_equals_the_membership_of_every_pair(generator, monkeypatch, per_block):
+    """Blocks that cut through users, users without pairs (at the start, inside, at the end), users
+    with every item in both, none in the other, and either side empty."""
+    from retrieval_core import sizing
+    monkeypatch.setattr(sizing, "bucket_entries", lambda device: per_block)
+    n_users, n_items = 12, 6
+    a = torch.randint(0, 2, (n_users, n_items), generator=generator).bool()
+    b = torch.randint(0, 2, (n_users, n_items), generator=generator).bool()
+    a[0], b[0], a[5], b[11] = False, False, False, False  # no pairs: first user, inside, last user
+    a[3], b[3] = True, True  # every item in both
+    b[7] = ~a[7]  # none in common
+    for x, y in ((a, b), (b, a), (a, a), (a, torch.zeros_like(b)), (torch.zeros_like(a), b)):
+        px, py = x.nonzero().T, y.nonzero().T
+        got = user_items("relevance", px, n_users, n_items).overlap(user_items("exclude", py, n_users, n_items))
+        assert got.tolist() == _overlap_reference(px, py, n_users, n_items).tolist()
+    empty = user_items("relevance", torch.zeros(2, 0, dtype=torch.int64), 0, 4)
+    assert empty.overlap(empty).tolist() == []
+
+
+@pytest.mark.parametrize("per_block", [1, 3, 5, 100])
+def test_user_blocks_cover_every_user_in_order(generator, per_block):
+    """Consecutive, non-empty slices from 0 to U; each block holds at most ``per_block`` entries
+    past those of its first user."""
+    from retrieval_core.inputs.pairs import user_blocks
+    for _ in range(20):
+        counts = torch.randint(0, 4, (int(torch.randint(0, 15, (1,), generator=generator)),), generator=generator)
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
+        blocks = user_blocks(offsets, per_block)
+        if counts.numel() == 0:
+            assert blocks == []
+            continue
+        assert [b.stop for b in blocks[:-1]] == [b.start for b in blocks[1:]]
+        assert blocks[0].start == 0 and blocks[-1].stop == counts.numel() and all(b.stop > b.start for b in blocks)
+        for b in blocks:
+            assert int(offsets[b.stop] - offsets[b.start + 1]) <= per_block, (offsets.tolist(), b)

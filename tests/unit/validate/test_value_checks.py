@@ -52,3 +52,23 @@ def cases():
 def test_value_flags_are_exact_under_both_policies(name, preds, target, sync_free):
     with sizing.force_sync_free(sync_free):
         assert value_flags(preds, target).tolist() == reference(preds, target), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_embedding_finite_check_finds_each_nan_and_infinity(dtype):
+    """The finite check reads the extremes (no |x| copy): a NaN or an infinity anywhere, of
+    either sign, among huge finite values, is found; empty embeddings pass."""
+    from retrieval_core.validate.embeddings import check_embedding_values
+    big = torch.finfo(dtype).max
+    labels = torch.zeros(3, dtype=torch.int64)
+    check_embedding_values(torch.tensor([[big, -big], [0.0, 1.0], [-0.0, big]], dtype=dtype), labels)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        for at in range(6):
+            x = torch.tensor([[big, -big], [0.0, 1.0], [-0.0, big]], dtype=dtype)
+            x.view(-1)[at] = bad
+            with pytest.raises(ValueError, match="query embeddings contain NaN or inf"):
+                check_embedding_values(x, labels)
+            with pytest.raises(ValueError, match="gallery embeddings contain NaN or inf"):
+                check_embedding_values(torch.ones(3, 2, dtype=dtype), labels, x, labels)
+    check_embedding_values(torch.zeros(0, 4, dtype=dtype), labels[:0])
+    check_embedding_values(torch.zeros(3, 0, dtype=dtype), labels)
