@@ -128,7 +128,7 @@ def sample_negatives(truth, n_items: int, n: int, *, n_users: Optional[int] = No
     device, n_users = forbidden.items.device, forbidden.n_users
     mass = _allowed_mass(forbidden, weights)
     _check_enough(forbidden, mass, weights, n, replace)
-    generator = torch.Generator(device=device).manual_seed(seed)
+    generator = torch.Generator(device=device).manual_seed(inputs.seed)
     out = torch.empty(n_users, n, dtype=torch.int64, device=device)
     users = torch.arange(n_users, device=device)
     sequence = torch.empty(n_users, 0, dtype=torch.int64, device=device)

@@ -91,7 +91,7 @@ def sampling_inputs(truth, n_items: int, n: int, *, n_users: Optional[int] = Non
     device = positives.items.device
     seen = None if exclude is None else user_items("exclude", exclude, n_users, n_items, repeats=True, device=device)
     weights = None if popularity is None else check_popularity(popularity, n_items, alpha).to(device)
-    return SamplingInputs(_forbidden(positives, seen), weights, n, replace, seed)
+    return SamplingInputs(_forbidden(positives, seen), weights, int(n), replace, int(seed))  # NumPy ints as ints
 
 
 def sampled_inputs(positive_scores, negative_scores, truth, metrics, *, n_items: Optional[int] = None,

@@ -32,6 +32,7 @@ from ..metrics.items import ItemLists
 from ..metrics.keys import MetricKey, depth_needed, parse_metrics
 from ..ranking.ranking import Ranking
 from ..validate import as_categories, as_tensors, check_categories, check_score_options, check_stats_options
+from ..validate.options import positive_int
 from ..validate.stats import N_RESAMPLES
 from ..validate.topk import check_item_data, check_topk, check_topk_keys
 from .pairs import user_items
@@ -62,9 +63,7 @@ def _n_items(n_items, truth, *items) -> Optional[int]:
     """The catalogue size: ``n_items``, else a sparse truth's columns, else the length of
     the item data given (None: unknown)."""
     if n_items is not None:
-        if isinstance(n_items, bool) or not isinstance(n_items, int) or n_items <= 0:
-            raise ValueError(f"n_items must be a positive int; got {n_items!r}")
-        return n_items
+        return positive_int("n_items", n_items)
     if isinstance(truth, Tensor) and truth.layout != torch.strided and truth.ndim == 2:
         return int(truth.shape[1])
     given = [x for x in items if isinstance(x, Tensor)]

@@ -15,7 +15,7 @@ from .counting import check
 __all__ = [
     "TIES", "EMPTY", "REDUCE", "PER_CLASS", "BACKENDS", "check_choice", "check_per_query_keys", "check_ties",
     "check_tie_keys", "check_compact_keys", "check_embedding_ties", "check_score_options", "check_memory_budget",
-    "check_embedding_options", "check_backend", "check_return_neighbours", "check_seed",
+    "check_embedding_options", "check_backend", "check_return_neighbours", "check_seed", "positive_int",
 ]
 
 TIES = ("stable", "expected", "optimistic", "pessimistic")
@@ -23,6 +23,23 @@ EMPTY = ("skip", "zero", "one", "error")
 REDUCE = ("mean", "median", "min", "max", "none")
 PER_CLASS = (None, "macro", "all")
 BACKENDS = ("torch", "faiss")
+
+
+def positive_int(name: str, value) -> int:
+    """``value`` as an int when it is a positive integer (a Python or NumPy integer, not a bool).
+
+    Example:
+        >>> import numpy as np
+        >>> positive_int("n_items", np.int64(5)), positive_int("n_items", 5)
+        (5, 5)
+        >>> positive_int("n_items", 2.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: n_items must be a positive int; got 2.0
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise ValueError(f"{name} must be a positive int; got {value!r}")
+    return int(value)
 
 
 @check

@@ -11,12 +11,14 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
 
 from .counting import check
+from .options import positive_int
 
 # the corrections of Krichene & Rendle (2020): docs/metrics.md, "Sampled protocols"
 CORRECTIONS = ("mle", "bv")
@@ -26,22 +28,16 @@ SAMPLINGS = ("uniform", "popularity")
 __all__ = ["CORRECTIONS", "SAMPLINGS", "check_correction", "check_popularity", "check_sampled_scores", "check_sampling"]
 
 
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive int; got {value!r}")
-    return value
-
-
 @check
 def check_sampling(n_items, n, *, alpha, replace, seed) -> None:
     """``n_items`` and ``n`` positive ints, ``alpha`` a finite number, ``replace`` a bool, ``seed`` an int."""
-    _positive_int("n_items", n_items)
-    _positive_int("n (negatives per user)", n)
+    positive_int("n_items", n_items)
+    positive_int("n (negatives per user)", n)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
         raise ValueError(f"alpha must be a finite number; got {alpha!r}")
     if not isinstance(replace, bool):
         raise TypeError(f"replace must be a bool; got {type(replace).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int; got {type(seed).__name__}")
 
 

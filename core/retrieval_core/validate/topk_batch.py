@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .arrays import as_tensors
 from .counting import check
-from .options import check_score_options
+from .options import check_score_options, positive_int
 from .stats import check_stats_options
 from .tensors import check_rows, widen_unsigned
 
@@ -41,8 +41,8 @@ def check_topk_accumulator_options(keys, *, n_items: Optional[int], empty: str, 
     that an accumulator takes once, with its parsed ``keys`` (``stats``: ``ci``,
     ``ci_method``, ``n_resamples``, ``seed``, ``keep_per_query``)."""
     check_score_options(ties="stable", empty=empty, reduce=reduce)
-    if n_items is not None and (isinstance(n_items, bool) or not isinstance(n_items, int) or n_items <= 0):
-        raise ValueError(f"n_items must be a positive int; got {n_items!r}")
+    if n_items is not None:
+        positive_int("n_items", n_items)
     return check_stats_options(keys, reduce=reduce, **stats)
 
 

@@ -333,3 +333,20 @@ def test_eval_is_quiet_when_every_query_has_a_relevant_item(saved, capsys):
     np.save(saved / "pairs.npy", np.arange(12) // 2)
     assert cli.main(["eval", str(saved / "x.npy"), str(saved / "pairs.npy")]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_numpy_integers_as_the_catalogue_size_negatives_and_seed():
+    """A size read from a NumPy array (``np.int64``) is an int like any other (the hostile tester
+    of session 36: ``n_items=np.int64(5)`` was refused as "not a positive int")."""
+    topk, truth = np.array([[0, 1], [2, 3]]), np.array([[0, 1], [1, 3]])
+    want = rc.evaluate_topk(topk, truth, ["coverage@2", "precision@2"], n_items=5)
+    got = rc.evaluate_topk(topk, truth, ["coverage@2", "precision@2"], n_items=np.int64(5))
+    assert {k: float(v) for k, v in got.items()} == {k: float(v) for k, v in want.items()}
+    metric = lt.TopKMetrics(["coverage@2"], n_items=np.int32(5))
+    metric.update(torch.as_tensor(topk), torch.as_tensor(truth))
+    assert float(metric.compute()["coverage@2"]) == float(want["coverage@2"])
+    a = rc.sample_negatives(truth, np.int64(6), np.int64(3), seed=np.int64(4))
+    assert torch.equal(a, rc.sample_negatives(truth, 6, 3, seed=4))
+    for bad in (5.0, True, np.float64(5), 0, np.int64(-1)):
+        with pytest.raises(ValueError, match="n_items must be a positive int"):
+            rc.evaluate_topk(topk, truth, ["coverage@2"], n_items=bad)
