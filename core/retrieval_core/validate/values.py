@@ -160,6 +160,9 @@ def check_values(preds: Tensor, target: Tensor, names: Tuple[str, str] = ("preds
     raise_value_flags(value_flags(preds, target), names)
 
 
+_NOT_GAINS = ("popularity",)  # unbounded keys whose values are not gains: the popularity given
+
+
 @check
 def check_representable(values: Tensor, keys: Sequence[str], n_queries: Optional[int] = None) -> None:
     """Per-query ``values[Q, M]`` (or their sums, ``n_queries=1``) that float64 can sum:
@@ -179,8 +182,10 @@ def check_representable(values: Tensor, keys: Sequence[str], n_queries: Optional
     largest = values.abs().masked_fill_(torch.isnan(values), 0.0).amax(0)  # one [Q, M] temporary
     bad = [(k, v) for k, v in zip(keys, largest.tolist()) if v > limit]
     if bad:
+        gains = any(k.split("@")[0] not in _NOT_GAINS for k, _ in bad)
         raise ValueError(
             f"{', '.join(k for k, _ in bad)}: values up to {max(v for _, v in bad):g} over {n} quer{'y' if n == 1 else 'ies'}, "
-            "beyond what float64 can sum (dcg_exp's 2^g - 1 overflows from gains of about 1024 on, dcg's sums from "
-            "gains near 1e308); use ndcg_exp/ndcg, or smaller gains"
+            "beyond what float64 can sum " + (
+                "(dcg_exp's 2^g - 1 overflows from gains of about 1024 on, dcg's sums from gains near 1e308); use "
+                "ndcg_exp/ndcg, or smaller gains" if gains else "(item_popularity near 1e308); scale item_popularity down")
         )

@@ -7,6 +7,7 @@ import torch
 
 from retrieval_core import sizing
 from retrieval_core.validate import value_flags
+from retrieval_core.validate.values import check_representable
 
 BIG = 3e38  # finite in float32; two of them sum to inf
 
@@ -72,3 +73,16 @@ def test_embedding_finite_check_finds_each_nan_and_infinity(dtype):
                 check_embedding_values(torch.ones(3, 2, dtype=dtype), labels, x, labels)
     check_embedding_values(torch.zeros(0, 4, dtype=dtype), labels[:0])
     check_embedding_values(torch.zeros(3, 0, dtype=dtype), labels)
+
+
+def test_a_popularity_too_large_to_average_is_named_as_such():
+    """popularity@k past what a mean over the users can sum: the hint names item_popularity,
+    not dcg_exp's gains (the hostile tester of session 36)."""
+    import retrieval_core as rc
+
+    topk = torch.tensor([[0, -1]] * 100)
+    truth = torch.stack([torch.arange(100), torch.zeros(100, dtype=torch.long)])
+    with pytest.raises(ValueError, match=r"popularity@2: values up to 1e\+307 over 100 queries.*scale item_popularity"):
+        rc.evaluate_topk(topk, truth, ["popularity@2"], item_popularity=torch.tensor([1e307, 1.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match="use ndcg_exp/ndcg"):
+        check_representable(torch.tensor([[1.0, float("inf")]]), ["popularity@2", "dcg_exp@3"])
