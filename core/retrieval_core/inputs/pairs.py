@@ -6,9 +6,10 @@ the relevance judgements of a two-tower evaluation (``relevance=``) and the seen
 A chunk of users reads its own slice of the CSR (:meth:`UserItems.pairs`): a dense
 ``[c, I]`` block of a chunk at most, never a ``[U, I]`` matrix. A chunk given as positions
 (the rows re-ranked after a loop, the users left in a sampling round) has pairs whose
-number is on the device; where host reads synchronise (``sizing.sync_free``), its mask,
-look-ups and fills read the chunk's rows padded to the most items of one user instead
-(:meth:`UserItems.padded`), whose width the host offsets give: no read. Sorted by user, then
+number is on the device; where host reads synchronise (``sizing.sync_free``), it reads
+none: its dense block is written from its rows padded to the most items of one user
+(:meth:`UserItems.padded`, whose width the host offsets give; no larger than the block),
+and its look-ups search every user's keys (no ``[c, most items]`` block). Sorted by user, then
 item, the CSR's pairs are also sorted int64 keys ``user * n_items + item``
 (:meth:`UserItems.keys`): what top-k lists search, one ``searchsorted`` per listed item.
 
@@ -148,20 +149,22 @@ class UserItems:
 
     def contains(self, part: Part, index: Tensor) -> Tensor:
         """``[c, d]`` bool: whether item ``index[r, j]`` is one of user ``part[r]``'s (a binary
-        search in the chunk's pairs: no ``[c, I]`` block)."""
-        if self._sync_free_part(part):  # a search in each padded row
-            items = self.padded(part)[0]
-            if items.shape[1] == 0:
-                return torch.zeros(index.shape, dtype=torch.bool, device=index.device)
-            index = index.to(items.dtype)
-            at = torch.searchsorted(items, index).clamp_(max=items.shape[1] - 1)
-            return items.gather(1, at) == index
-        keys = self.keys(part)
+        search in the chunk's pairs: no ``[c, I]`` block; sync-free positions: in every user's)."""
+        if self._sync_free_part(part):
+            keys = self.every_key
+            wanted = part.unsqueeze(1) * self.n_items + index
+        else:
+            keys = self.keys(part)
+            wanted = torch.arange(index.shape[0], device=index.device).unsqueeze(1) * self.n_items + index
         if keys.numel() == 0:
             return torch.zeros(index.shape, dtype=torch.bool, device=index.device)
-        wanted = torch.arange(index.shape[0], device=index.device).unsqueeze(1) * self.n_items + index
         at = torch.searchsorted(keys, wanted).clamp_(max=keys.numel() - 1)
         return keys[at] == wanted
+
+    @cached_property
+    def every_key(self) -> Tensor:
+        """:meth:`keys` of every user, computed once (no host read: the host offsets size it)."""
+        return self.keys()
 
     def fill_(self, part: Part, target: Tensor, value: float) -> Tensor:
         """``target[r, item] = value`` for each item of user ``part[r]`` (``target``: ``[c, I]``)."""

@@ -20,7 +20,7 @@ import retrieval_core as rc
 from retrieval_core import sizing
 from retrieval_core.evaluation import negatives
 from retrieval_core.evaluation.accumulator.topk import TopkAccumulator
-from retrieval_core.inputs.pairs import user_items
+from retrieval_core.inputs.pairs import UserItems, user_items
 from retrieval_core.inputs.topk import topk_inputs, topk_ranking
 from retrieval_core.metrics.kernels import discount_sums
 from retrieval_core.metrics.keys import ranking_values
@@ -312,6 +312,20 @@ def test_user_items_by_positions_equal_the_exact_pairs(graded, part):
     assert padded.shape == (part.shape[0], 7) and valid.sum().item() == items.counts()[part].sum().item()
     assert bool((padded[~valid] == 7).all()) and bool((padded.diff(dim=1) >= 0).all())
     assert (gains is None) != graded
+
+
+def test_sampling_rounds_never_pad_users_to_the_most_items(monkeypatch):
+    """A user with nearly every item forbidden: the users left are looked up in every
+    user's keys, never as a [users left, most items] block (sampling has no [c, I] block
+    whose size would bound it)."""
+    def refuse(self, part):
+        raise AssertionError(f"padded {part.shape[0]} users to {self.most_items} items")
+
+    monkeypatch.setattr(UserItems, "padded", refuse)
+    truth = many_rounds(64, 0, allowed=2)
+    with sizing.force_sync_free(True):
+        negatives_ = rc.sample_negatives(truth, 400, 2, replace=False, seed=3)
+    assert sorted(negatives_[0].tolist()) == [0, 1]
 
 
 def test_user_items_without_any_pair():
