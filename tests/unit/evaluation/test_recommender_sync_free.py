@@ -19,6 +19,7 @@ from torch import Tensor
 import retrieval_core as rc
 from retrieval_core import sizing
 from retrieval_core.evaluation import negatives
+from retrieval_core.evaluation.accumulator import EmbeddingAccumulator
 from retrieval_core.evaluation.accumulator.topk import TopkAccumulator
 from retrieval_core.inputs.pairs import UserItems, user_items
 from retrieval_core.inputs.topk import topk_inputs, topk_ranking
@@ -239,6 +240,29 @@ def test_topk_accumulator_update_reads_nothing_and_compute_a_constant(sparse_tru
             computed.append(reads.count(lambda: acc.compute(state)))
     assert computed[0] == computed[1], computed
     assert sum(computed[0].values()) <= 55, computed  # the duplicate checks of user ids, then evaluate_topk's
+
+
+def test_embedding_accumulator_exclude_reads_a_constant(monkeypatch, small_blocks):
+    """EmbeddingMetrics' exclude= (items by id): the same reads per batch at update, and per
+    call at compute, whatever the number of items."""
+    reads = HostReads(monkeypatch)
+    counted = []
+    for scale in (1, 16):
+        x, labels = clusters(16 * scale, seed=scale)
+        u = x.shape[0]
+        seen = distinct_pairs(u, u, 2 * u, torch.Generator().manual_seed(scale))
+        ids = torch.arange(u) * 3 + 7
+        acc = EmbeddingAccumulator(["cmc@1", "map@r", "ndcg@5"], distance="dot")
+        state = acc.new_state()
+        with sizing.force_sync_free(True):
+            updates = set()
+            for b in range(0, u, 8):
+                mine = (seen[0] >= b) & (seen[0] < b + 8)
+                pairs = torch.stack([seen[0][mine] - b, ids[seen[1][mine]]])
+                updates.add(sum(reads.count(lambda: acc.update(state, x[b:b + 8], labels[b:b + 8], ids=ids[b:b + 8],
+                                                               exclude=pairs)).values()))
+            counted.append((updates, reads.count(lambda: acc.compute(state))))
+    assert counted[0] == counted[1] and len(counted[0][0]) == 1, counted
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(),
