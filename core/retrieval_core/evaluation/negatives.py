@@ -80,7 +80,7 @@ def _taken(sequence: Tensor, keep: Tensor, n: int) -> Tuple[Tensor, Tensor]:
     place = torch.cumsum(keep, 1) - 1
     taken = keep & (place < n)
     done = taken.sum(1) == n
-    first = sequence.new_zeros(sequence.shape[0], n + 1)
+    first = sequence.new_empty(sequence.shape[0], n + 1)  # a done row fills its n places
     first.scatter_(1, torch.where(taken, place, n), sequence)
     return done, first[:, :n]
 
@@ -144,9 +144,9 @@ def sample_negatives(truth, n_items: int, n: int, *, n_users: Optional[int] = No
     while left:
         sequence = torch.cat([sequence, _draw(left, width, n_items, weights, generator)], dim=1)
         done, first = _taken(sequence, _kept(sequence, users, forbidden, replace), n)
-        out[users] = torch.where(done.unsqueeze(1), first, out[users])  # each user once: no collision
-        left = int((~done).sum())  # the round's one host read: the users left size the next draw
-        pending = torch.sort(done.to(torch.uint8), stable=True).indices[:left]  # the users left, in order
-        users, sequence = users[pending], sequence[pending]
+        kept = torch.where(done.unsqueeze(1), first, out.index_select(0, users))
+        out.index_copy_(0, users, kept)  # the users are distinct: no collision
+        pending = (~done).nonzero().squeeze(1)  # the round's one host read: the users left size the next draw
+        users, sequence, left = users[pending], sequence[pending], pending.numel()
         width = sequence.shape[1]  # doubles the pending users' sequences
     return out
