@@ -20,6 +20,7 @@ from typing import Callable, Dict
 import pytest
 import torch
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
 
 import retrieval_core as rc
 from retrieval_core import sizing
@@ -100,27 +101,45 @@ class HostReads:
     ``bincount``, ``repeat_interleave`` by a tensor), boolean-mask indexing
     (``t[mask]``, ``t[mask] = v``), and tensors made from host data with a ``device=``
     (on CUDA a copy that synchronises). Nested calls (``torch.unique`` calling another
-    counted method) count once: only the outermost call is a host read of ours."""
+    counted method) count once: only the outermost call is a host read of ours.
+
+    A copy to the host (``t.cpu()``) is a read; what it returns is host data, whose
+    later conversions (``int(host[i])``) read nothing on any device: on CPU, where
+    ``cpu()`` returns the tensor itself, the harness hands back a copy and keeps it
+    (alive, so that its storage address stays its own) to recognise those reads."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
         self.on = False
         self.depth = 0
         self.calls: Dict[str, int] = {}
+        self.host: Dict[int, Tensor] = {}  # storage address -> a host copy made by cpu()
         for name in READ_METHODS:
-            monkeypatch.setattr(torch.Tensor, name, self._wrap(getattr(torch.Tensor, name), f"Tensor.{name}"))
+            monkeypatch.setattr(torch.Tensor, name, self._wrap(getattr(torch.Tensor, name), f"Tensor.{name}",
+                                                               lambda s, *a, **k: not self._on_host(s)))
+        monkeypatch.setattr(torch.Tensor, "cpu", self._wrap(self._host_copy(torch.Tensor.cpu), "Tensor.cpu"))
         for name in READ_FUNCTIONS:
             monkeypatch.setattr(torch, name, self._wrap(getattr(torch, name), f"torch.{name}"))
-        getitem, setitem = torch.Tensor.__getitem__, torch.Tensor.__setitem__
-        monkeypatch.setattr(torch.Tensor, "__getitem__",
-                            self._wrap(getitem, "mask indexing", lambda s, i: _is_mask_index(i)))
-        monkeypatch.setattr(torch.Tensor, "__setitem__",
-                            self._wrap(setitem, "mask assignment", lambda s, i, v: _is_mask_index(i)))
+        # indexing is seen by a TorchFunctionMode while counting (see _Indexing): patching
+        # Tensor.__getitem__ would leave Tensor a sequence to CPython once undone
         monkeypatch.setattr(torch, "repeat_interleave", self._wrap(torch.repeat_interleave, "repeat_interleave",
                                                                    _repeats_by_tensor))
         # host data copied to a device (a synchronising copy on CUDA): tensors made with device=
         for name in ("tensor", "as_tensor"):
             monkeypatch.setattr(torch, name, self._wrap(getattr(torch, name), f"torch.{name}(device=)",
                                                         lambda *a, **k: k.get("device") is not None))
+
+    def _host_copy(self, cpu: Callable) -> Callable:
+        def copy(t: Tensor, *args, **kwargs) -> Tensor:
+            out = cpu(t, *args, **kwargs)
+            if out is t:  # on CPU: a copy of its own, as on CUDA
+                out = t.clone()
+            self.host[out.untyped_storage().data_ptr()] = out
+            return out
+
+        return copy
+
+    def _on_host(self, t: Tensor) -> bool:
+        return t.untyped_storage().data_ptr() in self.host
 
     def _wrap(self, fn: Callable, name: str, reads: Callable[..., bool] = None):
         def counted(*args, **kwargs):
@@ -134,13 +153,35 @@ class HostReads:
 
         return counted
 
+    def note(self, name: str) -> None:
+        if self.on and self.depth == 0:
+            self.calls[name] = self.calls.get(name, 0) + 1
+
     def count(self, fn: Callable[[], object]) -> Dict[str, int]:
         self.calls, self.on = {}, True
         try:
-            fn()
+            with _Indexing(self):
+                fn()
         finally:
             self.on = False
         return dict(self.calls)
+
+
+class _Indexing(TorchFunctionMode):
+    """Boolean-mask indexing (``t[mask]``, ``t[mask] = v``) noted to a :class:`HostReads`.
+
+    A mode, not a patch of ``Tensor.__getitem__``: setting that attribute gives the class a
+    sequence slot that deleting it does not take back, after which ``torch.tensor`` of a
+    list of 0-d tensors takes them for sequences (``len() of a 0-d tensor``)."""
+
+    def __init__(self, reads: HostReads):
+        super().__init__()
+        self.reads = reads
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (Tensor.__getitem__, Tensor.__setitem__) and _is_mask_index(args[1]):
+            self.reads.note("mask indexing" if func is Tensor.__getitem__ else "mask assignment")
+        return func(*args, **(kwargs or {}))
 
 
 @pytest.fixture
@@ -301,12 +342,14 @@ def test_counter_counts_each_kind_of_read(monkeypatch):
         u[u > 1] = 0.0
         range(10)[t.long()[1]]
         torch.tensor(2.0, device=t.device), torch.tensor(2.0)
+        host = t.cpu()  # a copy to the host reads; reading the copy afterwards does not
+        int(host[1]), host[1:].tolist()
 
     counts = reads.count(every_read)
     assert counts == {"Tensor.__bool__": 1, "Tensor.__int__": 1, "Tensor.__float__": 1, "Tensor.item": 1,
                       "Tensor.tolist": 1, "Tensor.nonzero": 1, "torch.nonzero": 1, "torch.unique": 1,
                       "mask indexing": 1, "repeat_interleave": 1, "mask assignment": 1, "Tensor.__index__": 1,
-                      "torch.tensor(device=)": 1}
+                      "torch.tensor(device=)": 1, "Tensor.cpu": 1}
     assert reads.count(lambda: (t + 1).sort()) == {}  # no read: nothing counted
 
 

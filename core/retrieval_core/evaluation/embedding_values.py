@@ -299,8 +299,7 @@ class _ChunkWalk:
         """Relevance pairs of gain 1: the excluded items' scores -inf, relevance looked up at the
         ranked positions (no [c, G] gains nor mask)."""
         if self.excluded is not None:
-            rows, items, _ = self.excluded.pairs(part)
-            scores.index_put_((rows, items), torch.tensor(float("-inf"), dtype=scores.dtype))
+            self.excluded.fill_(part, scores, float("-inf"))
         return rank_binary(scores, self.depth_or_all, lambda idx: self.truth.contains(part, idx),
                            self.n_relevant[part], self.n_candidates[part], at_r=self.at_r, need_ideal=self.need_ideal,
                            select=select, max_relevant=self.max_relevant)

@@ -15,8 +15,14 @@ when the weights are equal. A user whose sequence is too short draws more of it 
 sequence continued: no restart, so nothing conditions the result), twice as many each round.
 One ``torch.Generator`` on the tensors' device, seeded with ``seed``, draws everything:
 equal inputs and seed give equal negatives on a device (another device may draw others).
-Sampling is a preparation step, not a hot path: it reads the device a few times per round
-(the users left), and most users finish in the first round.
+Sampling is a preparation step, not a hot path. It reads the device a constant number of
+times before the rounds, and once per round: the number of users left, which sizes the
+next draw (the draws of the users left are the generator's next numbers, so they must
+be drawn as one ``[users left, width]`` block: the rounds cannot run without knowing it).
+The rounds themselves depend on the draws, so no constant bounds them; but the first
+round draws enough for most users (n, four binomial deviations of slack, at the mean
+allowed share), each further round doubles the sequences of the users left, and a user
+whose allowed share is s needs about log2(n / (s * width)) + 1 rounds.
 
 Example:
     >>> import torch
@@ -28,7 +34,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -78,6 +84,18 @@ def _kept(sequence: Tensor, users: Tensor, forbidden: UserItems, replace: bool) 
         first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
         keep &= torch.empty_like(first).scatter_(1, order, first)
     return keep
+
+
+def _taken(sequence: Tensor, keep: Tensor, n: int) -> Tuple[Tensor, Tensor]:
+    """``(done [r] bool, first [r, n])``: whether a row kept ``n`` draws, and the first ``n``
+    it kept, in the order drawn (rows not done: any values). No host read: each kept draw
+    is scattered to its place among the kept ones, the others to a spare column, dropped."""
+    place = torch.cumsum(keep, 1) - 1
+    taken = keep & (place < n)
+    done = taken.sum(1) == n
+    first = sequence.new_empty(sequence.shape[0], n + 1)  # a done row fills its n places
+    first.scatter_(1, torch.where(taken, place, n), sequence)
+    return done, first[:, :n]
 
 
 def _check_enough(forbidden: UserItems, mass: Tensor, weights: Optional[Tensor], n: int, replace: bool) -> None:
@@ -135,12 +153,13 @@ def sample_negatives(truth, n_items: int, n: int, *, n_users: Optional[int] = No
     # enough draws for most users at once (n kept, 4 binomial deviations of slack, at the mean
     # allowed share); the users left continue their sequence, doubled each round
     width = math.ceil((n + 4 * math.sqrt(n) + 8) / max(float(mass.mean()) if n_users else 1.0, 1e-3))
-    while users.numel():
-        sequence = torch.cat([sequence, _draw(users.numel(), width, n_items, weights, generator)], dim=1)
-        keep = _kept(sequence, users, forbidden, replace)
-        taken = keep & (torch.cumsum(keep, 1) <= n)
-        done = taken.sum(1) == n
-        out[users[done]] = sequence[done][taken[done]].view(-1, n)
-        users, sequence = users[~done], sequence[~done]
+    left = n_users
+    while left:
+        sequence = torch.cat([sequence, _draw(left, width, n_items, weights, generator)], dim=1)
+        done, first = _taken(sequence, _kept(sequence, users, forbidden, replace), n)
+        kept = torch.where(done.unsqueeze(1), first, out.index_select(0, users))
+        out.index_copy_(0, users, kept)  # the users are distinct: no collision
+        pending = (~done).nonzero().squeeze(1)  # the round's one host read: the users left size the next draw
+        users, sequence, left = users[pending], sequence[pending], pending.numel()
         width = sequence.shape[1]  # doubles the pending users' sequences
     return out

@@ -4,7 +4,12 @@ the relevance judgements of a two-tower evaluation (``relevance=``) and the seen
 ``exclude=`` removes from the ranking (the rules: :mod:`retrieval_core.validate.pairs`).
 
 A chunk of users reads its own slice of the CSR (:meth:`UserItems.pairs`): a dense
-``[c, I]`` block of a chunk at most, never a ``[U, I]`` matrix. Sorted by user, then
+``[c, I]`` block of a chunk at most, never a ``[U, I]`` matrix. A chunk given as positions
+(the rows re-ranked after a loop, the users left in a sampling round) has pairs whose
+number is on the device; where host reads synchronise (``sizing.sync_free``), it reads
+none: its dense block is written from its rows padded to the most items of one user
+(:meth:`UserItems.padded`, whose width the host offsets give; no larger than the block),
+and its look-ups search every user's keys (no ``[c, most items]`` block). Sorted by user, then
 item, the CSR's pairs are also sorted int64 keys ``user * n_items + item``
 (:meth:`UserItems.keys`): what top-k lists search, one ``searchsorted`` per listed item.
 
@@ -27,6 +32,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Dict, List, Optional, Tuple, Union
 
 import torch
@@ -65,6 +71,28 @@ class UserItems:
         """``[U]`` int64: the number of items of each user."""
         return self.offsets.diff()
 
+    @cached_property
+    def most_items(self) -> int:
+        """The most items of one user, from the host offsets (no read of the device)."""
+        host = self.host_offsets
+        return int((host[1:] - host[:-1]).max()) if host.numel() > 1 else 0
+
+    def _sync_free_part(self, part: Part) -> bool:
+        """Whether the chunk ``part`` is positions on a device where host reads synchronise."""
+        return isinstance(part, Tensor) and sizing.sync_free(self.items.device)
+
+    def padded(self, part: Tensor) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
+        """``(items [c, w], valid [c, w], gains [c, w] or None)`` of the users ``part``
+        (positions): each row's items sorted, then padding (item ``n_items``, past every
+        item: the rows stay sorted), ``w`` = :attr:`most_items`. No host read; its ``c * w``
+        entries are at most the ``c * n_items`` of the chunk's dense block."""
+        first, counts = self.offsets[part], self.offsets[part + 1] - self.offsets[part]
+        j = torch.arange(self.most_items, device=counts.device)
+        valid = j < counts.unsqueeze(1)
+        at = (first.unsqueeze(1) + j).clamp(max=max(self.items.numel() - 1, 0))
+        items = torch.where(valid, self.items[at], self.n_items)
+        return items, valid, None if self.gains is None else self.gains[at]
+
     def pairs(self, part: Part) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
         """``(rows, items, gains)`` of the users ``part``: rows are positions in ``part``
         (ascending; items sorted within a row)."""
@@ -84,6 +112,8 @@ class UserItems:
 
     def dense(self, part: Part, dtype: Optional[torch.dtype] = None) -> Tensor:
         """``[c, I]``: the gains of the users ``part`` (bool when each is 1 and no ``dtype``), 0 elsewhere."""
+        if self._sync_free_part(part):
+            return self._dense_padded(part, dtype)
         rows, items, gains = self.pairs(part)
         if isinstance(part, slice):
             start, stop, _ = part.indices(self.n_users)
@@ -96,6 +126,20 @@ class UserItems:
         out[rows, items] = True if gains is None else gains.to(dtype)
         return out
 
+    def _dense_padded(self, part: Tensor, dtype: Optional[torch.dtype], pairs_only: bool = False) -> Tensor:
+        """:meth:`dense` of positions without a host read (``pairs_only``: True at each pair,
+        whatever its gain): the padded rows written, the padding into a spare row (its
+        writes collide, but it is dropped)."""
+        items, valid, gains = self.padded(part)
+        gains = None if pairs_only else gains
+        c = part.shape[0]
+        if dtype is None:
+            dtype = torch.bool if gains is None else gains.dtype
+        out = torch.zeros(c + 1, self.n_items, dtype=dtype, device=self.items.device)
+        rows = torch.where(valid, torch.arange(c, device=valid.device).unsqueeze(1), c)
+        out[rows, items.clamp(max=max(self.n_items - 1, 0))] = True if gains is None else gains.to(dtype)
+        return out[:c]
+
     def keys(self, part: Part = slice(None)) -> Tensor:
         """Sorted int64 keys ``row * n_items + item`` of the users ``part`` (rows as in
         :meth:`pairs`; all users by default): ascending, as rows ascend and each row's items
@@ -105,13 +149,29 @@ class UserItems:
 
     def contains(self, part: Part, index: Tensor) -> Tensor:
         """``[c, d]`` bool: whether item ``index[r, j]`` is one of user ``part[r]``'s (a binary
-        search in the chunk's pairs: no ``[c, I]`` block)."""
-        keys = self.keys(part)
+        search in the chunk's pairs: no ``[c, I]`` block; sync-free positions: in every user's)."""
+        if self._sync_free_part(part):
+            keys = self.every_key
+            wanted = part.unsqueeze(1) * self.n_items + index
+        else:
+            keys = self.keys(part)
+            wanted = torch.arange(index.shape[0], device=index.device).unsqueeze(1) * self.n_items + index
         if keys.numel() == 0:
             return torch.zeros(index.shape, dtype=torch.bool, device=index.device)
-        wanted = torch.arange(index.shape[0], device=index.device).unsqueeze(1) * self.n_items + index
         at = torch.searchsorted(keys, wanted).clamp_(max=keys.numel() - 1)
         return keys[at] == wanted
+
+    @cached_property
+    def every_key(self) -> Tensor:
+        """:meth:`keys` of every user, computed once (no host read: the host offsets size it)."""
+        return self.keys()
+
+    def fill_(self, part: Part, target: Tensor, value: float) -> Tensor:
+        """``target[r, item] = value`` for each item of user ``part[r]`` (``target``: ``[c, I]``)."""
+        if self._sync_free_part(part):
+            return target.masked_fill_(self._dense_padded(part, torch.bool, pairs_only=True), value)
+        rows, items, _ = self.pairs(part)
+        return target.index_put_((rows, items), torch.tensor(value, dtype=target.dtype))  # a 0-d host value
 
     def rows(self, part: slice) -> "UserItems":
         """The users ``part`` alone (a share of the queries), numbered from 0."""

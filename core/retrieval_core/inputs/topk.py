@@ -11,6 +11,10 @@ user's relevant items, listed or not) is the CSR's count per user, and the ideal
 of graded truth are each user's largest gains, to the depth the keys need. A top-k
 list has no tied scores: its order is the ranking.
 
+No host read per block of users: a block finds its truth pairs from the CSR's offsets on
+the host, its users' pair counts are R, and the largest R (the depth of an ideal, the
+bound of a binary ideal's discount sums) is known on the host once per call.
+
 Example:
     >>> import torch
     >>> inputs = topk_inputs(torch.tensor([[2, 0], [1, -1]]), torch.tensor([[0, 0, 1], [0, 3, 2]]),
@@ -46,7 +50,8 @@ class TopkInputs:
     item data (``lists``), the truth's gains > 0 as sorted keys ``user * scale + item``
     (``truth_keys``, ``truth_gains`` float64), ``n_relevant`` (R per user), ``binary`` (every
     gain 1: the ideal is R ones), ``categories`` and ``options`` (``empty``, ``reduce`` and the
-    checked interval options)."""
+    checked interval options); ``truth_offsets``: each user's first key, on the host (a
+    block of users finds its keys without a read), and ``most_relevant``, the largest R."""
 
     keys: Tuple[MetricKey, ...]
     lists: ItemLists
@@ -57,6 +62,8 @@ class TopkInputs:
     binary: bool
     categories: Any
     options: Dict[str, Any]
+    truth_offsets: Tensor
+    most_relevant: int
 
 
 def _n_items(n_items, truth, *items) -> Optional[int]:
@@ -100,7 +107,7 @@ def topk_inputs(topk, truth, metrics, *, n_items: Optional[int] = None, item_pop
     lists = ItemLists(ids, n_items, popularity, item_categories, item_embeddings, float(tail_ratio),
                       None if seen is None else seen.keys(), 1 if seen is None else seen.n_items)
     return TopkInputs(keys, lists, truth.keys(), gains, scale, truth.counts().to(ids.device), truth.binary,
-                      categories, dict(stats, empty=empty, reduce=reduce))
+                      categories, dict(stats, empty=empty, reduce=reduce), truth.host_offsets, truth.most_items)
 
 
 def ideal_width(inputs: TopkInputs, keys) -> int:
@@ -112,8 +119,8 @@ def ideal_width(inputs: TopkInputs, keys) -> int:
         return 0
     depth = depth_needed(keys)
     width = max(depth.k, 1)
-    if (depth.at_r or depth.whole) and inputs.n_relevant.numel():
-        width = max(width, int(inputs.n_relevant.max()))
+    if depth.at_r or depth.whole:
+        width = max(width, inputs.most_relevant)
     return width
 
 
@@ -131,19 +138,20 @@ def _listed_gains(inputs: TopkInputs, ids: Tensor, users: Tensor) -> Tensor:
 
 def _ideal_rows(inputs: TopkInputs, start: int, stop: int, width: int) -> Tensor:
     """``[B, width]`` float64: the largest ``width`` gains of users ``start..stop-1``, in
-    decreasing order, 0-padded."""
+    decreasing order, 0-padded. No host read: the keys' range from the host offsets, each
+    user's pair count is its R, and the gains past ``width`` go to a spare row, dropped."""
     keys, scale = inputs.truth_keys, inputs.scale
-    lo, hi = torch.searchsorted(keys, torch.tensor([start * scale, stop * scale], device=keys.device)).tolist()
+    lo, hi = int(inputs.truth_offsets[start]), int(inputs.truth_offsets[stop])
     users, gains = keys[lo:hi] // scale - start, inputs.truth_gains[lo:hi]
     order = torch.sort(gains, descending=True, stable=True).indices
     order = order[torch.sort(users[order], stable=True).indices]  # by user, each user's gains decreasing
     users, gains = users[order], gains[order]
-    counts = torch.bincount(users, minlength=stop - start)
+    counts = inputs.n_relevant[start:stop].to(keys.device)  # each user's pairs
     place = torch.arange(users.numel(), device=keys.device) - (counts.cumsum(0) - counts)[users]
-    out = torch.zeros((stop - start, width), dtype=torch.float64, device=keys.device)
+    out = torch.zeros((stop - start + 1, width), dtype=torch.float64, device=keys.device)
     kept = place < width
-    out[users[kept], place[kept]] = gains[kept]
-    return out
+    out[torch.where(kept, users, stop - start), place.clamp(max=width - 1)] = gains
+    return out[:stop - start]
 
 
 def topk_ranking(inputs: TopkInputs, rows: slice, width: int) -> Ranking:
@@ -158,4 +166,5 @@ def topk_ranking(inputs: TopkInputs, rows: slice, width: int) -> Ranking:
     ideal = _ideal_rows(inputs, rows.start, rows.start + ids.shape[0], width) if width else None
     ones = n_relevant if inputs.binary else None
     return Ranking(relevance=_listed_gains(inputs, ids, users), valid=valid, n_relevant=n_relevant,
-                   n_candidates=valid.sum(1), ideal=ideal, ideal_ones=ones, complete=True)
+                   n_candidates=valid.sum(1), ideal=ideal, ideal_ones=ones, complete=True,
+                   ideal_ones_max=inputs.most_relevant if inputs.binary else None)

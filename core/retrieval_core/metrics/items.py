@@ -64,9 +64,13 @@ class ItemLists:
 
 
 def exposure_counts(ids: Tensor, k: int, n_items: int) -> Tensor:
-    """``[n_items]`` int64: c_i, how many users' first ``k`` hold item i (a list holds an item once)."""
+    """``[n_items]`` int64: c_i, how many users' first ``k`` hold item i (a list holds an item once).
+    Counted by an index_add (padding adds 0), not a bincount: no host read of the ids."""
     first = ids[:, :k].reshape(-1)
-    return torch.bincount(first[first >= 0], minlength=max(n_items, 1))[:max(n_items, 1)].to(torch.int64)
+    width = max(n_items, 1)
+    listed = (first >= 0) & (first < width)
+    counts = torch.zeros(width, dtype=torch.int64, device=ids.device)
+    return counts.index_add_(0, torch.where(listed, first, 0), listed.to(torch.int64))
 
 
 def recommended_counts(ids: Tensor, k: int, n_items: Optional[int] = None) -> Tensor:

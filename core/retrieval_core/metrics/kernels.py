@@ -132,7 +132,8 @@ DISCOUNT_CHUNK = 1 << 20
 DISCOUNT_EXACT = 1 << 20
 
 
-def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK, exact: int = DISCOUNT_EXACT) -> Tensor:
+def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK, exact: int = DISCOUNT_EXACT,
+                  bound: Optional[int] = None) -> Tensor:
     """``[Q]`` float64: sum_{i <= n_q} 1 / log2(i + 1), the ideal DCG of n_q gains of 1.
 
     Up to ``exact`` ranks, added rank by rank as a cumulative sum over the ranks gives it
@@ -141,6 +142,10 @@ def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK, exact: int = DISCOUNT_
     exact sum, closer than 10^8 terms added one by one come), so that an R of 10^18 costs
     what an R of 10^6 does.
 
+    ``bound``: a host number at least every ``n_q``: the ranks are summed to it, with no
+    read of the largest ``n_q`` (the same values: the sums of the ranks to each ``n_q`` are
+    the same prefix sums, and the ranks past them are read by no count).
+
     Example:
         >>> [round(x, 4) for x in discount_sums(torch.tensor([0, 1, 3]), chunk=2).tolist()]   # 1 + 1/log2(3) + 1/2
         [0.0, 1.0, 2.1309]
@@ -148,7 +153,10 @@ def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK, exact: int = DISCOUNT_
         '1.714843e+16'
     """
     out = torch.zeros(n.shape, dtype=torch.float64, device=n.device)
-    top = min(int(n.max()), exact) if n.numel() else 0
+    if bound is not None:
+        top = min(bound, exact)
+    else:
+        top = min(int(n.max()), exact) if n.numel() else 0
     buf = out.new_empty(min(chunk, top) + 1)  # [the sum so far, this chunk's discounts]: one buffer
     buf[0] = 0.0
     for start in range(0, top, chunk):
@@ -160,7 +168,7 @@ def discount_sums(n: Tensor, chunk: int = DISCOUNT_CHUNK, exact: int = DISCOUNT_
         out = torch.where(inside, cum[(n - start).clamp(0, stop - start)], out)
         buf[0] = cum[-1]
     beyond = n > exact
-    if bool(beyond.any()):  # buf[0]: the sum of the first `exact` ranks
+    if (bool(beyond.any()) if bound is None else bound > exact):  # buf[0]: the sum of the first `exact` ranks
         out = torch.where(beyond, buf[0] + _discount_tail(exact, n.clamp(min=exact).to(torch.float64)), out)
     return out
 
@@ -203,8 +211,12 @@ def _ideal_dcg(r: Ranking, k: Cutoff, exp: bool = False) -> Tensor:
     """DCG@k of the ideal order (the whole ideal for None): of ``r.ideal``, over its own width
     (which may exceed the list's), or of ``r.ideal_ones`` gains of 1 (2^1 - 1 = 1 too)."""
     if r.ideal_ones is not None:
-        n = r.ideal_ones if k is None else torch.minimum(r.ideal_ones, torch.as_tensor(k, device=r.ideal_ones.device))
-        return discount_sums(n)
+        n, bound = r.ideal_ones, r.ideal_ones_max
+        if isinstance(k, Tensor):
+            n = torch.minimum(n, k)
+        elif k is not None:  # a host cutoff: no copy to the device
+            n, bound = n.clamp(max=k), None if bound is None else min(bound, k)
+        return discount_sums(n, bound=bound)
     ideal = _ideal(r)
     if isinstance(k, Tensor):  # per-query cutoffs (@r): no host read of their largest
         width, c = ideal.shape[1], k.clamp(max=ideal.shape[1])

@@ -60,6 +60,8 @@ class Ranking:
             requested metric needs it or ``ideal_ones`` stands for it.
         ideal_ones: optional ``[Q]`` int64 (with 0/1 gains): the ideal gains are this many
             ones, a count instead of slots (R given from outside the list).
+        ideal_ones_max: optional host int, at least every ``ideal_ones``: the kernels sum
+            discounts to it without reading the largest count (None: they read it).
         complete: True when ``d`` reaches every candidate of every query, so
             whole-list metrics (map, mrr, auroc) are exact.
         scores: optional ``[Q, d]`` scores in rank order.
@@ -105,6 +107,7 @@ class Ranking:
     index: Optional[Tensor] = None
     tie_exp_shift: Optional[Tensor] = None
     ideal_ones: Optional[Tensor] = None
+    ideal_ones_max: Optional[int] = None
 
     @classmethod
     def from_relevance(cls, relevance: Tensor, valid: Optional[Tensor] = None) -> "Ranking":
@@ -150,6 +153,8 @@ class Ranking:
             ties=_one_mode(parts),
             tie_exp_shift=_cat_shifts(parts),
             ideal_ones=cat_opt([p.ideal_ones for p in parts]),
+            ideal_ones_max=None if any(p.ideal_ones_max is None for p in parts)
+            else max(p.ideal_ones_max for p in parts),
         )
 
     def select(self, rows: Tensor) -> "Ranking":
@@ -174,6 +179,7 @@ class Ranking:
             ties=self.ties,
             tie_exp_shift=take(self.tie_exp_shift),
             ideal_ones=take(self.ideal_ones),
+            ideal_ones_max=self.ideal_ones_max,
         )
 
     @property
