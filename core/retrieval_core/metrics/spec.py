@@ -31,6 +31,7 @@ from . import items as I
 from . import kernels as K
 from . import one_relevant as O
 from . import set_level
+from .direction import LOWER_IS_BETTER
 from . import tie_kernels as T
 
 __all__ = ["AT_K", "AT_R", "WHOLE", "AT_X", "Names", "MetricSpec", "REGISTRY", "ALIASES"]
@@ -98,7 +99,6 @@ class MetricSpec:
     trec_gains: bool = False
     # per-query values lie in [0, 1] (erc: reads 1 - value as an error), and higher is better
     bounded: bool = True
-    lower_is_better: bool = False
     set_metric: Optional[set_level.SetMetric] = None
     # per-query values are 0 or 1 at every cutoff (binary) or at k = 1 (binary_at_one):
     # what ci_method="beta" accepts
@@ -119,6 +119,11 @@ class MetricSpec:
     # sampled-metric corrections estimate (docs/metrics.md, "Sampled protocols")
     at_rank: Optional[Callable] = None
     at_rank_forms: Optional[frozenset] = None
+
+    @property
+    def lower_is_better(self) -> bool:
+        """Whether a lower value is better (:mod:`~retrieval_core.metrics.direction`)."""
+        return self.name in LOWER_IS_BETTER
 
     @property
     def per_query(self) -> bool:
@@ -196,7 +201,7 @@ REGISTRY: Dict[str, MetricSpec] = {
               names=Names(ir_measures="nDCG(dcg='exp-log2')")),
         _spec("dcg", K.dcg, {AT_K}, plain=WHOLE, expected=T.dcg, bounded=False, trec_gains=True, names=Names(("dcg", None))),
         _spec("dcg_exp", K.dcg_exp, {AT_K}, plain=WHOLE, expected=T.dcg_exp, bounded=False, trec_gains=True),
-        _spec("fall_out", K.fall_out, {AT_K}, expected=T.fall_out, empty=K.no_irrelevant, lower_is_better=True,
+        _spec("fall_out", K.fall_out, {AT_K}, expected=T.fall_out, empty=K.no_irrelevant,
               needs_all_candidates=True, names=Names(torchmetrics="RetrievalFallOut")),
         _spec("acg", K.acg, {AT_K}, expected=T.acg, bounded=False),
         _spec("wap", K.wap, {AT_K}, expected=T.wap, bounded=False),
@@ -208,13 +213,13 @@ REGISTRY: Dict[str, MetricSpec] = {
               names=Names(ir_measures="RBP(p=p)")),
         _spec("err", K.err, {AT_K}, plain=WHOLE, no_expected=_NO_EXPECTED_ERR, needs_ideal=True, trec_gains=True),
         # embedding-set metrics (docs/metrics.md), evaluated by evaluate_embeddings
-        _set_spec("fnmr", set_level.fnmr_values, {AT_X}, lower_is_better=True,
+        _set_spec("fnmr", set_level.fnmr_values, {AT_X},
                   names=Names(oml="calc_fnmr_at_fmr")),
         _set_spec("pcf", set_level.pcf_values, {AT_X}, names=Names(oml="calc_pcf")),
         _set_spec("nmi", set_level.nmi_values, set(), plain=WHOLE, names=Names(pml="NMI")),
         _set_spec("ami", set_level.ami_values, set(), plain=WHOLE, bounded=False, names=Names(pml="AMI")),
         # beyond-accuracy metrics of top-k lists (docs/metrics.md), evaluated by evaluate_topk
-        _item_spec("popularity", I.popularity, item_data=("item_popularity",), bounded=False, lower_is_better=True,
+        _item_spec("popularity", I.popularity, item_data=("item_popularity",), bounded=False,
                    names=Names(torch_geometric="LinkPredAveragePopularity")),
         _item_spec("novelty", I.novelty, item_data=("item_popularity > 0",), bounded=False),
         _item_spec("tail", I.tail, item_data=("item_popularity",), names=Names(recbole="TailPercentage")),
@@ -224,7 +229,7 @@ REGISTRY: Dict[str, MetricSpec] = {
                    names=Names(torch_geometric="LinkPredDiversity")),
         _item_set_spec("coverage", I.coverage_values, item_data=("n_items",),
                        names=Names(torch_geometric="LinkPredCoverage")),
-        _item_set_spec("gini", I.gini_values, item_data=("n_items",), lower_is_better=True,
+        _item_set_spec("gini", I.gini_values, item_data=("n_items",),
                        names=Names(recbole="GiniIndex")),
         _item_set_spec("entropy", I.entropy_values, bounded=False),
         _item_set_spec("personalization", I.personalization_values,

@@ -9,6 +9,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from ..metrics.direction import lower_is_better
+
 __all__ = ["MetricResults", "plain"]
 
 
@@ -133,10 +135,11 @@ class MetricResults(dict):
 
 
     def worst(self, key: str, n: int = 10) -> Tuple[Tensor, Tensor]:
-        """The ``n`` queries with the lowest value of ``key``: ``(ids, values)``, lowest
-        first, equal values in query order; skipped queries (NaN) are left out. ``ids``
-        are ``query_ids`` when the input had ids, else positions in ``per_query``.
-        Needs the per-query values (``keep_per_query=True``; the adapters keep them).
+        """The ``n`` queries with the worst value of ``key``: ``(ids, values)``, worst
+        first (the lowest; the highest for a key where lower is better: ``fall_out``,
+        ``popularity``, ``fnmr``...), equal values in query order; skipped queries (NaN)
+        are left out. ``ids`` are ``query_ids`` when the input had ids, else positions in
+        ``per_query``. Needs the per-query values (``keep_per_query=True``; the adapters keep them).
 
         Example:
             >>> r = MetricResults()
@@ -154,7 +157,7 @@ class MetricResults(dict):
             raise ValueError(f"n must be an int >= 0; got {n!r}")
         values = self.per_query[key]
         defined = (~torch.isnan(values)).nonzero().squeeze(1)
-        order = torch.argsort(values[defined], stable=True)[:n]
+        order = torch.argsort(values[defined], stable=True, descending=lower_is_better(key))[:n]
         rows = defined[order]
         ids = rows if self.query_ids is None else self.query_ids.to(rows.device)[rows]
         return ids, values[rows]
@@ -220,3 +223,4 @@ if hasattr(torch.serialization, "add_safe_globals"):  # torch >= 2.4: torch.load
         torch.serialization.add_safe_globals([(MetricResults, "retrieval_core.aggregate.MetricResults")])
     except (TypeError, ValueError):  # torch 2.4 takes classes only
         pass
+

@@ -463,3 +463,21 @@ def test_beta_under_expected_ties_names_the_key():
         evaluate_scores(preds, target, ["hit_rate@1"], ties="expected", ci=0.9, ci_method="beta")
     r = evaluate_scores(preds, target, ["hit_rate@1"], ties="optimistic", ci=0.9, ci_method="beta")
     assert r["hit_rate@1"].item() == 0.5 and r.ci["hit_rate@1"][0] < 0.5 < r.ci["hit_rate@1"][1]
+
+
+def test_worst_is_the_highest_where_lower_is_better():
+    """``worst`` of fall_out, popularity, gini, fnmr: the highest values (the hostile tester of
+    session 36: it gave the best queries of a lower-is-better key)."""
+    import retrieval_core as rc
+    from retrieval_core.metrics.direction import LOWER_IS_BETTER
+    from retrieval_core.metrics.spec import REGISTRY
+
+    assert LOWER_IS_BETTER == {name for name, spec in REGISTRY.items() if spec.lower_is_better}
+    topk = torch.tensor([[0, 1], [2, 3], [1, 0]])
+    truth = torch.tensor([[0, 1, 2], [0, 0, 1]])  # user 1's item is not in its list
+    r = rc.evaluate_topk(topk, truth, ["popularity@2", "precision@2"], keep_per_query=True,
+                         item_popularity=torch.tensor([1.0, 2.0, 8.0, 4.0]))
+    ids, values = r.worst("popularity@2", 2)
+    assert ids.tolist() == [1, 0] and values.tolist() == [6.0, 1.5]  # query 2 ties query 0: query order
+    ids, values = r.worst("precision@2", 1)
+    assert values.tolist() == [0.0] and ids.tolist() == [1]
