@@ -48,34 +48,20 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench_embeddings import make_data  # noqa: E402  (the same data as the embedding benchmark)
+import bench_scores as bs  # noqa: E402  (the memory helpers: peak RSS from /proc)
 
 KEYS = ["cmc@1", "cmc@5", "precision_capped@5", "map_hits@5", "map@r", "r_precision"]
 MIB = 2**20
 
 
-def _status_kb() -> Dict[str, int]:
-    out = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                name, value = line.split(":")
-                out[name] = int(value.split()[0])
-    return out
-
-
-def _reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
 def _measured(fn):
     """(result, wall seconds, peak bytes over the RSS before the call, CPU seconds of this process)."""
-    _reset_peak()
-    before = _status_kb()["VmRSS"]
+    bs._reset_peak()
+    before = bs._status_kb()["VmRSS"]
     start, cpu = time.perf_counter(), time.process_time()
     result = fn()
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return result, seconds, (_status_kb()["VmHWM"] - before) * 1024, cpu
+    return result, seconds, (bs._status_kb()["VmHWM"] - before) * 1024, cpu
 
 
 def _load_share(data_dir: str, rank: int, world: int):

@@ -50,6 +50,9 @@ import torch
 import retrieval_core as rc
 from retrieval_core import sizing
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_scores as bs  # noqa: E402  (the memory helpers: peak RSS from /proc, the house style)
+
 K = 20
 KEYS = [f"{name}@{K}" for name in ("ndcg", "recall", "precision", "map", "mrr", "hit_rate", "f1", "precision_capped",
                                    "map_hits")]
@@ -168,25 +171,6 @@ def run_method(method, users, items, truth, seen, rows, reduce="none"):
 # --------------------------------------------------------------------------- memory
 
 
-def _status_kb() -> dict:
-    out = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                name, value = line.split(":")
-                out[name] = int(value.split()[0])
-    return out
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def memory_child(args) -> None:
     """Runs in a fresh process: build the inputs, warm the method up on 64 users, reset the
     peak, run the method once (ours: reduce="mean", the per-user values [U, 9] held inside;
@@ -198,13 +182,13 @@ def memory_child(args) -> None:
     run_method(method, small[0], small[1], small[3], small[2], rows, "mean")
     del small
     gc.collect()
-    reset = _reset_peak()
-    before = _status_kb()
+    reset = bs._reset_peak()
+    before = bs._status_kb()
     maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     out = run_method(method, users, items, truth, seen, rows, "mean")
     seconds = time.perf_counter() - t0
-    after = _status_kb()
+    after = bs._status_kb()
     maxrss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     extra_kb = after["VmHWM"] - before["VmRSS"] if reset else maxrss_after - max(maxrss_before, before["VmRSS"])
     del out
