@@ -355,6 +355,21 @@ def test_counter_counts_each_kind_of_read(monkeypatch):
 
 # ---------------------------------------------------------------- CUDA's own count
 
+def cuda_synchronisations(fn: Callable[[], object]) -> int:
+    """How many synchronisations CUDA's own debug mode warns of while ``fn`` runs (small
+    blocks: ``sizing.pretend_free_memory(0)``)."""
+    torch.cuda.synchronize()
+    previous = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught, sizing.pretend_free_memory(0):
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            fn()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(),
                     reason="no CUDA device: torch.cuda.set_sync_debug_mode needs one to count synchronisations")
 @pytest.mark.parametrize("case", list(CASES))
@@ -365,17 +380,7 @@ def test_cuda_synchronisations_do_not_grow_with_the_input(case, monkeypatch):
     monkeypatch.setattr(sizing, "MIN_DEVICE_BUDGET", 128 * 40 * 4)
 
     def synchronisations(scale: int) -> int:
-        fn = make(scale, "cuda")
-        torch.cuda.synchronize()
-        previous = torch.cuda.get_sync_debug_mode()
-        with warnings.catch_warnings(record=True) as caught, sizing.pretend_free_memory(0):
-            warnings.simplefilter("always")
-            torch.cuda.set_sync_debug_mode("warn")
-            try:
-                fn()
-            finally:
-                torch.cuda.set_sync_debug_mode(previous)
-        return sum("synchroniz" in str(w.message) for w in caught)
+        return cuda_synchronisations(make(scale, "cuda"))
 
     make(1, "cuda")()  # warm-up: lazy CUDA initialisation (handles, kernels) is not ours to count
     small, large = synchronisations(1), synchronisations(16)
