@@ -7,8 +7,8 @@
 #                  the wheel (the wheel from the sdist), checks their metadata (twine), installs
 #                  the wheel into ./.venv-wheel and runs pytest on a copy of tests/ in
 #                  build/wheel-tests, where the source tree cannot shadow the installed copy;
-#                  tools/wheel_tests.py says how long it takes (6 minutes on a quiet 2-core
-#                  machine), pytest shows a compact progress (-q)
+#                  tools/wheel_tests.py says how long it takes (about 11 minutes on a quiet
+#                  2-core machine), pytest shows a compact progress (-q)
 #   make test-dev  the suite against the editable install in ./.venv (quick, for development)
 #   make bench     the score benchmarks
 #
