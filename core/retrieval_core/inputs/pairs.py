@@ -262,8 +262,9 @@ def excluded_positions(exclude_ids: Tuple[Tensor, Tensor], query_ids: Tensor, ga
     for ids, among, what in ((exclude_ids[0], query_ids, "query"), (exclude_ids[1], gallery_ids, "gallery item")):
         ids = ids.to(among.device)
         order = torch.argsort(among)
-        at = torch.searchsorted(among[order], ids).clamp_(max=max(among.shape[0] - 1, 0))
-        missing = ids != among[order][at] if among.numel() else torch.ones_like(ids, dtype=torch.bool)
+        ascending = among[order]
+        at = torch.searchsorted(ascending, ids).clamp_(max=max(among.shape[0] - 1, 0))
+        missing = ids != ascending[at] if among.numel() else torch.ones_like(ids, dtype=torch.bool)
         if bool(missing.any()):
             raise ValueError(f"exclude names id {int(ids[missing][0])}, which is no {what}'s id (exclude pairs a "
                              "query row of its batch with a gallery item's id)")

@@ -77,16 +77,15 @@ def recommended_counts(ids: Tensor, k: int, n_items: Optional[int] = None) -> Te
     """int64: the c_i > 0 of :func:`exposure_counts`, in increasing item id, without a tensor of
     the catalogue's size when it exceeds the lists' (n_items may be 10^15): the set-level keys
     read these alone (an item at 0 adds nothing to a sum; ``gini`` is told how many there
-    are). A count per item (a ``bincount``, 2x faster than sorting 20M slots) where the ids
-    range over at most ``max(slots, 2^20)`` values (``n_items``, else the largest id + 1),
-    else ``torch.unique``'s counts: the same counts in the same order."""
+    are). A count per item (:func:`exposure_counts`, faster than sorting the slots) where
+    the ids range over at most ``max(slots, 2^20)`` values (``n_items``, else the largest id
+    + 1), else ``torch.unique``'s counts: the same counts in the same order."""
     first = ids[:, :k].reshape(-1)
-    first = first[first >= 0]
     width = n_items if n_items is not None else int(first.max()) + 1 if first.numel() else 1
     if width <= max(first.numel(), 1 << 20):
-        counts = torch.bincount(first, minlength=width)
-        return counts[counts > 0].to(torch.int64)
-    return torch.unique(first, return_counts=True)[1].to(torch.int64)
+        counts = exposure_counts(ids, k, width)
+        return counts[counts > 0]
+    return torch.unique(first[first >= 0], return_counts=True)[1].to(torch.int64)
 
 
 def coverage(counts: Tensor, n_items: int) -> Tensor:
